@@ -1,0 +1,41 @@
+# challenge-hook: every command a developer or CI needs. A fresh machine needs only Go:
+# the targets below install or build anything else they use.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/challenge-hook
+STATICCHECK_VERSION ?= 2025.1.1
+# The flags `make run` serves with: a pinned clock and a demo flag key, the same configuration the
+# golden files were computed with, so that curl of any testdata request answers its response.json.
+DEV_FLAGS := $(shell cat testdata/dev.flags 2>/dev/null)
+
+.PHONY: all build run test lint update e2e bench fuzz clean
+
+all: test build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/challenge-hook
+
+run:
+	$(GO) run ./cmd/challenge-hook $(DEV_FLAGS)
+
+test: lint
+	$(GO) test -count=1 ./...
+
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+# Regenerate the golden files; read every changed line before committing.
+update:
+	$(GO) test ./sync -run TestGolden -update
+
+e2e:
+	bash hack/e2e.sh
+
+bench:
+	bash hack/bench.sh
+
+clean:
+	rm -rf bin .cache

@@ -1,0 +1,365 @@
+package sync
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// problem is why the hook cannot build an instance: a reason from the fixed vocabulary and a
+// message that says what to fix. The hook then keeps the children exactly as they are.
+type problem struct {
+	reason  string
+	message string
+}
+
+// resolveInstance finds the instance's template (inline, or the related ChallengeDefinition) and
+// checks everything the children are built from. The API server's schema and CEL rules refuse most
+// mistakes at admission; these checks are the hook's own, because it must not trust its input.
+func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *problem) {
+	in := instance{
+		name:      parent.Metadata.Name,
+		namespace: parent.Metadata.Namespace,
+		id:        instanceID(parent),
+		owner:     parent.Spec.Owner,
+	}
+	if err := validateChallengeSpec(parent); err != nil {
+		return in, &problem{ReasonInvalidSpec, err.Error()}
+	}
+	if parent.Spec.Template != nil {
+		in.template = *parent.Spec.Template
+		if err := ValidateDefinition(in.template); err != nil {
+			return in, &problem{ReasonInvalidSpec, "spec.template: " + err.Error()}
+		}
+	} else {
+		ref := *parent.Spec.DefinitionRef
+		if ref.Namespace == "" {
+			ref.Namespace = parent.Metadata.Namespace
+		}
+		def, found := findDefinition(related.Definitions, ref)
+		if !found {
+			return in, &problem{ReasonDefinitionNotFound, fmt.Sprintf(
+				"ChallengeDefinition %s/%s not found: create it, or fix spec.definitionRef", ref.Namespace, ref.Name)}
+		}
+		in.definition, in.definitionNamespace = ref.Name, ref.Namespace
+		in.template = def.Spec
+		if err := ValidateDefinition(in.template); err != nil {
+			return in, &problem{ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, err)}
+		}
+	}
+	if flag := in.template.Flag; flag != nil && flag.Dynamic && len(cfg.FlagKey) == 0 {
+		return in, &problem{ReasonFlagKeyMissing,
+			"the template asks for a dynamic flag but the hook has no flag key: start the hook with --flag-key-file"}
+	}
+	return in, nil
+}
+
+func findDefinition(defs []ChallengeDefinition, ref DefinitionRef) (ChallengeDefinition, bool) {
+	for _, def := range defs {
+		if def.Metadata.Name == ref.Name && (def.Metadata.Namespace == ref.Namespace || def.Metadata.Namespace == "") {
+			return def, true
+		}
+	}
+	return ChallengeDefinition{}, false
+}
+
+func validateChallengeSpec(parent Challenge) error {
+	if errs := validation.IsDNS1035Label(parent.Metadata.Name); len(errs) > 0 {
+		return fmt.Errorf("metadata.name %q: children are named after the Challenge, so it must be a DNS-1035 label: %s",
+			parent.Metadata.Name, strings.Join(errs, "; "))
+	}
+	spec := parent.Spec
+	if spec.Owner == "" {
+		return errors.New("spec.owner is required")
+	}
+	if errs := validation.IsValidLabelValue(spec.Owner); len(errs) > 0 {
+		return fmt.Errorf("spec.owner %q must be a valid label value: %s", spec.Owner, strings.Join(errs, "; "))
+	}
+	if (spec.Template == nil) == (spec.DefinitionRef == nil) {
+		return errors.New("set exactly one of spec.definitionRef and spec.template")
+	}
+	if ref := spec.DefinitionRef; ref != nil {
+		if errs := validation.IsDNS1123Subdomain(ref.Name); len(errs) > 0 {
+			return fmt.Errorf("spec.definitionRef.name %q: %s", ref.Name, strings.Join(errs, "; "))
+		}
+	}
+	if spec.Timeout != "" {
+		if _, err := parsePositiveDuration(spec.Timeout); err != nil {
+			return fmt.Errorf("spec.timeout: %w", err)
+		}
+	}
+	if spec.ExpiresAt != "" {
+		if _, err := time.Parse(time.RFC3339, spec.ExpiresAt); err != nil {
+			return fmt.Errorf("spec.expiresAt %q is not an RFC 3339 time such as 2026-11-01T12:00:00Z", spec.ExpiresAt)
+		}
+	}
+	return nil
+}
+
+func parsePositiveDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not a positive duration such as 30m or 1h30m", s)
+	}
+	return d, nil
+}
+
+// Limits shared with the CRD schema.
+const (
+	maxContainers = 8
+	maxExpose     = 8
+	maxFlagPrefix = 32
+)
+
+var flagPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+
+var validProtocols = map[string]bool{"TCP": true, "UDP": true, "SCTP": true}
+
+var validResources = map[string]bool{"cpu": true, "memory": true, "ephemeral-storage": true}
+
+// ValidateDefinition checks a template. The error names the field and says what is expected.
+func ValidateDefinition(spec DefinitionSpec) error {
+	if len(spec.Containers) == 0 || len(spec.Containers) > maxContainers {
+		return fmt.Errorf("containers: need 1 to %d containers, got %d", maxContainers, len(spec.Containers))
+	}
+	portProtocol := map[int32]string{}
+	containerNames := map[string]bool{}
+	portNames := map[string]bool{}
+	for i, c := range spec.Containers {
+		field := fmt.Sprintf("containers[%d]", i)
+		if err := validateContainer(c, field); err != nil {
+			return err
+		}
+		if containerNames[c.Name] {
+			return fmt.Errorf("%s.name: %q is used twice", field, c.Name)
+		}
+		containerNames[c.Name] = true
+		for j, p := range c.Ports {
+			if _, taken := portProtocol[p.ContainerPort]; taken {
+				return fmt.Errorf("%s.ports[%d]: port %d is used twice in the Pod", field, j, p.ContainerPort)
+			}
+			portProtocol[p.ContainerPort] = protocolOf(p)
+			if p.Name != "" {
+				if portNames[p.Name] {
+					return fmt.Errorf("%s.ports[%d].name: %q is used twice in the Pod", field, j, p.Name)
+				}
+				portNames[p.Name] = true
+			}
+		}
+	}
+	if err := validateExpose(spec.Expose, portProtocol); err != nil {
+		return err
+	}
+	var timeout, maxLifetime time.Duration
+	var err error
+	if spec.Timeout != "" {
+		if timeout, err = parsePositiveDuration(spec.Timeout); err != nil {
+			return fmt.Errorf("timeout: %w", err)
+		}
+	}
+	if spec.MaxLifetime != "" {
+		if maxLifetime, err = parsePositiveDuration(spec.MaxLifetime); err != nil {
+			return fmt.Errorf("maxLifetime: %w", err)
+		}
+	}
+	if timeout > 0 && maxLifetime > 0 && timeout > maxLifetime {
+		return fmt.Errorf("timeout %s is longer than maxLifetime %s", spec.Timeout, spec.MaxLifetime)
+	}
+	if err := validateFlag(spec.Flag, spec.Containers); err != nil {
+		return err
+	}
+	if spec.RuntimeClassName != "" {
+		if errs := validation.IsDNS1123Subdomain(spec.RuntimeClassName); len(errs) > 0 {
+			return fmt.Errorf("runtimeClassName %q: %s", spec.RuntimeClassName, strings.Join(errs, "; "))
+		}
+	}
+	if sec := spec.Security; sec != nil && sec.RunAsUser != nil {
+		if *sec.RunAsUser < 0 {
+			return fmt.Errorf("security.runAsUser: %d is negative", *sec.RunAsUser)
+		}
+		if *sec.RunAsUser == 0 && !sec.RunAsRoot {
+			return errors.New("security.runAsUser: 0 is root; set security.runAsRoot: true to run as root")
+		}
+	}
+	return nil
+}
+
+func validateContainer(c Container, field string) error {
+	if errs := validation.IsDNS1123Label(c.Name); len(errs) > 0 {
+		return fmt.Errorf("%s.name %q: %s", field, c.Name, strings.Join(errs, "; "))
+	}
+	if strings.TrimSpace(c.Image) == "" || strings.ContainsAny(c.Image, " \t\n") {
+		return fmt.Errorf("%s.image %q: must be an image reference such as registry.example/chal:1.0", field, c.Image)
+	}
+	for j, env := range c.Env {
+		if errs := validation.IsEnvVarName(env.Name); len(errs) > 0 {
+			return fmt.Errorf("%s.env[%d].name %q: %s", field, j, env.Name, strings.Join(errs, "; "))
+		}
+	}
+	for j, p := range c.Ports {
+		if p.ContainerPort < 1 || p.ContainerPort > 65535 {
+			return fmt.Errorf("%s.ports[%d].containerPort: %d is not between 1 and 65535", field, j, p.ContainerPort)
+		}
+		if p.Protocol != "" && !validProtocols[p.Protocol] {
+			return fmt.Errorf("%s.ports[%d].protocol: %q is not TCP, UDP or SCTP", field, j, p.Protocol)
+		}
+		if p.Name != "" {
+			if errs := validation.IsValidPortName(p.Name); len(errs) > 0 {
+				return fmt.Errorf("%s.ports[%d].name %q: %s", field, j, p.Name, strings.Join(errs, "; "))
+			}
+		}
+	}
+	if r := c.Resources; r != nil {
+		if err := validateResources(*r, field+".resources"); err != nil {
+			return err
+		}
+	}
+	if p := c.ReadinessProbe; p != nil {
+		if err := validateProbe(*p, field+".readinessProbe"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateResources(r ResourceRequirements, field string) error {
+	for _, list := range []struct {
+		name   string
+		values map[string]string
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		for name, value := range list.values {
+			if !validResources[name] {
+				return fmt.Errorf("%s.%s: %q is not cpu, memory or ephemeral-storage", field, list.name, name)
+			}
+			if _, err := resource.ParseQuantity(value); err != nil {
+				return fmt.Errorf("%s.%s.%s: %q is not a quantity such as 500m or 256Mi", field, list.name, name, value)
+			}
+		}
+	}
+	for name, request := range r.Requests {
+		limit, ok := r.Limits[name]
+		if !ok {
+			continue
+		}
+		requested, limited := resource.MustParse(request), resource.MustParse(limit)
+		if requested.Cmp(limited) > 0 {
+			return fmt.Errorf("%s: the %s request %s is above its limit %s", field, name, request, limit)
+		}
+	}
+	return nil
+}
+
+func validateProbe(p Probe, field string) error {
+	handlers := 0
+	if p.TCPSocket != nil {
+		handlers++
+		if err := validatePort(p.TCPSocket.Port, field+".tcpSocket.port"); err != nil {
+			return err
+		}
+	}
+	if p.HTTPGet != nil {
+		handlers++
+		if err := validatePort(p.HTTPGet.Port, field+".httpGet.port"); err != nil {
+			return err
+		}
+		if p.HTTPGet.Path != "" && !strings.HasPrefix(p.HTTPGet.Path, "/") {
+			return fmt.Errorf("%s.httpGet.path %q must start with /", field, p.HTTPGet.Path)
+		}
+	}
+	if p.Exec != nil {
+		handlers++
+		if len(p.Exec.Command) == 0 {
+			return fmt.Errorf("%s.exec.command must not be empty", field)
+		}
+	}
+	if handlers != 1 {
+		return fmt.Errorf("%s: set exactly one of tcpSocket, httpGet and exec", field)
+	}
+	if p.InitialDelaySeconds < 0 || p.PeriodSeconds < 0 || p.TimeoutSeconds < 0 || p.FailureThreshold < 0 {
+		return fmt.Errorf("%s: seconds and thresholds must not be negative", field)
+	}
+	return nil
+}
+
+func validatePort(port int32, field string) error {
+	if port < 1 || port > 65535 {
+		return fmt.Errorf("%s: %d is not between 1 and 65535", field, port)
+	}
+	return nil
+}
+
+func validateExpose(expose []Expose, portProtocol map[int32]string) error {
+	if len(expose) > maxExpose {
+		return fmt.Errorf("expose: at most %d entries, got %d", maxExpose, len(expose))
+	}
+	seen := map[int32]bool{}
+	serviceType, httpCount := "", 0
+	for i, e := range expose {
+		field := fmt.Sprintf("expose[%d]", i)
+		protocol, ok := portProtocol[e.Port]
+		if !ok {
+			return fmt.Errorf("%s.port: %d is not a containerPort of any container", field, e.Port)
+		}
+		if seen[e.Port] {
+			return fmt.Errorf("%s.port: %d is exposed twice", field, e.Port)
+		}
+		seen[e.Port] = true
+		switch e.Type {
+		case ExposeHTTP:
+			httpCount++
+			if httpCount > 1 {
+				return fmt.Errorf("%s: at most one HTTP exposure per instance", field)
+			}
+			if protocol != "TCP" {
+				return fmt.Errorf("%s: HTTP needs a TCP port, port %d is %s", field, e.Port, protocol)
+			}
+		case ExposeNodePort, ExposeLoadBalancer, ExposeClusterIP:
+			if serviceType != "" && serviceType != e.Type {
+				return fmt.Errorf("%s.type: %s and %s cannot be mixed: all non-HTTP exposures share one Service", field, serviceType, e.Type)
+			}
+			serviceType = e.Type
+		default:
+			return fmt.Errorf("%s.type: %q is not NodePort, LoadBalancer, HTTP or ClusterIP", field, e.Type)
+		}
+	}
+	return nil
+}
+
+func validateFlag(flag *Flag, containers []Container) error {
+	if flag == nil {
+		return nil
+	}
+	if (flag.Value == "") == !flag.Dynamic {
+		return errors.New("flag: set exactly one of value and dynamic: true")
+	}
+	if flag.Env == "" && flag.Path == "" {
+		return errors.New("flag: set env, path or both, to say how the flag reaches the containers")
+	}
+	if flag.Env != "" {
+		if errs := validation.IsEnvVarName(flag.Env); len(errs) > 0 {
+			return fmt.Errorf("flag.env %q: %s", flag.Env, strings.Join(errs, "; "))
+		}
+		for _, c := range containers {
+			for _, env := range c.Env {
+				if env.Name == flag.Env {
+					return fmt.Errorf("flag.env %q: container %q already sets it", flag.Env, c.Name)
+				}
+			}
+		}
+	}
+	if flag.Path != "" {
+		if !path.IsAbs(flag.Path) || path.Clean(flag.Path) != flag.Path || flag.Path == "/" || flag.Path == "/tmp" {
+			return fmt.Errorf("flag.path %q must be a clean absolute file path such as /flag.txt", flag.Path)
+		}
+	}
+	if flag.Prefix != "" && (len(flag.Prefix) > maxFlagPrefix || !flagPrefixPattern.MatchString(flag.Prefix)) {
+		return fmt.Errorf("flag.prefix %q: at most %d letters, digits or underscores", flag.Prefix, maxFlagPrefix)
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package sync
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+)
+
+const (
+	defaultFlagPrefix = "flag"
+	// dynamicFlagHexLength is 128 bits of the HMAC: far beyond guessing, short enough to type.
+	dynamicFlagHexLength = 32
+)
+
+// flagValue is the instance's flag. A dynamic flag is an HMAC, under the hook's key, of the
+// definition and the owner: stable for one team on one challenge (so re-creating an instance keeps
+// its flag), different for every team (so a shared flag names who leaked it).
+func flagValue(in instance, key []byte) string {
+	f := in.template.Flag
+	if !f.Dynamic {
+		return f.Value
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(in.definitionKey()))
+	mac.Write([]byte{0})
+	mac.Write([]byte(in.owner))
+	prefix := f.Prefix
+	if prefix == "" {
+		prefix = defaultFlagPrefix
+	}
+	return prefix + "{" + hex.EncodeToString(mac.Sum(nil))[:dynamicFlagHexLength] + "}"
+}
+
+// buildFlagSecret holds the flag the Deployment delivers as an environment variable or file; nil
+// when the template has no flag. It uses data, not stringData: the API server stores only data, so
+// stringData would differ from the live object on every sync.
+func buildFlagSecret(in instance, cfg Config) *secret {
+	if in.template.Flag == nil {
+		return nil
+	}
+	return &secret{
+		APIVersion: "v1",
+		Kind:       "Secret",
+		Metadata:   in.meta(in.flagSecretName()),
+		Type:       "Opaque",
+		Data:       map[string]string{flagSecretKey: base64.StdEncoding.EncodeToString([]byte(flagValue(in, cfg.FlagKey)))},
+	}
+}

@@ -1,0 +1,82 @@
+package sync
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"strings"
+)
+
+// instanceIDLength is the length of an instance id: 16 base32 characters carry 80 bits, enough that
+// a player cannot guess another instance's HTTP host.
+const instanceIDLength = 16
+
+var lowerBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// instanceID is a short, stable and unguessable id for one Challenge. The uid, random and assigned
+// by the API server, makes it unguessable; it never changes for the life of the object. It starts
+// with a letter, so it is also a valid DNS label.
+func instanceID(parent Challenge) string {
+	sum := sha256.Sum256([]byte(parent.Metadata.Namespace + "/" + parent.Metadata.Name + "/" + parent.Metadata.UID))
+	return "i" + lowerBase32.EncodeToString(sum[:])[:instanceIDLength-1]
+}
+
+// instance is what every child builder needs to know about the Challenge being synced.
+type instance struct {
+	name                string // the Challenge's name, used for every child except the flag Secret
+	namespace           string
+	id                  string
+	owner               string
+	definition          string // the referenced definition's name, empty for inline templates
+	definitionNamespace string
+	template            DefinitionSpec
+}
+
+func (in instance) flagSecretName() string { return in.name + "-flag" }
+
+// definitionKey identifies the template for dynamic flags: the referenced definition, or for an
+// inline template the Challenge itself.
+func (in instance) definitionKey() string {
+	if in.definition != "" {
+		return in.definitionNamespace + "/" + in.definition
+	}
+	return "inline/" + in.namespace + "/" + in.name
+}
+
+// labels are put on every child and on the Pod template.
+func (in instance) labels() map[string]string {
+	labels := map[string]string{
+		LabelManagedBy: ManagedByValue,
+		LabelChallenge: in.name,
+		LabelInstance:  in.id,
+		LabelOwner:     in.owner,
+	}
+	if in.definition != "" {
+		labels[LabelDefinition] = in.definition
+	}
+	return labels
+}
+
+// selector selects the instance's Pods; the instance id alone is unique and never changes.
+func (in instance) selector() map[string]string {
+	return map[string]string{LabelInstance: in.id}
+}
+
+func (in instance) meta(name string) childMeta {
+	return childMeta{Name: name, Namespace: in.namespace, Labels: in.labels()}
+}
+
+// portName is the name of a port in the Service and endpoints: the container port's own name, or
+// the protocol and number.
+func portName(port ContainerPort) string {
+	if port.Name != "" {
+		return port.Name
+	}
+	return strings.ToLower(protocolOf(port)) + "-" + itoa(port.ContainerPort)
+}
+
+func protocolOf(port ContainerPort) string {
+	if port.Protocol == "" {
+		return "TCP"
+	}
+	return port.Protocol
+}

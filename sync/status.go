@@ -1,0 +1,285 @@
+package sync
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Condition types on the Challenge.
+const (
+	ConditionReady   = "Ready"
+	ConditionExpired = "Expired"
+)
+
+// verdict is the phase the observed children put the instance in, and why.
+type verdict struct {
+	phase, reason, message string
+}
+
+// observe decides the phase of an instance whose children the hook builds: from nothing observed
+// (None), through the Deployment and its Pods (Creating, Error), to ready with every endpoint known
+// (Running).
+func observe(req Request, in instance, endpoints []Endpoint, missing string) verdict {
+	if req.Children.Count() == 0 {
+		return verdict{PhaseNone, ReasonPending, "creating the instance's workload"}
+	}
+	dep, found := findDeployment(req.Children.Deployments, in.name)
+	if !found {
+		return verdict{PhaseCreating, ReasonStarting, "waiting for the Deployment to be created"}
+	}
+	if v, failed := podFailure(req.Related.Pods, in); failed {
+		return v
+	}
+	for _, c := range dep.Conditions {
+		if c.Type == "Progressing" && c.Status == "False" && c.Reason == ReasonProgressDeadlineExceeded {
+			return verdict{PhaseError, ReasonProgressDeadlineExceeded, fmt.Sprintf(
+				"the instance did not become ready within %ds: check the readiness probe and the containers' logs (kubectl logs -n %s deploy/%s)",
+				progressDeadlineSeconds, in.namespace, in.name)}
+		}
+	}
+	if dep.ReadyReplicas < 1 {
+		return verdict{PhaseCreating, ReasonStarting, "waiting for the pod to become ready"}
+	}
+	if missing != "" {
+		return verdict{PhaseCreating, ReasonStarting, "waiting for " + missing}
+	}
+	if len(endpoints) == 0 {
+		return verdict{PhaseRunning, ReasonReady, "ready; the template exposes no port"}
+	}
+	return verdict{PhaseRunning, ReasonReady, "ready at " + endpoints[0].URL}
+}
+
+func findDeployment(deps []ObservedDeployment, name string) (ObservedDeployment, bool) {
+	for _, d := range deps {
+		if d.Metadata.Name == name {
+			return d, true
+		}
+	}
+	return ObservedDeployment{}, false
+}
+
+// podFailure finds the first reason, in Pod and container order, that a Pod will not become ready
+// without help. Pods being deleted are left out: they belong to a previous revision.
+func podFailure(pods []ObservedPod, in instance) (verdict, bool) {
+	for _, pod := range pods {
+		if pod.Metadata.DeletionTimestamp != "" {
+			continue
+		}
+		for _, statuses := range [][]ContainerStatus{pod.InitContainers, pod.ContainerStatuses} {
+			for _, cs := range statuses {
+				if v, failed := containerFailure(cs, in); failed {
+					return v, true
+				}
+			}
+		}
+		for _, c := range pod.Conditions {
+			if c.Type == "PodScheduled" && c.Status == "False" && c.Reason == ReasonUnschedulable {
+				return verdict{PhaseError, ReasonUnschedulable, fmt.Sprintf(
+					"pod %s cannot be scheduled%s; free capacity in the cluster or lower resources.requests in the template",
+					pod.Metadata.Name, detail(c.Message))}, true
+			}
+		}
+	}
+	return verdict{}, false
+}
+
+func containerFailure(cs ContainerStatus, in instance) (verdict, bool) {
+	if t := cs.Terminated; t != nil && t.Reason == ReasonOOMKilled {
+		return oomKilled(cs.Name, in), true
+	}
+	w := cs.Waiting
+	if w == nil {
+		return verdict{}, false
+	}
+	switch w.Reason {
+	case ReasonErrImagePull, ReasonImagePullBackOff, "InvalidImageName":
+		reason := w.Reason
+		if reason == "InvalidImageName" {
+			reason = ReasonErrImagePull
+		}
+		return verdict{PhaseError, reason, fmt.Sprintf(
+			"container %q cannot pull image %q%s; check the image name and tag, and that the cluster can pull from its registry",
+			cs.Name, imageOf(in, cs.Name), detail(w.Message))}, true
+	case ReasonCrashLoopBackOff:
+		last := cs.LastTerminated
+		if last != nil && last.Reason == ReasonOOMKilled {
+			return oomKilled(cs.Name, in), true
+		}
+		what := "it keeps exiting"
+		if last != nil {
+			what = fmt.Sprintf("it keeps exiting, last with code %d", last.ExitCode)
+			if last.Reason != "" {
+				what += " (" + last.Reason + ")"
+			}
+			what += detail(last.Message)
+		}
+		return verdict{PhaseError, ReasonCrashLoopBackOff, fmt.Sprintf(
+			"container %q is crash looping: %s; read its logs with kubectl logs -n %s deploy/%s -c %s --previous",
+			cs.Name, what, in.namespace, in.name, cs.Name)}, true
+	case ReasonCreateContainerConfigError, "CreateContainerError":
+		hint := "fix the container's configuration in the template"
+		if strings.Contains(w.Message, "non-root") || strings.Contains(w.Message, "runAsNonRoot") {
+			hint = "the image runs as root: set a non-root USER in the image, or security.runAsUser, or opt out with security.runAsRoot"
+		}
+		return verdict{PhaseError, ReasonCreateContainerConfigError, fmt.Sprintf(
+			"container %q cannot be created%s; %s", cs.Name, detail(w.Message), hint)}, true
+	}
+	return verdict{}, false
+}
+
+func oomKilled(containerName string, in instance) verdict {
+	limit := ""
+	for _, c := range in.template.Containers {
+		if c.Name == containerName {
+			limit = containerResources(c.Resources).Limits["memory"]
+		}
+	}
+	return verdict{PhaseError, ReasonOOMKilled, fmt.Sprintf(
+		"container %q was killed for using more than its memory limit %s; raise resources.limits.memory in the template",
+		containerName, limit)}
+}
+
+func imageOf(in instance, containerName string) string {
+	for _, c := range in.template.Containers {
+		if c.Name == containerName {
+			return c.Image
+		}
+	}
+	return ""
+}
+
+// detail appends a message from the kubelet or scheduler when there is one.
+func detail(message string) string {
+	message = strings.TrimSuffix(strings.TrimSpace(message), ".")
+	if message == "" {
+		return ""
+	}
+	return ": " + message
+}
+
+// endpoints lists what players connect to, in exposure order, from the observed Service and
+// Ingress. missing names the first endpoint not known yet ("" when all are known).
+func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing string) {
+	svc, hasService := findService(req.Children.Services, in.name)
+	for _, e := range in.template.Expose {
+		port := exposedPort(in.template, e.Port)
+		ep := Endpoint{Name: portName(port), Protocol: protocolOf(port)}
+		switch e.Type {
+		case ExposeHTTP:
+			if !hasIngress(req.Children.Ingresses, in.name) {
+				missing = firstOf(missing, "the Ingress")
+				continue
+			}
+			ep.Host, ep.Port = httpHost(in, cfg), 80
+			if cfg.IngressScheme == "https" {
+				ep.Port = 443
+			}
+			ep.URL = cfg.IngressScheme + "://" + ep.Host + "/"
+		case ExposeNodePort:
+			nodePort := observedNodePort(svc, e.Port)
+			if !hasService || nodePort == 0 {
+				missing = firstOf(missing, "a node port")
+				continue
+			}
+			ep.Host, ep.Port = cfg.PublicHost, nodePort
+		case ExposeLoadBalancer:
+			host := loadBalancerHost(svc.LoadBalancer)
+			if !hasService || host == "" {
+				missing = firstOf(missing, "a load balancer address")
+				continue
+			}
+			ep.Host, ep.Port = host, e.Port
+		case ExposeClusterIP:
+			if !hasService {
+				missing = firstOf(missing, "the Service")
+				continue
+			}
+			ep.Host, ep.Port = in.name+"."+in.namespace+".svc."+cfg.ClusterDomain, e.Port
+		}
+		if ep.URL == "" {
+			ep.URL = strings.ToLower(ep.Protocol) + "://" + ep.Host + ":" + itoa(ep.Port)
+		}
+		out = append(out, ep)
+	}
+	return out, missing
+}
+
+func firstOf(current, next string) string {
+	if current != "" {
+		return current
+	}
+	return next
+}
+
+func findService(services []ObservedService, name string) (ObservedService, bool) {
+	for _, s := range services {
+		if s.Metadata.Name == name {
+			return s, true
+		}
+	}
+	return ObservedService{}, false
+}
+
+func hasIngress(ingresses []ObservedIngress, name string) bool {
+	for _, i := range ingresses {
+		if i.Metadata.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func observedNodePort(svc ObservedService, port int32) int32 {
+	for _, p := range svc.Ports {
+		if p.Port == port {
+			return p.NodePort
+		}
+	}
+	return 0
+}
+
+func loadBalancerHost(ingress []LoadBalancerIngress) string {
+	for _, i := range ingress {
+		if i.IP != "" {
+			return i.IP
+		}
+		if i.Hostname != "" {
+			return i.Hostname
+		}
+	}
+	return ""
+}
+
+// conditions computes the Ready and Expired conditions. A condition's lastTransitionTime moves only
+// when its status flips; otherwise it is kept from the previous status, so a steady state gives the
+// same status on every sync.
+func conditions(previous []Condition, generation int64, now time.Time, current ...Condition) []Condition {
+	out := make([]Condition, 0, len(current))
+	for _, c := range current {
+		c.ObservedGeneration = generation
+		c.LastTransitionTime = formatTime(now)
+		for _, p := range previous {
+			if p.Type == c.Type && p.Status == c.Status && p.LastTransitionTime != "" {
+				c.LastTransitionTime = p.LastTransitionTime
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func readyCondition(v verdict) Condition {
+	status := "False"
+	if v.phase == PhaseRunning {
+		status = "True"
+	}
+	return Condition{Type: ConditionReady, Status: status, Reason: v.reason, Message: v.message}
+}
+
+func expiredCondition(expires time.Time, expired bool) Condition {
+	if expired {
+		return Condition{Type: ConditionExpired, Status: "True", Reason: ReasonExpired, Message: "expired at " + formatTime(expires)}
+	}
+	return Condition{Type: ConditionExpired, Status: "False", Reason: "NotExpired", Message: "expires at " + formatTime(expires)}
+}

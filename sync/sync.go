@@ -1,0 +1,187 @@
+package sync
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Sync computes the children that should exist and the status the Challenge should show.
+// It is pure: the same request, clock reading and configuration give the same response.
+func Sync(req Request, now time.Time, cfg Config) Response {
+	if req.Finalizing || req.Parent.Metadata.DeletionTimestamp != "" {
+		return finalize(req, now)
+	}
+	parent := req.Parent
+	in, prob := resolveInstance(parent, req.Related, cfg)
+	started := startedAt(parent, now)
+	if prob != nil {
+		return keepChildren(req, in, *prob, now)
+	}
+
+	expires := expiresAt(parent, in.template, started, cfg)
+	status := ChallengeStatus{
+		InstanceID:         in.id,
+		StartedAt:          formatTime(started),
+		ReadyAt:            parent.Status.ReadyAt,
+		ExpiresAt:          formatTime(expires),
+		ObservedGeneration: parent.Metadata.Generation,
+	}
+	if !now.Before(expires) {
+		// Expired: every child goes; the Challenge stays as the record of the instance.
+		v := verdict{PhaseExpired, ReasonExpired, fmt.Sprintf(
+			"expired at %s and its workload was removed; delete the Challenge to remove its record", formatTime(expires))}
+		status.Phase, status.Reason, status.Message = v.phase, v.reason, v.message
+		status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, true))
+		return Response{Status: status, Children: []any{}}
+	}
+
+	eps, missing := endpoints(req, in, cfg)
+	v := observe(req, in, eps, missing)
+	status.Phase, status.Reason, status.Message = v.phase, v.reason, v.message
+	status.Endpoints = eps
+	if v.phase == PhaseRunning && status.ReadyAt == "" {
+		status.ReadyAt = formatTime(now)
+	}
+	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, false))
+	return Response{Status: status, Children: desiredChildren(in, cfg), ResyncAfterSeconds: resyncAfter(now, expires)}
+}
+
+// desiredChildren are the children of a healthy instance, in a fixed order.
+func desiredChildren(in instance, cfg Config) []any {
+	children := []any{buildDeployment(in)}
+	if svc := buildService(in); svc != nil {
+		children = append(children, svc)
+	}
+	if ing := buildIngress(in, cfg); ing != nil {
+		children = append(children, ing)
+	}
+	children = append(children, buildNetworkPolicy(in))
+	if sec := buildFlagSecret(in, cfg); sec != nil {
+		children = append(children, sec)
+	}
+	return children
+}
+
+// keepChildren answers when the hook cannot build the instance (missing or invalid definition,
+// invalid spec, no flag key): every observed child is returned exactly as Metacontroller last
+// applied it, so nothing running is deleted or rewritten, and the status says what to fix.
+func keepChildren(req Request, in instance, prob problem, now time.Time) Response {
+	parent := req.Parent
+	v := verdict{PhaseError, prob.reason, prob.message}
+	status := ChallengeStatus{
+		Phase:              v.phase,
+		Reason:             v.reason,
+		Message:            v.message,
+		InstanceID:         in.id,
+		Endpoints:          parent.Status.Endpoints,
+		StartedAt:          formatTime(startedAt(parent, now)),
+		ReadyAt:            parent.Status.ReadyAt,
+		ExpiresAt:          parent.Status.ExpiresAt,
+		ObservedGeneration: parent.Metadata.Generation,
+	}
+	current := []Condition{readyCondition(v)}
+	if prev := findCondition(parent.Status.Conditions, ConditionExpired); prev != nil {
+		current = append(current, *prev)
+	}
+	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, current...)
+
+	children := []any{}
+	c := req.Children
+	for _, d := range c.Deployments {
+		children = append(children, lastApplied(d.ObservedObject))
+	}
+	for _, s := range c.Services {
+		children = append(children, lastApplied(s.ObservedObject))
+	}
+	for _, i := range c.Ingresses {
+		children = append(children, lastApplied(i.ObservedObject))
+	}
+	for _, n := range c.NetworkPolicies {
+		children = append(children, lastApplied(n))
+	}
+	for _, s := range c.Secrets {
+		children = append(children, lastApplied(s))
+	}
+	return Response{Status: status, Children: children}
+}
+
+func findCondition(conds []Condition, conditionType string) *Condition {
+	for i := range conds {
+		if conds[i].Type == conditionType {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// childIdentity is the least a kept child can be returned as when it carries no last-applied
+// configuration: with nothing desired and nothing last applied, Metacontroller's merge changes
+// nothing, and the child is not deleted because it is listed.
+type childIdentity struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   childIdentityMeta `json:"metadata"`
+}
+
+type childIdentityMeta struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+func lastApplied(obj ObservedObject) any {
+	if obj.LastApplied != "" && json.Valid([]byte(obj.LastApplied)) {
+		return json.RawMessage(obj.LastApplied)
+	}
+	return childIdentity{APIVersion: obj.APIVersion, Kind: obj.Kind, Metadata: childIdentityMeta{Name: obj.Metadata.Name, Namespace: obj.Metadata.Namespace}}
+}
+
+// finalize answers while the Challenge is being deleted: no children, so Metacontroller deletes
+// them all, and finalized only once none is observed any more.
+func finalize(req Request, now time.Time) Response {
+	parent := req.Parent
+	remaining := req.Children.Count()
+	v := verdict{PhaseDeleted, ReasonDeleted, "every child is gone"}
+	if remaining > 0 {
+		v = verdict{PhaseTerminating, ReasonTerminating, fmt.Sprintf("waiting for %d child object(s) to be deleted", remaining)}
+	}
+	status := ChallengeStatus{
+		Phase:              v.phase,
+		Reason:             v.reason,
+		Message:            v.message,
+		InstanceID:         instanceID(parent),
+		StartedAt:          parent.Status.StartedAt,
+		ReadyAt:            parent.Status.ReadyAt,
+		ExpiresAt:          parent.Status.ExpiresAt,
+		ObservedGeneration: parent.Metadata.Generation,
+	}
+	current := []Condition{readyCondition(v)}
+	if prev := findCondition(parent.Status.Conditions, ConditionExpired); prev != nil {
+		current = append(current, *prev)
+	}
+	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, current...)
+	return Response{Status: status, Children: []any{}, Finalized: remaining == 0}
+}
+
+// Customize asks Metacontroller for the related objects Sync needs: the referenced definition and
+// the instance's Pods. It depends only on the parent's spec and identity, as Metacontroller caches it.
+func Customize(req CustomizeRequest) CustomizeResponse {
+	parent := req.Parent
+	rules := []RelatedResourceRule{}
+	if ref := parent.Spec.DefinitionRef; ref != nil && ref.Name != "" {
+		namespace := ref.Namespace
+		if namespace == "" {
+			namespace = parent.Metadata.Namespace
+		}
+		rules = append(rules, RelatedResourceRule{
+			APIVersion: APIVersion, Resource: "challengedefinitions", Namespace: namespace, Names: []string{ref.Name},
+		})
+	}
+	rules = append(rules, RelatedResourceRule{
+		APIVersion:    "v1",
+		Resource:      "pods",
+		Namespace:     parent.Metadata.Namespace,
+		LabelSelector: &LabelSelector{MatchLabels: map[string]string{LabelInstance: instanceID(parent)}},
+	})
+	return CustomizeResponse{RelatedResources: rules}
+}

@@ -1,0 +1,414 @@
+// Package sync is the heart of challenge-hook: a pure function from what Metacontroller observed to
+// the children that should exist and the status the Challenge should show. It does no I/O; callers
+// decode the request, pass a clock reading and configuration, and encode the response.
+package sync
+
+import "time"
+
+// API names fixed by the design, shared by manifests, golden files and outside checks.
+const (
+	Group       = "ctf.challenge-hook.dev"
+	Version     = "v1alpha1"
+	APIVersion  = Group + "/" + Version
+	LabelPrefix = Group + "/"
+
+	LabelChallenge  = LabelPrefix + "challenge"
+	LabelDefinition = LabelPrefix + "definition"
+	LabelOwner      = LabelPrefix + "owner"
+	LabelInstance   = LabelPrefix + "instance"
+	LabelManagedBy  = "app.kubernetes.io/managed-by"
+	ManagedByValue  = "challenge-hook"
+
+	// LastAppliedAnnotation is where Metacontroller keeps the child exactly as a hook last returned it.
+	LastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"
+)
+
+// Config is the hook's configuration: everything the answer depends on besides the request and the clock.
+type Config struct {
+	// PublicHost is the host players use for NodePort endpoints (a node's public name or address).
+	PublicHost string
+	// IngressDomain is the parent domain of per-instance HTTP hosts: <instanceId>.<IngressDomain>.
+	IngressDomain string
+	// IngressClassName is set on Ingress children when not empty.
+	IngressClassName string
+	// IngressScheme is "http" or "https": the scheme of HTTP endpoint URLs.
+	IngressScheme string
+	// ClusterDomain is the cluster's DNS suffix, for ClusterIP endpoints.
+	ClusterDomain string
+	// DefaultTimeout is an instance's lifetime when neither the Challenge nor its definition sets one.
+	DefaultTimeout time.Duration
+	// DefaultMaxLifetime caps the lifetime, extensions included, when the definition sets no maxLifetime.
+	DefaultMaxLifetime time.Duration
+	// FlagKey is the HMAC key for dynamic flags; empty means dynamic flags are refused.
+	FlagKey []byte
+}
+
+// DefaultConfig returns the configuration the binary starts with when nothing is set.
+func DefaultConfig() Config {
+	return Config{
+		PublicHost:         "localhost",
+		IngressDomain:      "challenges.localhost",
+		IngressScheme:      "http",
+		ClusterDomain:      "cluster.local",
+		DefaultTimeout:     30 * time.Minute,
+		DefaultMaxLifetime: 24 * time.Hour,
+	}
+}
+
+// Request is a decoded sync or finalize request: the parent and what Metacontroller observed.
+type Request struct {
+	Parent     Challenge
+	Children   ObservedChildren
+	Related    Related
+	Finalizing bool
+}
+
+// ObservedChildren are the live children Metacontroller found, each list sorted by namespace and name.
+type ObservedChildren struct {
+	Deployments     []ObservedDeployment
+	Services        []ObservedService
+	NetworkPolicies []ObservedObject
+	Ingresses       []ObservedIngress
+	Secrets         []ObservedObject
+}
+
+// Count is the number of observed children of every type.
+func (c ObservedChildren) Count() int {
+	return len(c.Deployments) + len(c.Services) + len(c.NetworkPolicies) + len(c.Ingresses) + len(c.Secrets)
+}
+
+// Related are the objects the customize hook asked for: the referenced definition and the instance's Pods.
+type Related struct {
+	Definitions []ChallengeDefinition
+	Pods        []ObservedPod
+}
+
+// ObjectMeta holds the metadata fields the hook reads.
+type ObjectMeta struct {
+	Name              string            `json:"name,omitempty"`
+	Namespace         string            `json:"namespace,omitempty"`
+	UID               string            `json:"uid,omitempty"`
+	Generation        int64             `json:"generation,omitempty"`
+	Labels            map[string]string `json:"labels,omitempty"`
+	CreationTimestamp string            `json:"creationTimestamp,omitempty"`
+	DeletionTimestamp string            `json:"deletionTimestamp,omitempty"`
+}
+
+// ObservedObject is what the hook keeps of any observed child: its identity and the configuration
+// Metacontroller last applied, which is returned as is when the hook must not change the child.
+type ObservedObject struct {
+	APIVersion  string
+	Kind        string
+	Metadata    ObjectMeta
+	LastApplied string
+}
+
+// ObservedDeployment adds the Deployment status the phase is computed from.
+type ObservedDeployment struct {
+	ObservedObject
+	ReadyReplicas int32
+	Conditions    []ObservedCondition
+}
+
+// ObservedService adds the allocated node ports and load-balancer addresses.
+type ObservedService struct {
+	ObservedObject
+	Type         string
+	Ports        []ObservedServicePort
+	LoadBalancer []LoadBalancerIngress
+}
+
+// ObservedServicePort is one port of an observed Service.
+type ObservedServicePort struct {
+	Port     int32
+	NodePort int32
+	Protocol string
+}
+
+// LoadBalancerIngress is one address a load balancer or ingress controller published.
+type LoadBalancerIngress struct {
+	IP       string
+	Hostname string
+}
+
+// ObservedIngress adds the addresses the ingress controller published.
+type ObservedIngress struct {
+	ObservedObject
+	LoadBalancer []LoadBalancerIngress
+}
+
+// ObservedCondition is a Kubernetes status condition as read from a Deployment or Pod.
+type ObservedCondition struct {
+	Type    string
+	Status  string
+	Reason  string
+	Message string
+}
+
+// ObservedPod is one of the instance's Pods, related by the instance label.
+type ObservedPod struct {
+	Metadata          ObjectMeta
+	Phase             string
+	Conditions        []ObservedCondition
+	InitContainers    []ContainerStatus
+	ContainerStatuses []ContainerStatus
+}
+
+// ContainerStatus is the part of a container's status that explains why it is not ready.
+type ContainerStatus struct {
+	Name    string
+	Ready   bool
+	Waiting *ContainerStateWaiting
+	// LastTerminated is the container's previous termination, the cause of a crash loop.
+	LastTerminated *ContainerStateTerminated
+	// Terminated is set when the container has exited and not been restarted yet.
+	Terminated *ContainerStateTerminated
+}
+
+// ContainerStateWaiting says why a container is not running.
+type ContainerStateWaiting struct {
+	Reason  string
+	Message string
+}
+
+// ContainerStateTerminated says how a container ended.
+type ContainerStateTerminated struct {
+	Reason   string
+	Message  string
+	ExitCode int32
+}
+
+// Challenge is one participant's instance, the parent resource.
+type Challenge struct {
+	APIVersion string          `json:"apiVersion,omitempty"`
+	Kind       string          `json:"kind,omitempty"`
+	Metadata   ObjectMeta      `json:"metadata"`
+	Spec       ChallengeSpec   `json:"spec"`
+	Status     ChallengeStatus `json:"status"`
+}
+
+// ChallengeSpec says which template to run, for whom, and for how long.
+type ChallengeSpec struct {
+	DefinitionRef *DefinitionRef  `json:"definitionRef,omitempty"`
+	Template      *DefinitionSpec `json:"template,omitempty"`
+	Owner         string          `json:"owner,omitempty"`
+	Timeout       string          `json:"timeout,omitempty"`
+	ExpiresAt     string          `json:"expiresAt,omitempty"`
+}
+
+// DefinitionRef names a ChallengeDefinition; the namespace defaults to the Challenge's.
+type DefinitionRef struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// ChallengeDefinition is the template a challenge author writes once.
+type ChallengeDefinition struct {
+	APIVersion string         `json:"apiVersion,omitempty"`
+	Kind       string         `json:"kind,omitempty"`
+	Metadata   ObjectMeta     `json:"metadata"`
+	Spec       DefinitionSpec `json:"spec"`
+}
+
+// DefinitionSpec is the template of an instance: its Pod, how players reach it, and its lifetime.
+type DefinitionSpec struct {
+	Containers       []Container `json:"containers,omitempty"`
+	Expose           []Expose    `json:"expose,omitempty"`
+	Timeout          string      `json:"timeout,omitempty"`
+	MaxLifetime      string      `json:"maxLifetime,omitempty"`
+	Egress           bool        `json:"egress,omitempty"`
+	Flag             *Flag       `json:"flag,omitempty"`
+	RuntimeClassName string      `json:"runtimeClassName,omitempty"`
+	Security         *Security   `json:"security,omitempty"`
+}
+
+// Container is one container of the instance's Pod.
+type Container struct {
+	Name           string                `json:"name"`
+	Image          string                `json:"image"`
+	Command        []string              `json:"command,omitempty"`
+	Args           []string              `json:"args,omitempty"`
+	Env            []EnvVar              `json:"env,omitempty"`
+	Ports          []ContainerPort       `json:"ports,omitempty"`
+	Resources      *ResourceRequirements `json:"resources,omitempty"`
+	ReadinessProbe *Probe                `json:"readinessProbe,omitempty"`
+}
+
+// EnvVar is a literal environment variable.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// ContainerPort is a port a container listens on.
+type ContainerPort struct {
+	Name          string `json:"name,omitempty"`
+	ContainerPort int32  `json:"containerPort"`
+	Protocol      string `json:"protocol,omitempty"`
+}
+
+// ResourceRequirements are quantities by resource name (cpu, memory, ephemeral-storage).
+type ResourceRequirements struct {
+	Requests map[string]string `json:"requests,omitempty"`
+	Limits   map[string]string `json:"limits,omitempty"`
+}
+
+// Probe is a readiness probe: a TCP connect, an HTTP GET or a command.
+type Probe struct {
+	TCPSocket           *TCPSocketAction `json:"tcpSocket,omitempty"`
+	HTTPGet             *HTTPGetAction   `json:"httpGet,omitempty"`
+	Exec                *ExecAction      `json:"exec,omitempty"`
+	InitialDelaySeconds int32            `json:"initialDelaySeconds,omitempty"`
+	PeriodSeconds       int32            `json:"periodSeconds,omitempty"`
+	TimeoutSeconds      int32            `json:"timeoutSeconds,omitempty"`
+	FailureThreshold    int32            `json:"failureThreshold,omitempty"`
+}
+
+// TCPSocketAction probes by opening a TCP connection.
+type TCPSocketAction struct {
+	Port int32 `json:"port"`
+}
+
+// HTTPGetAction probes with an HTTP GET.
+type HTTPGetAction struct {
+	Path string `json:"path,omitempty"`
+	Port int32  `json:"port"`
+}
+
+// ExecAction probes by running a command in the container.
+type ExecAction struct {
+	Command []string `json:"command,omitempty"`
+}
+
+// Exposure types: how players reach a port.
+const (
+	ExposeNodePort     = "NodePort"
+	ExposeLoadBalancer = "LoadBalancer"
+	ExposeHTTP         = "HTTP"
+	ExposeClusterIP    = "ClusterIP"
+)
+
+// Expose publishes one container port to players.
+type Expose struct {
+	Port int32  `json:"port"`
+	Type string `json:"type"`
+}
+
+// Flag is the secret players hunt for: a static value, or one derived per owner.
+type Flag struct {
+	Value   string `json:"value,omitempty"`
+	Dynamic bool   `json:"dynamic,omitempty"`
+	// Prefix wraps a dynamic flag: <prefix>{<hex>}; default "flag".
+	Prefix string `json:"prefix,omitempty"`
+	// Env is the environment variable the flag is delivered in, in every container.
+	Env string `json:"env,omitempty"`
+	// Path is the file the flag is delivered in, in every container.
+	Path string `json:"path,omitempty"`
+}
+
+// Security holds the opt-outs from the hardened Pod defaults.
+type Security struct {
+	RunAsRoot bool `json:"runAsRoot,omitempty"`
+	// RunAsUser sets the user id, for images whose default user is root.
+	RunAsUser *int64 `json:"runAsUser,omitempty"`
+	// ReadOnlyRootFilesystem defaults to true; false opts out.
+	ReadOnlyRootFilesystem *bool `json:"readOnlyRootFilesystem,omitempty"`
+}
+
+// Phases of a Challenge.
+const (
+	PhaseNone        = "None"
+	PhaseCreating    = "Creating"
+	PhaseRunning     = "Running"
+	PhaseError       = "Error"
+	PhaseExpired     = "Expired"
+	PhaseTerminating = "Terminating"
+	PhaseDeleted     = "Deleted"
+)
+
+// Reasons: a fixed vocabulary, so that UIs can switch on them.
+const (
+	ReasonPending                    = "Pending"
+	ReasonStarting                   = "Starting"
+	ReasonReady                      = "Ready"
+	ReasonDefinitionNotFound         = "DefinitionNotFound"
+	ReasonInvalidDefinition          = "InvalidDefinition"
+	ReasonInvalidSpec                = "InvalidSpec"
+	ReasonErrImagePull               = "ErrImagePull"
+	ReasonImagePullBackOff           = "ImagePullBackOff"
+	ReasonCrashLoopBackOff           = "CrashLoopBackOff"
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
+	ReasonOOMKilled                  = "OOMKilled"
+	ReasonUnschedulable              = "Unschedulable"
+	ReasonProgressDeadlineExceeded   = "ProgressDeadlineExceeded"
+	ReasonFlagKeyMissing             = "FlagKeyMissing"
+	ReasonExpired                    = "Expired"
+	ReasonTerminating                = "Terminating"
+	ReasonDeleted                    = "Deleted"
+)
+
+// ChallengeStatus is computed by the hook on every sync.
+type ChallengeStatus struct {
+	Phase              string      `json:"phase,omitempty"`
+	Reason             string      `json:"reason,omitempty"`
+	Message            string      `json:"message,omitempty"`
+	InstanceID         string      `json:"instanceId,omitempty"`
+	Endpoints          []Endpoint  `json:"endpoints,omitempty"`
+	StartedAt          string      `json:"startedAt,omitempty"`
+	ReadyAt            string      `json:"readyAt,omitempty"`
+	ExpiresAt          string      `json:"expiresAt,omitempty"`
+	Conditions         []Condition `json:"conditions,omitempty"`
+	ObservedGeneration int64       `json:"observedGeneration,omitempty"`
+}
+
+// Endpoint is what a player connects to.
+type Endpoint struct {
+	Name     string `json:"name"`
+	Protocol string `json:"protocol"`
+	Host     string `json:"host"`
+	Port     int32  `json:"port"`
+	URL      string `json:"url"`
+}
+
+// Condition has the shape of metav1.Condition.
+type Condition struct {
+	Type               string `json:"type"`
+	Status             string `json:"status"`
+	ObservedGeneration int64  `json:"observedGeneration,omitempty"`
+	LastTransitionTime string `json:"lastTransitionTime"`
+	Reason             string `json:"reason"`
+	Message            string `json:"message"`
+}
+
+// Response is the sync or finalize answer. Children are encoded in order; each is a child object
+// built by the hook or, when the hook must not change a child, its last-applied configuration.
+type Response struct {
+	Status             ChallengeStatus `json:"status"`
+	Children           []any           `json:"children"`
+	ResyncAfterSeconds float64         `json:"resyncAfterSeconds"`
+	Finalized          bool            `json:"finalized"`
+}
+
+// CustomizeRequest is what Metacontroller sends to the customize hook.
+type CustomizeRequest struct {
+	Parent Challenge `json:"parent"`
+}
+
+// CustomizeResponse lists the related objects the sync hook needs.
+type CustomizeResponse struct {
+	RelatedResources []RelatedResourceRule `json:"relatedResources"`
+}
+
+// RelatedResourceRule selects related objects by names or by label selector.
+type RelatedResourceRule struct {
+	APIVersion    string         `json:"apiVersion"`
+	Resource      string         `json:"resource"`
+	Namespace     string         `json:"namespace,omitempty"`
+	Names         []string       `json:"names,omitempty"`
+	LabelSelector *LabelSelector `json:"labelSelector,omitempty"`
+}
+
+// LabelSelector selects by exact label values.
+type LabelSelector struct {
+	MatchLabels map[string]string `json:"matchLabels"`
+}
