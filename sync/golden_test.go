@@ -112,7 +112,7 @@ func TestGoldenFixedPoint(t *testing.T) {
 			applied := map[string]string{}
 			for _, child := range resp.Children {
 				var id struct {
-					Kind     string `json:"kind"`
+					Kind     string                `json:"kind"`
 					Metadata struct{ Name string } `json:"metadata"`
 				}
 				require.NoError(t, json.Unmarshal(child, &id))
