@@ -85,7 +85,10 @@ func validateChallengeSpec(parent Challenge) error {
 		return errors.New("set exactly one of spec.definitionRef and spec.template")
 	}
 	if ref := spec.DefinitionRef; ref != nil {
-		if errs := validation.IsDNS1123Subdomain(ref.Name); len(errs) > 0 {
+		// The name is also the value of the definition label, so it must fit in 63 characters.
+		errs := validation.IsDNS1123Subdomain(ref.Name)
+		errs = append(errs, validation.IsValidLabelValue(ref.Name)...)
+		if len(errs) > 0 {
 			return fmt.Errorf("spec.definitionRef.name %q: %s", ref.Name, strings.Join(errs, "; "))
 		}
 	}

@@ -1,0 +1,374 @@
+package manifests
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
+)
+
+// repoRoot is the repository's top directory; tests run in the package directory.
+const repoRoot = ".."
+
+// TestCompositeControllerCopyIsIdentical guards the copy kustomize needs: it refuses ../ paths, so
+// manifests/ carries its own copy of the top-level compositecontroller.yaml.
+func TestCompositeControllerCopyIsIdentical(t *testing.T) {
+	top, err := os.ReadFile(filepath.Join(repoRoot, "compositecontroller.yaml"))
+	require.NoError(t, err)
+	local, err := os.ReadFile("compositecontroller.yaml")
+	require.NoError(t, err)
+	if !bytes.Equal(top, local) {
+		t.Fatal("manifests/compositecontroller.yaml differs from compositecontroller.yaml; " +
+			"edit the top-level file and run: cp compositecontroller.yaml manifests/")
+	}
+}
+
+// TestEveryYAMLFileParses parses every YAML document in the repository, so that a broken sample,
+// manifest or test fixture fails here rather than in a cluster.
+func TestEveryYAMLFileParses(t *testing.T) {
+	var files []string
+	err := filepath.WalkDir(repoRoot, func(path string, entry fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(repoRoot, path)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if entry.IsDir() {
+			// .cache and bin are build outputs (git-ignored; .cache may hold the module cache with
+			// third-party YAML); fuzz corpora are not YAML documents even when named so.
+			switch rel {
+			case ".git", ".cache", "bin", "testdata/fuzz":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(rel, ".yaml") || strings.HasSuffix(rel, ".yml") {
+			files = append(files, rel)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Contains(t, files, "compositecontroller.yaml", "the walk must reach the repository root")
+	require.Contains(t, files, "manifests/kustomization.yaml")
+
+	for _, file := range files {
+		docs, err := readYAMLDocuments(filepath.Join(repoRoot, file))
+		if !assert.NoError(t, err) {
+			continue
+		}
+		// Kubernetes objects: every document needs apiVersion and kind.
+		if !strings.HasPrefix(file, "manifests/") && !strings.HasPrefix(file, "examples/") && file != "compositecontroller.yaml" {
+			continue
+		}
+		for i, doc := range docs {
+			object, ok := doc.(map[string]any)
+			if !assert.Truef(t, ok, "%s document %d is not a mapping", file, i+1) {
+				continue
+			}
+			assert.NotEmptyf(t, object["apiVersion"], "%s document %d has no apiVersion", file, i+1)
+			assert.NotEmptyf(t, object["kind"], "%s document %d has no kind", file, i+1)
+		}
+	}
+}
+
+// TestKustomizationListsEveryManifest keeps kustomization.yaml and the directory in step: a
+// manifest left out of resources would silently never be applied.
+func TestKustomizationListsEveryManifest(t *testing.T) {
+	docs, err := readYAMLDocuments("kustomization.yaml")
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+	var listed []string
+	for _, resource := range docs[0].(map[string]any)["resources"].([]any) {
+		listed = append(listed, resource.(string))
+	}
+	sort.Strings(listed)
+
+	onDisk, err := filepath.Glob("*.yaml")
+	require.NoError(t, err)
+	var want []string
+	for _, file := range onDisk {
+		if file != "kustomization.yaml" {
+			want = append(want, file)
+		}
+	}
+	sort.Strings(want)
+	assert.Equal(t, want, listed)
+}
+
+// TestTemplateSchemaEqualsDefinitionSpecSchema: Challenge.spec.template and ChallengeDefinition.spec
+// are the same Go type (sync.DefinitionSpec), so their two schema copies must not drift apart.
+func TestTemplateSchemaEqualsDefinitionSpecSchema(t *testing.T) {
+	definitionSpec := crdProperty(t, "crd-challengedefinitions.yaml", "spec")
+	template := crdProperty(t, "crd-challenges.yaml", "spec", "template")
+	if !reflect.DeepEqual(definitionSpec, template) {
+		definitionYAML, _ := yaml.Marshal(definitionSpec)
+		templateYAML, _ := yaml.Marshal(template)
+		t.Fatalf("Challenge.spec.template differs from ChallengeDefinition.spec; first difference near line %d:\n"+
+			"ChallengeDefinition.spec:\n%s\nChallenge.spec.template:\n%s",
+			firstDifferentLine(string(definitionYAML), string(templateYAML)), definitionYAML, templateYAML)
+	}
+}
+
+// TestSchemasMirrorGoTypes compares every schema property with the fields and types of package
+// sync, so that a field the API server would prune (or one the hook would never read) is caught.
+func TestSchemasMirrorGoTypes(t *testing.T) {
+	cases := []struct {
+		name   string
+		schema map[string]any
+		goType reflect.Type
+	}{
+		{"ChallengeDefinition.spec", crdProperty(t, "crd-challengedefinitions.yaml", "spec"), reflect.TypeFor[hooksync.DefinitionSpec]()},
+		{"Challenge.spec", crdProperty(t, "crd-challenges.yaml", "spec"), reflect.TypeFor[hooksync.ChallengeSpec]()},
+		{"Challenge.status", crdProperty(t, "crd-challenges.yaml", "status"), reflect.TypeFor[hooksync.ChallengeStatus]()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, problem := range compareSchema(tc.name, tc.schema, tc.goType) {
+				t.Error(problem)
+			}
+		})
+	}
+}
+
+// TestStatusRequiredFieldsAreAlwaysSent: the hook writes the whole status; a property the schema
+// requires but Go omits when empty would make the API server refuse the status update.
+func TestStatusRequiredFieldsAreAlwaysSent(t *testing.T) {
+	status := crdProperty(t, "crd-challenges.yaml", "status")
+	for _, problem := range requiredButOmitted("Challenge.status", status, reflect.TypeFor[hooksync.ChallengeStatus]()) {
+		t.Error(problem)
+	}
+}
+
+// TestExamplesPassHookValidation: the samples the API server admits (see the CRDs) must also pass
+// the hook's own checks, or a user copying them would get an InvalidSpec instance.
+func TestExamplesPassHookValidation(t *testing.T) {
+	var definition hooksync.ChallengeDefinition
+	decodeSingleYAML(t, filepath.Join(repoRoot, "examples", "definition.yaml"), &definition)
+	assert.NoError(t, hooksync.ValidateDefinition(definition.Spec), "examples/definition.yaml")
+
+	var inline hooksync.Challenge
+	decodeSingleYAML(t, filepath.Join(repoRoot, "examples", "inline.yaml"), &inline)
+	require.NotNil(t, inline.Spec.Template, "examples/inline.yaml must carry spec.template")
+	assert.NoError(t, hooksync.ValidateDefinition(*inline.Spec.Template), "examples/inline.yaml")
+}
+
+func decodeSingleYAML(t *testing.T, path string, into any) {
+	t.Helper()
+	content, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, yaml.UnmarshalStrict(content, into), path)
+}
+
+// readYAMLDocuments splits a file on lines that are exactly "---" and parses each non-empty
+// document strictly (duplicate keys are errors).
+func readYAMLDocuments(path string) ([]any, error) {
+	content, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var docs []any
+	for i, part := range splitYAMLDocuments(string(content)) {
+		jsonDoc, err := yaml.YAMLToJSONStrict([]byte(part))
+		if err != nil {
+			return nil, fmt.Errorf("%s document %d: %w", path, i+1, err)
+		}
+		var doc any
+		if err := yaml.Unmarshal(jsonDoc, &doc); err != nil {
+			return nil, fmt.Errorf("%s document %d: %w", path, i+1, err)
+		}
+		if doc != nil {
+			docs = append(docs, doc)
+		}
+	}
+	return docs, nil
+}
+
+func splitYAMLDocuments(content string) []string {
+	var parts []string
+	var current strings.Builder
+	for line := range strings.Lines(content) {
+		if strings.TrimRight(line, "\r\n") == "---" {
+			parts = append(parts, current.String())
+			current.Reset()
+			continue
+		}
+		current.WriteString(line)
+	}
+	return append(parts, current.String())
+}
+
+// crdProperty returns the schema at openAPIV3Schema.properties.<path...> of the CRD's only version.
+func crdProperty(t *testing.T, file string, path ...string) map[string]any {
+	t.Helper()
+	docs, err := readYAMLDocuments(file)
+	require.NoError(t, err)
+	require.Len(t, docs, 1, file)
+	var crd struct {
+		Spec struct {
+			Versions []struct {
+				Schema struct {
+					OpenAPIV3Schema map[string]any `json:"openAPIV3Schema"`
+				} `json:"schema"`
+			} `json:"versions"`
+		} `json:"spec"`
+	}
+	raw, err := yaml.Marshal(docs[0])
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(raw, &crd))
+	require.Len(t, crd.Spec.Versions, 1, file)
+	schema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	for _, name := range path {
+		properties, _ := schema["properties"].(map[string]any)
+		next, ok := properties[name].(map[string]any)
+		require.Truef(t, ok, "%s has no property %q", file, strings.Join(path, "."))
+		schema = next
+	}
+	return schema
+}
+
+// jsonFields returns the JSON names of a struct's fields and whether each is omitted when empty.
+func jsonFields(structType reflect.Type) map[string]reflect.StructField {
+	fields := map[string]reflect.StructField{}
+	for field := range structType.Fields() {
+		name, _, _ := strings.Cut(field.Tag.Get("json"), ",")
+		if name == "-" || !field.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = field.Name
+		}
+		fields[name] = field
+	}
+	return fields
+}
+
+// compareSchema lists every mismatch between a structural schema and a Go type.
+func compareSchema(path string, schema map[string]any, goType reflect.Type) []string {
+	for goType.Kind() == reflect.Pointer {
+		goType = goType.Elem()
+	}
+	schemaType, _ := schema["type"].(string)
+	mismatch := func(want string) []string {
+		return []string{fmt.Sprintf("%s: schema type %q, Go type %s wants %q", path, schemaType, goType, want)}
+	}
+	switch goType.Kind() {
+	case reflect.String:
+		if schemaType != "string" {
+			return mismatch("string")
+		}
+	case reflect.Bool:
+		if schemaType != "boolean" {
+			return mismatch("boolean")
+		}
+	case reflect.Int32, reflect.Int64:
+		if schemaType != "integer" {
+			return mismatch("integer")
+		}
+		wantFormat := "int" + fmt.Sprint(goType.Bits())
+		if schema["format"] != wantFormat {
+			return []string{fmt.Sprintf("%s: format %v, Go type %s wants %s", path, schema["format"], goType, wantFormat)}
+		}
+	case reflect.Slice:
+		if schemaType != "array" {
+			return mismatch("array")
+		}
+		items, _ := schema["items"].(map[string]any)
+		return compareSchema(path+"[]", items, goType.Elem())
+	case reflect.Map:
+		if schemaType != "object" {
+			return mismatch("object")
+		}
+		values, ok := schema["additionalProperties"].(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: Go map %s needs additionalProperties", path, goType)}
+		}
+		return compareSchema(path+"{}", values, goType.Elem())
+	case reflect.Struct:
+		if schemaType != "object" {
+			return mismatch("object")
+		}
+		properties, _ := schema["properties"].(map[string]any)
+		fields := jsonFields(goType)
+		var problems []string
+		for _, name := range sortedKeys(properties) {
+			if _, ok := fields[name]; !ok {
+				problems = append(problems, fmt.Sprintf("%s.%s: in the schema but not in Go type %s", path, name, goType))
+			}
+		}
+		for _, name := range sortedKeys(fields) {
+			property, ok := properties[name].(map[string]any)
+			if !ok {
+				problems = append(problems, fmt.Sprintf("%s.%s: in Go type %s but not in the schema", path, name, goType))
+				continue
+			}
+			problems = append(problems, compareSchema(path+"."+name, property, fields[name].Type)...)
+		}
+		return problems
+	default:
+		return []string{fmt.Sprintf("%s: Go type %s has no schema mapping in this test", path, goType)}
+	}
+	return nil
+}
+
+// requiredButOmitted lists properties the schema requires that Go leaves out when empty.
+func requiredButOmitted(path string, schema map[string]any, goType reflect.Type) []string {
+	for goType.Kind() == reflect.Pointer || goType.Kind() == reflect.Slice {
+		goType = goType.Elem()
+		if items, ok := schema["items"].(map[string]any); ok {
+			schema = items
+			path += "[]"
+		}
+	}
+	if goType.Kind() != reflect.Struct {
+		return nil
+	}
+	fields := jsonFields(goType)
+	properties, _ := schema["properties"].(map[string]any)
+	var problems []string
+	required, _ := schema["required"].([]any)
+	for _, name := range required {
+		field, ok := fields[name.(string)]
+		if ok && strings.Contains(field.Tag.Get("json"), ",omitempty") {
+			problems = append(problems, fmt.Sprintf("%s.%s: required by the schema but omitempty in Go", path, name))
+		}
+	}
+	for _, name := range sortedKeys(fields) {
+		if property, ok := properties[name].(map[string]any); ok {
+			problems = append(problems, requiredButOmitted(path+"."+name, property, fields[name].Type)...)
+		}
+	}
+	return problems
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for key := range m {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func firstDifferentLine(a, b string) int {
+	aLines, bLines := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := range min(len(aLines), len(bLines)) {
+		if aLines[i] != bLines[i] {
+			return i + 1
+		}
+	}
+	return min(len(aLines), len(bLines)) + 1
+}
