@@ -3,8 +3,10 @@ package sync
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -232,27 +234,28 @@ func validateContainer(c Container, field string) error {
 }
 
 func validateResources(r ResourceRequirements, field string) error {
+	// Sorted, so that the first error reported is the same on every sync.
 	for _, list := range []struct {
 		name   string
 		values map[string]string
 	}{{"requests", r.Requests}, {"limits", r.Limits}} {
-		for name, value := range list.values {
+		for _, name := range slices.Sorted(maps.Keys(list.values)) {
 			if !validResources[name] {
 				return fmt.Errorf("%s.%s: %q is not cpu, memory or ephemeral-storage", field, list.name, name)
 			}
-			if _, err := resource.ParseQuantity(value); err != nil {
-				return fmt.Errorf("%s.%s.%s: %q is not a quantity such as 500m or 256Mi", field, list.name, name, value)
+			if _, err := resource.ParseQuantity(list.values[name]); err != nil {
+				return fmt.Errorf("%s.%s.%s: %q is not a quantity such as 500m or 256Mi", field, list.name, name, list.values[name])
 			}
 		}
 	}
-	for name, request := range r.Requests {
+	for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
 		limit, ok := r.Limits[name]
 		if !ok {
 			continue
 		}
-		requested, limited := resource.MustParse(request), resource.MustParse(limit)
+		requested, limited := resource.MustParse(r.Requests[name]), resource.MustParse(limit)
 		if requested.Cmp(limited) > 0 {
-			return fmt.Errorf("%s: the %s request %s is above its limit %s", field, name, request, limit)
+			return fmt.Errorf("%s: the %s request %s is above its limit %s", field, name, r.Requests[name], limit)
 		}
 	}
 	return nil
