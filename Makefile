@@ -16,10 +16,16 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/challenge-hook
 
 run:
-	$(GO) run ./cmd/challenge-hook $(DEV_FLAGS)
+	$(GO) run ./cmd/challenge-hook --listen=127.0.0.1:8080 $(DEV_FLAGS)
 
+# Unit, golden, HTTP (bad-input matrix, auth, graceful shutdown, TLS) tests, then a short run of
+# every fuzz target (FUZZTIME each; `make fuzz` runs them longer).
 test: lint
 	$(GO) test -count=1 ./...
+	FUZZTIME=$${FUZZTIME:-10s} bash hack/fuzz.sh
+
+fuzz:
+	bash hack/fuzz.sh
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -57,7 +57,7 @@ func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *
 	}
 	if flag := in.template.Flag; flag != nil && flag.Dynamic && len(cfg.FlagKey) == 0 {
 		return in, &problem{ReasonFlagKeyMissing,
-			"the template asks for a dynamic flag but the hook has no flag key: start the hook with --flag-key-file"}
+			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook"}
 	}
 	return in, nil
 }
@@ -79,6 +79,9 @@ func validateChallengeSpec(parent Challenge) error {
 	spec := parent.Spec
 	if spec.Owner == "" {
 		return errors.New("spec.owner is required")
+	}
+	if len(spec.Owner) > validation.LabelValueMaxLength {
+		return fmt.Errorf("spec.owner is %d characters long; it is copied to a label, so at most %d", len(spec.Owner), validation.LabelValueMaxLength)
 	}
 	if errs := validation.IsValidLabelValue(spec.Owner); len(errs) > 0 {
 		return fmt.Errorf("spec.owner %q must be a valid label value: %s", spec.Owner, strings.Join(errs, "; "))

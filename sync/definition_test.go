@@ -2,6 +2,7 @@ package sync
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -151,4 +152,20 @@ func TestDecodeRequestErrors(t *testing.T) {
 		require.ErrorIs(t, err, ErrBadRequest, body)
 		require.Contains(t, err.Error(), want, body)
 	}
+}
+
+// Messages quote user input; however large the input, the status stays small.
+func TestStatusMessagesAreBounded(t *testing.T) {
+	c := goldenCaseNamed(t, "life-3-running-http")
+	req, err := DecodeRequest(c.request)
+	require.NoError(t, err)
+	req.Parent.Spec.Owner = strings.Repeat("x", 7<<20)
+	resp := Sync(req, goldenNow, goldenConfig(t))
+	require.Equal(t, ReasonInvalidSpec, resp.Status.Reason)
+	require.LessOrEqual(t, len(resp.Status.Message), maxMessageLength)
+	for _, cond := range resp.Status.Conditions {
+		require.LessOrEqual(t, len(cond.Message), maxMessageLength)
+	}
+	require.Equal(t, "ab...", truncate("abcdefgh", 5))
+	require.Equal(t, "...", truncate("ééé", 4), "a cut never splits a character")
 }

@@ -4,11 +4,38 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
+
+// maxMessageLength bounds status and condition messages: they quote user input and kubelet text,
+// and a status must stay far below the API server's object size limit.
+const maxMessageLength = 1024
 
 // Sync computes the children that should exist and the status the Challenge should show.
 // It is pure: the same request, clock reading and configuration give the same response.
 func Sync(req Request, now time.Time, cfg Config) Response {
+	resp := syncChallenge(req, now, cfg)
+	resp.Status.Message = truncate(resp.Status.Message, maxMessageLength)
+	for i := range resp.Status.Conditions {
+		resp.Status.Conditions[i].Message = truncate(resp.Status.Conditions[i].Message, maxMessageLength)
+	}
+	return resp
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 character, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "..."
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
+func syncChallenge(req Request, now time.Time, cfg Config) Response {
 	if req.Finalizing || req.Parent.Metadata.DeletionTimestamp != "" {
 		return finalize(req, now)
 	}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
+)
+
+// envPrefix is prepended to a flag's name in upper snake case to find its environment fallback:
+// --flag-key-file falls back to CHALLENGE_HOOK_FLAG_KEY_FILE.
+const envPrefix = "CHALLENGE_HOOK_"
+
+// envName is the environment variable a flag falls back to.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// hookConfig is the configuration shared by the server and the render subcommand: everything a
+// sync answer depends on besides the request and the clock.
+type hookConfig struct {
+	sync        hooksync.Config
+	flagKeyFile string
+}
+
+// serverConfig is the server's whole configuration, as parsed from flags and the environment.
+type serverConfig struct {
+	hook              hookConfig
+	listen            string
+	clock             time.Time // zero: the real clock
+	tokenFile         string
+	tlsCertFile       string
+	tlsKeyFile        string
+	maxRequestBytes   int64
+	readHeaderTimeout time.Duration
+	readTimeout       time.Duration
+	writeTimeout      time.Duration
+	idleTimeout       time.Duration
+	shutdownDelay     time.Duration
+	shutdownTimeout   time.Duration
+	logLevel          slog.Level
+}
+
+// defaultMaxRequestBytes bounds a request body. Metacontroller sends whole live objects
+// (managedFields included), so a parent with a few children can reach hundreds of KiB.
+const defaultMaxRequestBytes = 8 << 20
+
+// configFlags registers flags on a FlagSet and remembers which of them fall back to the environment.
+type configFlags struct {
+	fs      *flag.FlagSet
+	withEnv []string
+}
+
+func newConfigFlags(name string) *configFlags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned, usage is printed on -h only
+	return &configFlags{fs: fs}
+}
+
+// env registers a flag with an environment fallback; the usage text names the variable.
+func (c *configFlags) env(value flag.Value, name, usage string) {
+	c.fs.Var(value, name, fmt.Sprintf("%s (env %s)", usage, envName(name)))
+	c.withEnv = append(c.withEnv, name)
+}
+
+// parse applies the environment fallbacks, then the arguments: a flag wins over its environment
+// variable, which wins over the default.
+func (c *configFlags) parse(args []string, getenv func(string) string) error {
+	for _, name := range c.withEnv {
+		value := getenv(envName(name))
+		if value == "" {
+			continue
+		}
+		if err := c.fs.Set(name, value); err != nil {
+			return fmt.Errorf("invalid value %q for %s (environment fallback of --%s): %w", value, envName(name), name, err)
+		}
+	}
+	if err := c.fs.Parse(args); err != nil {
+		return err
+	}
+	return nil
+}
+
+// usage writes the flag defaults, for -h.
+func (c *configFlags) usage(w io.Writer, synopsis string) {
+	fmt.Fprintf(w, "Usage: %s\n\nFlags (a flag wins over its environment variable, which wins over the default):\n", synopsis)
+	c.fs.SetOutput(w)
+	c.fs.PrintDefaults()
+	c.fs.SetOutput(io.Discard)
+}
+
+// addHookFlags registers the flags that shape sync answers, shared by the server and render.
+func addHookFlags(c *configFlags, cfg *hookConfig) {
+	cfg.sync = hooksync.DefaultConfig()
+	c.env((*stringValue)(&cfg.sync.PublicHost), "public-host", "`host` players use for NodePort endpoints")
+	c.env((*stringValue)(&cfg.sync.IngressDomain), "ingress-domain", "parent `domain` of per-instance HTTP hosts <instanceId>.<domain>")
+	c.env((*stringValue)(&cfg.sync.IngressClassName), "ingress-class", "`class` name of Ingress children (empty: the cluster default)")
+	c.env(&choiceValue{p: &cfg.sync.IngressScheme, choices: []string{"http", "https"}}, "ingress-scheme", "`scheme` of HTTP endpoint URLs: http or https")
+	c.env((*stringValue)(&cfg.sync.ClusterDomain), "cluster-domain", "cluster DNS `suffix`, for ClusterIP endpoints")
+	c.env((*positiveDuration)(&cfg.sync.DefaultTimeout), "default-timeout", "instance lifetime (`duration`) when neither the Challenge nor its definition sets one")
+	c.env((*positiveDuration)(&cfg.sync.DefaultMaxLifetime), "default-max-lifetime", "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime")
+	c.env((*stringValue)(&cfg.flagKeyFile), "flag-key-file", "`file` holding the HMAC key of dynamic flags (read once at start-up; empty: dynamic flags are refused)")
+}
+
+// parseServerConfig parses the server's flags (args without the program name).
+func parseServerConfig(args []string, getenv func(string) string) (serverConfig, *configFlags, error) {
+	cfg := serverConfig{
+		listen:            ":8080",
+		maxRequestBytes:   defaultMaxRequestBytes,
+		readHeaderTimeout: 5 * time.Second,
+		readTimeout:       30 * time.Second,
+		writeTimeout:      30 * time.Second,
+		idleTimeout:       120 * time.Second,
+		shutdownTimeout:   25 * time.Second,
+		logLevel:          slog.LevelInfo,
+	}
+	c := newConfigFlags("challenge-hook")
+	c.env((*listenValue)(&cfg.listen), "listen", "address to serve on, `host:port`")
+	c.env((*clockValue)(&cfg.clock), "clock", "pin the clock to this RFC 3339 `time`, for demos and golden replays (empty: the real clock)")
+	addHookFlags(c, &cfg.hook)
+	c.env((*stringValue)(&cfg.tokenFile), "token-file", "`file` holding the bearer token hook callers must send (empty: no token required)")
+	c.env((*stringValue)(&cfg.tlsCertFile), "tls-cert-file", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")
+	c.env((*stringValue)(&cfg.tlsKeyFile), "tls-key-file", "TLS private key `file` (PEM), reloaded when it changes; needs --tls-cert-file")
+	c.env((*byteSize)(&cfg.maxRequestBytes), "max-request-bytes", "largest request body accepted (`size`), in bytes or with a binary suffix such as 8Mi")
+	c.env((*positiveDuration)(&cfg.readHeaderTimeout), "read-header-timeout", "`duration` allowed to read request headers")
+	c.env((*positiveDuration)(&cfg.readTimeout), "read-timeout", "`duration` allowed to read a whole request")
+	c.env((*positiveDuration)(&cfg.writeTimeout), "write-timeout", "`duration` allowed from the end of the request headers to the end of the response")
+	c.env((*positiveDuration)(&cfg.idleTimeout), "idle-timeout", "how long (`duration`) an idle keep-alive connection stays open")
+	c.env((*nonNegativeDuration)(&cfg.shutdownDelay), "shutdown-delay", "on SIGTERM, keep serving (with /readyz failing) this `duration` before closing the listener, so load balancers stop sending traffic")
+	c.env((*positiveDuration)(&cfg.shutdownTimeout), "shutdown-timeout", "on SIGTERM, the longest `duration` until exit, shutdown delay and in-flight requests included")
+	c.env(&logLevelValue{p: &cfg.logLevel}, "log-level", "`level`: debug, info, warn or error")
+	if err := c.parse(args, getenv); err != nil {
+		return cfg, c, err
+	}
+	if c.fs.NArg() > 0 {
+		return cfg, c, fmt.Errorf("unexpected argument %q: the server takes flags only (the one subcommand is render)", c.fs.Arg(0))
+	}
+	if (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == "") {
+		return cfg, c, errors.New("--tls-cert-file and --tls-key-file (CHALLENGE_HOOK_TLS_CERT_FILE, CHALLENGE_HOOK_TLS_KEY_FILE) must be set together")
+	}
+	if cfg.shutdownDelay >= cfg.shutdownTimeout {
+		return cfg, c, fmt.Errorf("--shutdown-delay (%s) must be shorter than --shutdown-timeout (%s), which includes it", cfg.shutdownDelay, cfg.shutdownTimeout)
+	}
+	return cfg, c, nil
+}
+
+// readSecretFile reads a key or token file, trimming surrounding whitespace. Errors name the flag
+// and the file, never the content.
+func readSecretFile(flagName, path string) ([]byte, error) {
+	content, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flagName, err)
+	}
+	trimmed := strings.TrimSpace(string(content))
+	if trimmed == "" {
+		return nil, fmt.Errorf("--%s: file %s is empty", flagName, path)
+	}
+	return []byte(trimmed), nil
+}
+
+// loadFlagKey reads the dynamic-flag key when a file is configured.
+func (h *hookConfig) loadFlagKey() error {
+	if h.flagKeyFile == "" {
+		return nil
+	}
+	key, err := readSecretFile("flag-key-file", h.flagKeyFile)
+	if err != nil {
+		return err
+	}
+	h.sync.FlagKey = key
+	return nil
+}
+
+// Flag values. Each one validates in Set, so that the error names the flag or variable it came from.
+
+type stringValue string
+
+func (s *stringValue) String() string     { return string(*s) }
+func (s *stringValue) Set(v string) error { *s = stringValue(v); return nil }
+
+type listenValue string
+
+func (l *listenValue) String() string { return string(*l) }
+func (l *listenValue) Set(v string) error {
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		return fmt.Errorf("expected host:port such as :8080 or 127.0.0.1:8080: %w", err)
+	}
+	*l = listenValue(v)
+	return nil
+}
+
+type positiveDuration time.Duration
+
+func (d *positiveDuration) String() string { return time.Duration(*d).String() }
+func (d *positiveDuration) Set(v string) error {
+	parsed, err := time.ParseDuration(v)
+	if err != nil || parsed <= 0 {
+		return errors.New("expected a positive duration such as 30s, 30m or 1h")
+	}
+	*d = positiveDuration(parsed)
+	return nil
+}
+
+type nonNegativeDuration time.Duration
+
+func (d *nonNegativeDuration) String() string { return time.Duration(*d).String() }
+func (d *nonNegativeDuration) Set(v string) error {
+	parsed, err := time.ParseDuration(v)
+	if err != nil || parsed < 0 {
+		return errors.New("expected a duration such as 0s, 5s or 1m")
+	}
+	*d = nonNegativeDuration(parsed)
+	return nil
+}
+
+type clockValue time.Time
+
+func (c *clockValue) String() string {
+	if time.Time(*c).IsZero() {
+		return ""
+	}
+	return time.Time(*c).Format(time.RFC3339)
+}
+
+func (c *clockValue) Set(v string) error {
+	if v == "" {
+		*c = clockValue(time.Time{})
+		return nil
+	}
+	parsed, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return errors.New("expected an RFC 3339 time such as 2026-11-01T12:05:00Z, or empty for the real clock")
+	}
+	*c = clockValue(parsed.UTC())
+	return nil
+}
+
+type byteSize int64
+
+func (b *byteSize) String() string { return fmt.Sprint(int64(*b)) }
+func (b *byteSize) Set(v string) error {
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Sign() <= 0 {
+		return errors.New("expected a positive size such as 8388608 or 8Mi")
+	}
+	*b = byteSize(q.Value())
+	return nil
+}
+
+type choiceValue struct {
+	p       *string
+	choices []string
+}
+
+func (c *choiceValue) String() string {
+	if c.p == nil {
+		return ""
+	}
+	return *c.p
+}
+
+func (c *choiceValue) Set(v string) error {
+	for _, choice := range c.choices {
+		if v == choice {
+			*c.p = v
+			return nil
+		}
+	}
+	return fmt.Errorf("expected one of %s", strings.Join(c.choices, ", "))
+}
+
+type logLevelValue struct{ p *slog.Level }
+
+func (l *logLevelValue) String() string {
+	if l.p == nil {
+		return ""
+	}
+	return strings.ToLower(l.p.String())
+}
+
+func (l *logLevelValue) Set(v string) error {
+	switch strings.ToLower(v) {
+	case "debug":
+		*l.p = slog.LevelDebug
+	case "info":
+		*l.p = slog.LevelInfo
+	case "warn":
+		*l.p = slog.LevelWarn
+	case "error":
+		*l.p = slog.LevelError
+	default:
+		return errors.New("expected debug, info, warn or error")
+	}
+	return nil
+}

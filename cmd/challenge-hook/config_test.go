@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
+)
+
+func TestConfigDefaults(t *testing.T) {
+	cfg, _, err := parseServerConfig(nil, noEnv)
+	require.NoError(t, err)
+	assert.Equal(t, ":8080", cfg.listen)
+	assert.True(t, cfg.clock.IsZero(), "no --clock means the real clock")
+	assert.Equal(t, hooksync.DefaultConfig(), cfg.hook.sync)
+	assert.Equal(t, int64(8<<20), cfg.maxRequestBytes)
+	assert.Equal(t, 5*time.Second, cfg.readHeaderTimeout)
+	assert.Equal(t, 30*time.Second, cfg.readTimeout)
+	assert.Equal(t, 30*time.Second, cfg.writeTimeout)
+	assert.Equal(t, 120*time.Second, cfg.idleTimeout)
+	assert.Equal(t, 25*time.Second, cfg.shutdownTimeout)
+	assert.Equal(t, slog.LevelInfo, cfg.logLevel)
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	env := envMap(map[string]string{
+		"CHALLENGE_HOOK_LISTEN":            "127.0.0.1:9000",
+		"CHALLENGE_HOOK_INGRESS_DOMAIN":    "env.example",
+		"CHALLENGE_HOOK_DEFAULT_TIMEOUT":   "45m",
+		"CHALLENGE_HOOK_MAX_REQUEST_BYTES": "1Mi",
+		"CHALLENGE_HOOK_CLOCK":             "2026-11-01T12:05:00Z",
+		"CHALLENGE_HOOK_LOG_LEVEL":         "debug",
+	})
+	cfg, _, err := parseServerConfig([]string{"--ingress-domain=flag.example", "--default-timeout", "10m"}, env)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:9000", cfg.listen, "env over default")
+	assert.Equal(t, "flag.example", cfg.hook.sync.IngressDomain, "flag over env")
+	assert.Equal(t, 10*time.Minute, cfg.hook.sync.DefaultTimeout, "flag over env")
+	assert.Equal(t, int64(1<<20), cfg.maxRequestBytes)
+	assert.Equal(t, time.Date(2026, 11, 1, 12, 5, 0, 0, time.UTC), cfg.clock)
+	assert.Equal(t, slog.LevelDebug, cfg.logLevel)
+	assert.Equal(t, "http", cfg.hook.sync.IngressScheme, "default")
+}
+
+func TestConfigErrorsNameTheFlagAndWhatIsExpected(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		wants []string
+	}{
+		{"bad duration flag", []string{"--default-timeout=soon"}, nil, []string{"default-timeout", "positive duration"}},
+		{"negative duration flag", []string{"--read-timeout=-1s"}, nil, []string{"read-timeout", "positive duration"}},
+		{"bad duration env", nil, map[string]string{"CHALLENGE_HOOK_IDLE_TIMEOUT": "forever"}, []string{"CHALLENGE_HOOK_IDLE_TIMEOUT", "--idle-timeout", "positive duration"}},
+		{"bad clock", []string{"--clock=yesterday"}, nil, []string{"clock", "RFC 3339"}},
+		{"bad clock env", nil, map[string]string{"CHALLENGE_HOOK_CLOCK": "2026-11-01"}, []string{"CHALLENGE_HOOK_CLOCK", "RFC 3339"}},
+		{"bad listen", []string{"--listen=8080"}, nil, []string{"listen", "host:port"}},
+		{"bad scheme", []string{"--ingress-scheme=ftp"}, nil, []string{"ingress-scheme", "http, https"}},
+		{"bad log level", nil, map[string]string{"CHALLENGE_HOOK_LOG_LEVEL": "loud"}, []string{"CHALLENGE_HOOK_LOG_LEVEL", "debug, info, warn or error"}},
+		{"bad size", []string{"--max-request-bytes=lots"}, nil, []string{"max-request-bytes", "positive size"}},
+		{"zero size", []string{"--max-request-bytes=0"}, nil, []string{"max-request-bytes", "positive size"}},
+		{"unknown flag", []string{"--colour=red"}, nil, []string{"colour"}},
+		{"positional argument", []string{"serve"}, nil, []string{`"serve"`, "render"}},
+		{"cert without key", []string{"--tls-cert-file=a.pem"}, nil, []string{"--tls-cert-file", "--tls-key-file", "together"}},
+		{"delay not shorter than timeout", []string{"--shutdown-delay=30s"}, nil, []string{"--shutdown-delay", "--shutdown-timeout"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := parseServerConfig(tt.args, envMap(tt.env))
+			require.Error(t, err)
+			for _, want := range tt.wants {
+				assert.Contains(t, err.Error(), want)
+			}
+		})
+	}
+}
+
+func TestHelpPrintsUsageAndSucceeds(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"challenge-hook", "-h"}, noEnv, &stdout, &stderr)
+	require.NoError(t, err)
+	if missing := missingPart(stderr.String(), "Usage: challenge-hook", "-flag-key-file", "CHALLENGE_HOOK_FLAG_KEY_FILE", "-shutdown-timeout", "render"); missing != "" {
+		t.Errorf("usage lacks %q:\n%s", missing, stderr.String())
+	}
+}
+
+func TestSecretFilesAreCheckedAtStartWithoutPrintingThem(t *testing.T) {
+	dir := t.TempDir()
+	blank := filepath.Join(dir, "blank.key")
+	require.NoError(t, os.WriteFile(blank, []byte(" \n\t\n"), 0o600))
+	missing := filepath.Join(dir, "missing.key")
+	tests := []struct {
+		name  string
+		args  []string
+		wants []string
+	}{
+		{"empty flag key", []string{"--flag-key-file=" + blank}, []string{"--flag-key-file", blank, "empty"}},
+		{"empty token", []string{"--token-file=" + blank}, []string{"--token-file", blank, "empty"}},
+		{"missing token", []string{"--token-file=" + missing}, []string{"--token-file", missing}},
+		{"missing certificate", []string{"--tls-cert-file=" + missing, "--tls-key-file=" + missing}, []string{"--tls-cert-file", missing}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), append([]string{"challenge-hook", "--listen=127.0.0.1:0"}, tt.args...), noEnv, &stdout, &stderr)
+			require.Error(t, err)
+			for _, want := range tt.wants {
+				assert.Contains(t, err.Error(), want)
+			}
+		})
+	}
+
+	// A readable key is trimmed and never appears in the logs.
+	key := filepath.Join(dir, "flag.key")
+	require.NoError(t, os.WriteFile(key, []byte("s3cr3t-flag-key-material\n\n"), 0o600))
+	cfg, _, err := parseServerConfig([]string{"--flag-key-file=" + key}, noEnv)
+	require.NoError(t, err)
+	require.NoError(t, cfg.hook.loadFlagKey())
+	assert.Equal(t, []byte("s3cr3t-flag-key-material"), cfg.hook.sync.FlagKey)
+
+	r := startRun(t, "--listen=127.0.0.1:0", "--flag-key-file="+key, "--log-level=debug")
+	require.NoError(t, r.stop(t))
+	assert.Contains(t, r.logs.String(), `"flag_key_loaded":true`)
+	assert.False(t, strings.Contains(r.logs.String(), "s3cr3t"), "the logs show the flag key")
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
+)
+
+// clock tells the time; the server reads it once per sync.
+type clock func() time.Time
+
+// health is the server's readiness: true while serving, false before start and once shutdown began.
+type health struct {
+	ready atomic.Bool
+}
+
+type statusBody struct {
+	Status string `json:"status"`
+}
+
+// handleHealthz answers liveness probes: the process serves HTTP.
+func handleHealthz() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		respondJSON(w, http.StatusOK, statusBody{Status: "ok"})
+	}
+}
+
+// handleReadyz answers readiness probes: 503 once shutdown began, so traffic moves elsewhere.
+func handleReadyz(h *health) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !h.ready.Load() {
+			respondJSON(w, http.StatusServiceUnavailable, statusBody{Status: "not ready"})
+			return
+		}
+		respondJSON(w, http.StatusOK, statusBody{Status: "ok"})
+	}
+}
+
+func handleNotFound() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: the hook serves POST /sync, /finalize and /customize", r.URL.Path))
+	}
+}
+
+func handleMethodNotAllowed() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		respondError(w, r, http.StatusMethodNotAllowed, "", fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
+	}
+}
+
+// handleSync serves /sync and /finalize. finalize forces the finalize path whatever the body says.
+func handleSync(cfg hooksync.Config, now clock, m *metrics, finalize bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		start := time.Now()
+		req, err := hooksync.DecodeRequest(body)
+		if err != nil {
+			respondDecodeError(w, r, err)
+			return
+		}
+		if finalize {
+			req.Finalizing = true
+		}
+		info := requestInfoFrom(r.Context())
+		if info != nil {
+			info.parent = req.Parent.Metadata.Namespace + "/" + req.Parent.Metadata.Name
+		}
+		resp := hooksync.Sync(req, now(), cfg)
+		encoded, err := hooksync.EncodeResponse(resp)
+		if err != nil {
+			respondError(w, r, http.StatusInternalServerError, "internal_error", "encoding the response failed")
+			return
+		}
+		m.syncDuration.Observe(time.Since(start).Seconds())
+		m.phases.WithLabelValues(resp.Status.Phase).Inc()
+		if info != nil {
+			info.phase, info.reason = resp.Status.Phase, resp.Status.Reason
+		}
+		respondBytes(w, http.StatusOK, encoded)
+	}
+}
+
+// handleCustomize serves /customize: which related objects the sync hook needs.
+func handleCustomize() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		req, err := hooksync.DecodeCustomizeRequest(body)
+		if err != nil {
+			respondDecodeError(w, r, err)
+			return
+		}
+		if info := requestInfoFrom(r.Context()); info != nil {
+			info.parent = req.Parent.Metadata.Namespace + "/" + req.Parent.Metadata.Name
+		}
+		respondJSON(w, http.StatusOK, hooksync.Customize(req))
+	}
+}
+
+// readBody reads the (size-limited) request body, answering 413 or 400 itself when it cannot.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		return body, true
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		respondError(w, r, http.StatusRequestEntityTooLarge, "too_large",
+			fmt.Sprintf("request body is larger than %d bytes (--max-request-bytes)", tooLarge.Limit))
+		return nil, false
+	}
+	respondError(w, r, http.StatusBadRequest, "bad_request", fmt.Sprintf("reading the request body: %v", err))
+	return nil, false
+}
+
+// respondDecodeError answers 400 for a request the hook cannot understand, 500 for anything else.
+func respondDecodeError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, hooksync.ErrBadRequest) {
+		respondError(w, r, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	respondError(w, r, http.StatusInternalServerError, "internal_error", "decoding the request failed")
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
+)
+
+// requestInfo collects what handlers learn about a request, for its one log line and the metrics.
+type requestInfo struct {
+	parent       string // namespace/name of the Challenge
+	phase        string
+	reason       string
+	errorReason  string // machine word of a refused request, e.g. bad_request
+	errorMessage string
+}
+
+type requestInfoKey struct{}
+
+func requestInfoFrom(ctx context.Context) *requestInfo {
+	info, _ := ctx.Value(requestInfoKey{}).(*requestInfo)
+	return info
+}
+
+// isQuietRoute says whether a route is polled by kubelets or Prometheus; those requests are logged at
+// debug level only.
+func isQuietRoute(route string) bool {
+	return route == "/healthz" || route == "/readyz" || route == "/metrics"
+}
+
+// logRequests writes one log line per request and counts it. It never logs bodies.
+func logRequests(logger *slog.Logger, m *metrics) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			info := &requestInfo{}
+			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info)))
+
+			status := ww.Status()
+			if status == 0 {
+				status = http.StatusOK // the handler wrote nothing: net/http answers 200
+			}
+			route := "unmatched"
+			if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+				route = rc.RoutePattern()
+			}
+			m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+			switch {
+			case info.errorReason != "":
+				m.syncErrors.WithLabelValues(info.errorReason).Inc()
+			case info.phase == hooksync.PhaseError:
+				m.syncErrors.WithLabelValues(info.reason).Inc()
+			}
+
+			level := slog.LevelInfo
+			if isQuietRoute(route) {
+				level = slog.LevelDebug
+			}
+			if status >= http.StatusInternalServerError {
+				level = slog.LevelError
+			}
+			attrs := []slog.Attr{
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.Int("status", status),
+				slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+				slog.Int("bytes", ww.BytesWritten()),
+			}
+			if info.parent != "" {
+				attrs = append(attrs, slog.String("parent", info.parent))
+			}
+			if info.phase != "" {
+				attrs = append(attrs, slog.String("phase", info.phase), slog.String("reason", info.reason))
+			}
+			if info.errorMessage != "" {
+				attrs = append(attrs, slog.String("error", info.errorMessage))
+			}
+			logger.LogAttrs(r.Context(), level, "request", attrs...)
+		})
+	}
+}
+
+// recoverPanics turns a panic into a 500 JSON answer and one error log line with the stack, so that
+// one bad request cannot take the hook down for every Challenge.
+func recoverPanics(logger *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				recovered := recover()
+				if recovered == nil {
+					return
+				}
+				if recovered == http.ErrAbortHandler {
+					panic(recovered) // net/http's own way to abort a response; it logs nothing
+				}
+				logger.Error("panic serving request",
+					slog.String("method", r.Method), slog.String("path", r.URL.Path),
+					slog.String("panic", fmt.Sprint(recovered)), slog.String("stack", string(debug.Stack())))
+				if ww, ok := w.(middleware.WrapResponseWriter); ok && ww.Status() != 0 {
+					return // headers are out; the client sees a truncated answer
+				}
+				respondError(w, r, http.StatusInternalServerError, "internal_error", "internal error")
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// isAcceptedMediaType accepts JSON, and what `curl -d` sends by default. A body is never parsed as a form.
+func isAcceptedMediaType(mediaType string) bool {
+	return mediaType == "application/json" || mediaType == "application/x-www-form-urlencoded"
+}
+
+// requireJSON refuses request bodies that do not claim to be JSON (no Content-Type is accepted).
+func requireJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if contentType := r.Header.Get("Content-Type"); contentType != "" {
+			mediaType, _, err := mime.ParseMediaType(contentType)
+			if err != nil || !isAcceptedMediaType(mediaType) {
+				respondError(w, r, http.StatusUnsupportedMediaType, "unsupported_media_type",
+					fmt.Sprintf("unsupported Content-Type %q: send application/json", contentType))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody caps the request body; reading past the cap fails with *http.MaxBytesError.
+func limitBody(maxBytes int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, maxBytes)
+			next.ServeHTTP(w, r)
+		})
+	}
+}

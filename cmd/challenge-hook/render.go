@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
+)
+
+// childKeys are the keys of the children map, as Metacontroller spells the CompositeController's
+// five child types.
+func childKeys() []string {
+	return []string{"Deployment.apps/v1", "Service.v1", "NetworkPolicy.networking.k8s.io/v1", "Ingress.networking.k8s.io/v1", "Secret.v1"}
+}
+
+// Keys of the related map, for the types the customize hook asks for.
+const (
+	relatedDefinitionKey = "ChallengeDefinition." + hooksync.APIVersion
+	relatedPodKey        = "Pod.v1"
+)
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// runRender prints the children and status the hook would answer on a Challenge's first sync, like
+// `helm template`: no cluster, no server. args exclude "render".
+func runRender(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var files stringList
+	var now clockValue
+	var hook hookConfig
+	c := newConfigFlags("challenge-hook render")
+	c.fs.Var(&files, "f", "YAML `file` holding the Challenge and any ChallengeDefinition (repeatable; multi-document files allowed)")
+	c.fs.Var(&now, "now", "`time` of the sync, RFC 3339 (default: the current time)")
+	addHookFlags(c, &hook)
+	err := c.parse(args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		c.usage(stderr, "challenge-hook render -f challenge.yaml [-f definition.yaml] [--now RFC3339] [flags]")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	if c.fs.NArg() > 0 {
+		return fmt.Errorf("render: unexpected argument %q: name files with -f", c.fs.Arg(0))
+	}
+	if len(files) == 0 {
+		return errors.New("render: no input: name the Challenge's file with -f challenge.yaml")
+	}
+	if err := hook.loadFlagKey(); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	syncTime := time.Time(now)
+	if syncTime.IsZero() {
+		syncTime = time.Now().UTC().Truncate(time.Second)
+	}
+
+	body, err := buildFirstSyncRequest(files, syncTime, stderr)
+	if err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	req, err := hooksync.DecodeRequest(body)
+	if err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	resp := hooksync.Sync(req, syncTime, hook.sync)
+	if err := writeYAMLDocuments(stdout, resp); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	if resp.Status.Phase == hooksync.PhaseError {
+		fmt.Fprintf(stderr, "render: the hook answers phase Error: %s: %s\n", resp.Status.Reason, resp.Status.Message)
+	}
+	return nil
+}
+
+// typeMeta is what render reads of every document to sort them.
+type typeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+}
+
+// buildFirstSyncRequest builds the sync request Metacontroller would send for a new Challenge: the
+// parent as the API server stores it, an empty entry per child type, the definitions as related.
+func buildFirstSyncRequest(files []string, now time.Time, stderr io.Writer) ([]byte, error) {
+	var parent map[string]any
+	var parentMeta typeMeta
+	type definition struct {
+		meta typeMeta
+		obj  map[string]any
+	}
+	var definitions []definition
+	for _, file := range files {
+		docs, err := readYAMLDocuments(file)
+		if err != nil {
+			return nil, err
+		}
+		for i, doc := range docs {
+			var meta typeMeta
+			var obj map[string]any
+			if err := json.Unmarshal(doc, &meta); err != nil {
+				return nil, fmt.Errorf("%s document %d: %w", file, i+1, err)
+			}
+			if err := json.Unmarshal(doc, &obj); err != nil {
+				return nil, fmt.Errorf("%s document %d: %w", file, i+1, err)
+			}
+			switch {
+			case meta.APIVersion == hooksync.APIVersion && meta.Kind == "Challenge":
+				if parent != nil {
+					return nil, fmt.Errorf("%s document %d: a second Challenge (%s); render one at a time", file, i+1, meta.Metadata.Name)
+				}
+				parent, parentMeta = obj, meta
+			case meta.APIVersion == hooksync.APIVersion && meta.Kind == "ChallengeDefinition":
+				definitions = append(definitions, definition{meta, obj})
+			default:
+				fmt.Fprintf(stderr, "render: skipping %s document %d: %s %s is neither a Challenge nor a ChallengeDefinition of %s\n",
+					file, i+1, meta.APIVersion, meta.Kind, hooksync.APIVersion)
+			}
+		}
+	}
+	if parent == nil {
+		return nil, fmt.Errorf("no Challenge (apiVersion %s) in %s", hooksync.APIVersion, strings.Join(files, ", "))
+	}
+
+	// What the API server adds on create: the namespace kubectl defaults, generation, creation time.
+	namespace := parentMeta.Metadata.Namespace
+	if namespace == "" {
+		namespace = "default"
+	}
+	metadata, _ := parent["metadata"].(map[string]any)
+	if metadata == nil {
+		metadata = map[string]any{}
+		parent["metadata"] = metadata
+	}
+	metadata["namespace"] = namespace
+	if _, ok := metadata["generation"]; !ok {
+		metadata["generation"] = 1
+	}
+	if _, ok := metadata["creationTimestamp"]; !ok {
+		metadata["creationTimestamp"] = now.UTC().Format(time.RFC3339)
+	}
+
+	children := map[string]map[string]any{}
+	for _, key := range childKeys() {
+		children[key] = map[string]any{}
+	}
+	relatedDefinitions := map[string]any{}
+	for _, def := range definitions {
+		defNamespace := def.meta.Metadata.Namespace
+		if defNamespace == "" {
+			defNamespace = namespace
+			if meta, ok := def.obj["metadata"].(map[string]any); ok {
+				meta["namespace"] = defNamespace
+			}
+		}
+		relatedDefinitions[defNamespace+"/"+def.meta.Metadata.Name] = def.obj
+	}
+	request := map[string]any{
+		"controller": map[string]any{},
+		"parent":     parent,
+		"children":   children,
+		"related":    map[string]any{relatedDefinitionKey: relatedDefinitions, relatedPodKey: map[string]any{}},
+		"finalizing": false,
+	}
+	return json.Marshal(request)
+}
+
+// readYAMLDocuments returns every non-empty document of a YAML file, as JSON.
+func readYAMLDocuments(file string) ([][]byte, error) {
+	content, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(content)))
+	var docs [][]byte
+	for i := 1; ; i++ {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		asJSON, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, fmt.Errorf("%s document %d: %w", file, i, err)
+		}
+		if trimmed := bytes.TrimSpace(asJSON); len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+			continue // an empty document, e.g. a leading ---
+		}
+		docs = append(docs, asJSON)
+	}
+}
+
+// writeYAMLDocuments prints each child as a YAML document, then the status, separated by ---.
+func writeYAMLDocuments(w io.Writer, resp hooksync.Response) error {
+	documents := make([]any, 0, len(resp.Children)+1)
+	documents = append(documents, resp.Children...)
+	documents = append(documents, map[string]any{"status": resp.Status})
+	var out bytes.Buffer
+	for i, doc := range documents {
+		asJSON, err := hooksync.EncodeResponse(doc)
+		if err != nil {
+			return err
+		}
+		asYAML, err := yaml.JSONToYAML(asJSON)
+		if err != nil {
+			return fmt.Errorf("converting to YAML: %w", err)
+		}
+		if i > 0 {
+			out.WriteString("---\n")
+		}
+		out.Write(asYAML)
+	}
+	_, err := w.Write(out.Bytes())
+	return err
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// renderDocuments runs `challenge-hook render args...` and parses its output as YAML documents.
+func renderDocuments(t *testing.T, args ...string) ([]map[string]any, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), append([]string{"challenge-hook", "render"}, args...), noEnv, &stdout, &stderr)
+	require.NoError(t, err, "stderr: %s", stderr.String())
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(&stdout))
+	var docs []map[string]any
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		var parsed map[string]any
+		require.NoError(t, yaml.Unmarshal(doc, &parsed), "document %d:\n%s", len(docs)+1, doc)
+		docs = append(docs, parsed)
+	}
+	require.NotEmpty(t, docs)
+	return docs, stderr.String()
+}
+
+func kinds(docs []map[string]any) []string {
+	var out []string
+	for _, doc := range docs {
+		if kind, ok := doc["kind"].(string); ok {
+			out = append(out, kind)
+		}
+	}
+	return out
+}
+
+func TestRenderExamples(t *testing.T) {
+	challenge, definition := "../../examples/challenge.yaml", "../../examples/definition.yaml"
+	for _, file := range []string{challenge, definition} {
+		if _, err := os.Stat(file); err != nil {
+			t.Skipf("%s does not exist yet", file)
+		}
+	}
+	docs, stderr := renderDocuments(t, "-f", challenge, "-f", definition,
+		"--now=2026-11-01T12:00:00Z", "--flag-key-file=../../testdata/flag.key")
+	assert.Empty(t, stderr)
+	assert.Contains(t, kinds(docs), "Deployment")
+	assert.Contains(t, kinds(docs), "Secret", "the example's dynamic flag is delivered by a Secret")
+	status, ok := docs[len(docs)-1]["status"].(map[string]any)
+	require.True(t, ok, "the last document is the status: %v", docs[len(docs)-1])
+	assert.Len(t, docs[len(docs)-1], 1)
+	assert.NotEqual(t, "Error", status["phase"], "status: %v", status)
+	assert.Equal(t, "2026-11-01T12:00:00Z", status["startedAt"], "--now is the sync's clock")
+	for _, doc := range docs[:len(docs)-1] {
+		metadata, _ := doc["metadata"].(map[string]any)
+		assert.Equal(t, "ctf", metadata["namespace"], "%s", doc["kind"])
+	}
+
+	// Without a flag key, the dynamic flag gives the hook's Error status, and no Secret.
+	docs, stderr = renderDocuments(t, "-f", challenge, "-f", definition, "--now=2026-11-01T12:00:00Z")
+	status = docs[len(docs)-1]["status"].(map[string]any)
+	assert.Equal(t, "Error", status["phase"])
+	assert.Equal(t, "FlagKeyMissing", status["reason"])
+	assert.NotContains(t, kinds(docs), "Secret")
+	assert.Contains(t, stderr, "FlagKeyMissing")
+}
+
+func TestRenderMultiDocumentFileAndMissingDefinition(t *testing.T) {
+	challenge, err := os.ReadFile("../../examples/challenge.yaml")
+	if err != nil {
+		t.Skip("examples/challenge.yaml does not exist yet")
+	}
+	definition, err := os.ReadFile("../../examples/definition.yaml")
+	require.NoError(t, err)
+	both := filepath.Join(t.TempDir(), "both.yaml")
+	require.NoError(t, os.WriteFile(both, []byte("---\n"+string(definition)+"\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: ctf\n---\n"+string(challenge)), 0o644))
+	docs, stderr := renderDocuments(t, "-f", both, "--now=2026-11-01T12:00:00Z", "--flag-key-file=../../testdata/flag.key")
+	assert.Contains(t, kinds(docs), "Deployment")
+	assert.Contains(t, stderr, "skipping", "the Namespace is neither a Challenge nor a definition")
+
+	// The Challenge alone: its definition is missing, as the hook would say.
+	docs, _ = renderDocuments(t, "-f", "../../examples/challenge.yaml", "--now=2026-11-01T12:00:00Z")
+	status := docs[len(docs)-1]["status"].(map[string]any)
+	assert.Equal(t, "DefinitionNotFound", status["reason"])
+}
+
+func TestRenderErrors(t *testing.T) {
+	dir := t.TempDir()
+	onlyDefinition := filepath.Join(dir, "definition.yaml")
+	require.NoError(t, os.WriteFile(onlyDefinition, []byte("apiVersion: ctf.challenge-hook.dev/v1alpha1\nkind: ChallengeDefinition\nmetadata:\n  name: d\n"), 0o644))
+	broken := filepath.Join(dir, "broken.yaml")
+	require.NoError(t, os.WriteFile(broken, []byte("kind: [Challenge\n"), 0o644))
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no file", nil, "-f challenge.yaml"},
+		{"missing file", []string{"-f", filepath.Join(dir, "nope.yaml")}, "nope.yaml"},
+		{"no Challenge", []string{"-f", onlyDefinition}, "no Challenge"},
+		{"broken YAML", []string{"-f", broken}, "broken.yaml"},
+		{"bad --now", []string{"-f", onlyDefinition, "--now=tomorrow"}, "RFC 3339"},
+		{"positional argument", []string{"challenge.yaml"}, "-f"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(context.Background(), append([]string{"challenge-hook", "render"}, tt.args...), noEnv, io.Discard, io.Discard)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+)
+
+// run is the whole program: args include the program name; nothing here touches process globals.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 1 && args[1] == "render" {
+		return runRender(args[2:], getenv, stdout, stderr)
+	}
+	var programArgs []string
+	if len(args) > 1 {
+		programArgs = args[1:]
+	}
+	cfg, flags, err := parseServerConfig(programArgs, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		flags.usage(stderr, "challenge-hook [flags]\n       challenge-hook render -f challenge.yaml [-f definition.yaml] [flags] (render -h for its flags)")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	a, err := newApp(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	return a.serve(ctx, ln)
+}
