@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -123,4 +124,21 @@ func TestRenderErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
+}
+
+// TestRenderMatchesGolden: render of the README's sample prints the children and status of the
+// golden case recorded from the same files (testdata/readme-example-first-sync).
+func TestRenderMatchesGolden(t *testing.T) {
+	docs, _ := renderDocuments(t, "-f", "../../examples/challenge.yaml", "-f", "../../examples/definition.yaml",
+		"--now=2026-11-01T12:05:00Z", "--flag-key-file=../../testdata/flag.key")
+	golden, err := os.ReadFile("../../testdata/readme-example-first-sync/response.json")
+	require.NoError(t, err)
+	var want struct {
+		Status   map[string]any   `json:"status"`
+		Children []map[string]any `json:"children"`
+	}
+	require.NoError(t, json.Unmarshal(golden, &want))
+	require.NotEmpty(t, want.Children)
+	require.Equal(t, want.Children, docs[:len(docs)-1])
+	require.Equal(t, map[string]any{"status": want.Status}, docs[len(docs)-1])
 }
