@@ -1,0 +1,360 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// ctfGroup is the API group of the project's resources.
+const ctfGroup = "ctf.challenge-hook.dev"
+
+// TestCRDsEstablished: both CRDs are served, Established, and the Challenge has the status
+// subresource Metacontroller requires of a parent.
+func TestCRDsEstablished(t *testing.T) {
+	c := newCluster(t)
+	ctx := testContext(t)
+	for _, name := range []string{"challenges." + ctfGroup, "challengedefinitions." + ctfGroup} {
+		crd, err := c.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("CRD %s: %v", name, err)
+		}
+		if !conditionTrue(crd, "Established") || !conditionTrue(crd, "NamesAccepted") {
+			t.Errorf("CRD %s is not Established with names accepted: %v", name, crd.Object["status"])
+		}
+	}
+	for kind, want := range map[string]string{"Challenge": "challenges", "ChallengeDefinition": "challengedefinitions"} {
+		mapping, err := c.mapper.RESTMapping(chalGVR.GroupVersion().WithKind(kind).GroupKind(), chalGVR.Version)
+		if err != nil || mapping.Resource.Resource != want || mapping.Scope.Name() != "namespace" {
+			t.Errorf("%s is not served as namespaced %s: %v (err %v)", kind, want, mapping, err)
+		}
+	}
+	// Metacontroller writes the parent's status through the status subresource.
+	ns := c.createNamespace(ctx, t, "crd", podSecurityRestricted)
+	chal := validChallenge("status-probe")
+	chal.SetNamespace(ns)
+	created, err := c.dyn.Resource(chalGVR).Namespace(ns).Create(ctx, chal, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create Challenge: %v", err)
+	}
+	created.Object["status"] = map[string]any{"phase": "None"}
+	if _, err := c.dyn.Resource(chalGVR).Namespace(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("Challenge has no working status subresource: %v", err)
+	}
+}
+
+// sample is one object from the README, examples/ or a golden request, to be admitted.
+type sample struct {
+	source string
+	obj    *unstructured.Unstructured
+	// mayBeRefused marks golden inputs that test the hook's own defences (their response says
+	// InvalidSpec or InvalidDefinition): the API server may refuse them, and usually should.
+	mayBeRefused bool
+}
+
+// TestSamplesAccepted: every Challenge and ChallengeDefinition in the README, in examples/ and in
+// the golden requests (parents and related definitions) is accepted by the API server.
+func TestSamplesAccepted(t *testing.T) {
+	c := newCluster(t)
+	ctx := testContext(t)
+	ns := c.createNamespace(ctx, t, "samples", podSecurityRestricted)
+	readme, examples, golden := readmeSamples(t, c.root), exampleSamples(t, c.root), goldenSamples(t, c.root)
+	t.Logf("samples: %d from README.md, %d from examples/, %d from testdata/", len(readme), len(examples), len(golden))
+	if len(examples) == 0 || len(golden) == 0 {
+		t.Fatal("no samples found in examples/ or testdata/")
+	}
+	samples := append(append(readme, examples...), golden...)
+	counts := map[bool]int{}
+	for _, s := range samples {
+		obj := cleanForCreate(s.obj, ns)
+		client, err := c.resourceFor(obj)
+		if err != nil {
+			t.Errorf("%s: %v", s.source, err)
+			continue
+		}
+		_, err = client.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case err == nil:
+			counts[true]++
+		case s.mayBeRefused && apierrors.IsInvalid(err):
+			counts[false]++
+			t.Logf("%s: refused as expected for a defence-in-depth case: %v", s.source, err)
+		default:
+			t.Errorf("%s: %s %s refused: %v", s.source, obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	t.Logf("%d samples accepted, %d defence-in-depth inputs refused", counts[true], counts[false])
+}
+
+var yamlFence = regexp.MustCompile("(?s)```ya?ml\n(.*?)```")
+
+// readmeSamples are the project's objects in the README's YAML code blocks.
+func readmeSamples(t *testing.T, root string) []sample {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if os.IsNotExist(err) {
+		t.Log("no README.md")
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []sample
+	for i, block := range yamlFence.FindAllSubmatch(data, -1) {
+		if !strings.Contains(string(block[1]), "apiVersion: "+ctfGroup+"/") {
+			continue
+		}
+		objs, err := decodeYAMLObjects(block[1], "README.md")
+		if err != nil {
+			t.Errorf("README.md YAML block %d: %v", i+1, err)
+			continue
+		}
+		for _, obj := range objs {
+			if obj.GroupVersionKind().Group == ctfGroup {
+				out = append(out, sample{source: fmt.Sprintf("README.md block %d", i+1), obj: obj})
+			}
+		}
+	}
+	return out
+}
+
+func exampleSamples(t *testing.T, root string) []sample {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(root, "examples", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []sample
+	for _, path := range paths {
+		objs, err := readYAMLObjects(path)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		for _, obj := range objs {
+			if obj.GroupVersionKind().Group == ctfGroup {
+				out = append(out, sample{source: "examples/" + filepath.Base(path), obj: obj})
+			}
+		}
+	}
+	return out
+}
+
+// goldenSamples are the parents and related ChallengeDefinitions of every golden request.
+func goldenSamples(t *testing.T, root string) []sample {
+	t.Helper()
+	var out []sample
+	for _, gc := range goldenCases(t, root) {
+		request := decodeJSONObject(t, gc.request, gc.name+"/request.json")
+		response := decodeJSONObject(t, gc.response, gc.name+"/response.json")
+		reason, _, _ := unstructured.NestedString(response, "status", "reason")
+		defence := reason == "InvalidSpec" || reason == "InvalidDefinition"
+		if parent, ok := request["parent"].(map[string]any); ok {
+			out = append(out, sample{source: "testdata/" + gc.name + " parent", obj: &unstructured.Unstructured{Object: parent}, mayBeRefused: defence})
+		}
+		related, _ := request["related"].(map[string]any)
+		for key, group := range related {
+			if !strings.HasPrefix(key, "ChallengeDefinition.") {
+				continue
+			}
+			objs, _ := group.(map[string]any)
+			for objKey, obj := range objs {
+				out = append(out, sample{source: "testdata/" + gc.name + " related " + objKey, obj: &unstructured.Unstructured{Object: obj.(map[string]any)}, mayBeRefused: defence})
+			}
+		}
+	}
+	return out
+}
+
+// validTemplate is a correct instance template; each invalid case below breaks one thing in it.
+func validTemplate() map[string]any {
+	return map[string]any{
+		"containers": []any{map[string]any{
+			"name":  "web",
+			"image": "ghcr.io/example/web:1.0",
+			"ports": []any{map[string]any{"name": "http", "containerPort": int64(8080), "protocol": "TCP"}},
+			"resources": map[string]any{
+				"requests": map[string]any{"cpu": "100m", "memory": "64Mi"},
+				"limits":   map[string]any{"cpu": "500m", "memory": "128Mi"},
+			},
+		}},
+		"expose":      []any{map[string]any{"port": int64(8080), "type": "HTTP"}},
+		"timeout":     "30m",
+		"maxLifetime": "2h",
+		"flag":        map[string]any{"dynamic": true, "env": "FLAG"},
+	}
+}
+
+func validDefinition(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": ctfGroup + "/v1alpha1",
+		"kind":       "ChallengeDefinition",
+		"metadata":   map[string]any{"name": name},
+		"spec":       validTemplate(),
+	}}
+}
+
+func validChallenge(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": ctfGroup + "/v1alpha1",
+		"kind":       "Challenge",
+		"metadata":   map[string]any{"name": name},
+		"spec":       map[string]any{"owner": "team-1", "template": validTemplate()},
+	}}
+}
+
+// Helpers to reach into the objects of the table below.
+func spec(obj *unstructured.Unstructured) map[string]any { return obj.Object["spec"].(map[string]any) }
+func template(obj *unstructured.Unstructured) map[string]any {
+	if tpl, ok := spec(obj)["template"].(map[string]any); ok {
+		return tpl
+	}
+	return spec(obj)
+}
+func container(obj *unstructured.Unstructured) map[string]any {
+	return template(obj)["containers"].([]any)[0].(map[string]any)
+}
+func port(obj *unstructured.Unstructured) map[string]any {
+	return container(obj)["ports"].([]any)[0].(map[string]any)
+}
+
+// TestInvalidObjectsRejected: the API server refuses each broken ChallengeDefinition or Challenge
+// with the CRD's message, before the hook ever sees it.
+func TestInvalidObjectsRejected(t *testing.T) {
+	c := newCluster(t)
+	ctx := testContext(t)
+	ns := c.createNamespace(ctx, t, "invalid", podSecurityRestricted)
+	cases := []struct {
+		name   string
+		base   func(name string) *unstructured.Unstructured
+		mutate func(obj *unstructured.Unstructured)
+		want   string
+	}{
+		{"timeout not a duration", validDefinition, func(o *unstructured.Unstructured) { spec(o)["timeout"] = "30 minutes" },
+			"spec.timeout in body should match"},
+		{"timeout zero", validDefinition, func(o *unstructured.Unstructured) { spec(o)["timeout"] = "0s" },
+			"timeout must be a positive duration such as 30m or 1h30m"},
+		{"maxLifetime zero", validDefinition, func(o *unstructured.Unstructured) { spec(o)["maxLifetime"] = "0h" },
+			"maxLifetime must be a positive duration such as 2h"},
+		{"timeout above maxLifetime", validDefinition, func(o *unstructured.Unstructured) { spec(o)["timeout"] = "3h" },
+			"timeout must not exceed maxLifetime"},
+		{"containerPort above 65535", validDefinition, func(o *unstructured.Unstructured) { port(o)["containerPort"] = int64(70000) },
+			"containerPort in body should be less than or equal to 65535"},
+		{"containerPort zero", validDefinition, func(o *unstructured.Unstructured) { port(o)["containerPort"] = int64(0) },
+			"containerPort in body should be greater than or equal to 1"},
+		{"expose port not a containerPort", validDefinition, func(o *unstructured.Unstructured) {
+			spec(o)["expose"] = []any{map[string]any{"port": int64(9090), "type": "NodePort"}}
+		}, "every expose.port must be a containerPort of one of the containers"},
+		{"expose type unknown", validDefinition, func(o *unstructured.Unstructured) {
+			spec(o)["expose"] = []any{map[string]any{"port": int64(8080), "type": "Route"}}
+		}, `Unsupported value: "Route"`},
+		{"two HTTP exposures", validDefinition, func(o *unstructured.Unstructured) {
+			container(o)["ports"] = []any{
+				map[string]any{"containerPort": int64(8080), "protocol": "TCP"},
+				map[string]any{"containerPort": int64(8081), "protocol": "TCP"},
+			}
+			spec(o)["expose"] = []any{map[string]any{"port": int64(8080), "type": "HTTP"}, map[string]any{"port": int64(8081), "type": "HTTP"}}
+		}, "at most one expose entry may be of type HTTP"},
+		{"cpu not a quantity", validDefinition, func(o *unstructured.Unstructured) {
+			container(o)["resources"].(map[string]any)["requests"].(map[string]any)["cpu"] = "lots"
+		}, "must be a Kubernetes quantity such as 250m, 1 or 256Mi"},
+		{"request above limit", validDefinition, func(o *unstructured.Unstructured) {
+			container(o)["resources"].(map[string]any)["requests"].(map[string]any)["memory"] = "1Gi"
+		}, "each resource request must be less than or equal to its limit"},
+		{"container name not a DNS label", validDefinition, func(o *unstructured.Unstructured) { container(o)["name"] = "Web_1" },
+			"spec.containers[0].name in body should match"},
+		{"nine containers", validDefinition, func(o *unstructured.Unstructured) {
+			var containers []any
+			for i := range 9 {
+				containers = append(containers, map[string]any{"name": fmt.Sprintf("c%d", i), "image": "busybox:1.36"})
+			}
+			spec(o)["containers"] = containers
+			delete(spec(o), "expose")
+		}, "must have at most 8 items"},
+		{"flag both static and dynamic", validDefinition, func(o *unstructured.Unstructured) {
+			spec(o)["flag"] = map[string]any{"value": "flag{x}", "dynamic": true, "env": "FLAG"}
+		}, "flag must set exactly one of value or dynamic: true"},
+		{"flag path relative", validDefinition, func(o *unstructured.Unstructured) {
+			spec(o)["flag"] = map[string]any{"value": "flag{x}", "path": "flag.txt"}
+		}, "spec.flag.path in body should match"},
+		{"runAsUser 0 without runAsRoot", validDefinition, func(o *unstructured.Unstructured) {
+			spec(o)["security"] = map[string]any{"runAsUser": int64(0)}
+		}, "runAsUser 0 is root: set runAsRoot: true to run as root"},
+		{"definition name longer than a label", validDefinition, func(o *unstructured.Unstructured) { o.SetName(strings.Repeat("d", 64)) },
+			"metadata.name must be at most 63 characters"},
+		{"challenge with template and definitionRef", validChallenge, func(o *unstructured.Unstructured) {
+			spec(o)["definitionRef"] = map[string]any{"name": "web"}
+		}, "spec must set exactly one of definitionRef or template"},
+		{"challenge with neither template nor definitionRef", validChallenge, func(o *unstructured.Unstructured) {
+			delete(spec(o), "template")
+		}, "spec must set exactly one of definitionRef or template"},
+		{"challenge without owner", validChallenge, func(o *unstructured.Unstructured) { delete(spec(o), "owner") },
+			"spec.owner: Required value"},
+		{"challenge name not a DNS-1035 label", validChallenge, func(o *unstructured.Unstructured) { o.SetName("1st-try") },
+			"metadata.name must be a DNS-1035 label"},
+		{"challenge timeout not a duration", validChallenge, func(o *unstructured.Unstructured) { spec(o)["timeout"] = "forever" },
+			"spec.timeout in body should match"},
+		{"challenge expiresAt not a time", validChallenge, func(o *unstructured.Unstructured) { spec(o)["expiresAt"] = "tomorrow" },
+			"spec.expiresAt in body must be of type date-time"},
+		{"inline template timeout above maxLifetime", validChallenge, func(o *unstructured.Unstructured) { template(o)["timeout"] = "3h" },
+			"timeout must not exceed maxLifetime"},
+	}
+	// The unbroken objects are accepted: each refusal below is due to the one thing broken.
+	for _, base := range []*unstructured.Unstructured{validDefinition("base"), validChallenge("base")} {
+		base.SetNamespace(ns)
+		if err := createDryRun(ctx, c, base); err != nil {
+			t.Fatalf("valid %s refused: %v", base.GetKind(), err)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := tc.base("broken")
+			obj.SetNamespace(ns)
+			tc.mutate(obj)
+			err := createDryRun(ctx, c, obj)
+			if err == nil {
+				t.Fatalf("%s accepted, want refused with %q", obj.GetKind(), tc.want)
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("refused with %v\nwant an Invalid error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestChallengeOwnerImmutable: an update that changes spec.owner is refused.
+func TestChallengeOwnerImmutable(t *testing.T) {
+	c := newCluster(t)
+	ctx := testContext(t)
+	ns := c.createNamespace(ctx, t, "immutable", podSecurityRestricted)
+	chal := validChallenge("owned")
+	chal.SetNamespace(ns)
+	created, err := c.dyn.Resource(chalGVR).Namespace(ns).Create(ctx, chal, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	spec(created)["owner"] = "team-2"
+	_, err = c.dyn.Resource(chalGVR).Namespace(ns).Update(ctx, created, metav1.UpdateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.owner is immutable") {
+		t.Errorf("owner change: got %v, want Invalid with %q", err, "spec.owner is immutable")
+	}
+}
+
+func createDryRun(ctx context.Context, c *cluster, obj *unstructured.Unstructured) error {
+	client, err := c.resourceFor(obj)
+	if err != nil {
+		return err
+	}
+	_, err = client.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
+}

@@ -1,0 +1,343 @@
+//go:build e2e
+
+// Package e2e tests challenge-hook against a real kube-apiserver, kube-controller-manager,
+// kube-scheduler and a kwok fake node, started by hack/e2e.sh (`make e2e`). The tests play
+// Metacontroller's part themselves (see driver_test.go): Metacontroller is not needed.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// kwokNodeName is the fake node kwok runs the instances' Pods on.
+const kwokNodeName = "kwok-node-0"
+
+// Pod Security Admission levels of the namespaces the tests create.
+const (
+	podSecurityRestricted = "restricted"
+	podSecurityBaseline   = "baseline"
+)
+
+var (
+	crdGVR  = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	nsGVR   = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	nodeGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	podGVR  = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	rsGVR   = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
+	rcGVR   = schema.GroupVersionResource{Group: "node.k8s.io", Version: "v1", Resource: "runtimeclasses"}
+	chalGVR = schema.GroupVersionResource{Group: "ctf.challenge-hook.dev", Version: "v1alpha1", Resource: "challenges"}
+	defGVR  = schema.GroupVersionResource{Group: "ctf.challenge-hook.dev", Version: "v1alpha1", Resource: "challengedefinitions"}
+)
+
+// cluster is a test's handle on the API server: a dynamic client and a REST mapper that knows the
+// project's CRDs. Each top-level test builds its own (cheap), so tests share no mutable state.
+type cluster struct {
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+	// root is the repository root: manifests/, examples/, testdata/ live there.
+	root string
+}
+
+// newCluster connects to $KUBECONFIG, installs the CRDs (idempotent) and waits until they are
+// Established, and makes sure the kwok node exists.
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	kubeconfig := os.Getenv("KUBECONFIG")
+	if kubeconfig == "" {
+		t.Fatal("KUBECONFIG is not set: run the e2e tests with `make e2e` (hack/e2e.sh starts the cluster)")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatalf("load kubeconfig %s: %v", kubeconfig, err)
+	}
+	// The tests create many objects quickly; client-side throttling would only slow them down.
+	cfg.QPS, cfg.Burst = 200, 400
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("dynamic client: %v", err)
+	}
+	c := &cluster{dyn: dyn, root: repoRoot(t)}
+	ctx := testContext(t)
+	c.installCRDs(ctx, t)
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatalf("discovery client: %v", err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(disco)
+	if err != nil {
+		t.Fatalf("discover API resources: %v", err)
+	}
+	c.mapper = restmapper.NewDiscoveryRESTMapper(groups)
+	c.ensureKwokNode(ctx, t)
+	return c
+}
+
+// repoRoot is E2E_REPO_ROOT, or the parent of this package's directory.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	if root := os.Getenv("E2E_REPO_ROOT"); root != "" {
+		return root
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("working directory: %v", err)
+	}
+	return filepath.Dir(wd)
+}
+
+// testContext is cancelled when the test ends.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// readYAMLObjects decodes every document of a multi-document YAML (or JSON) file.
+func readYAMLObjects(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return decodeYAMLObjects(data, path)
+}
+
+func decodeYAMLObjects(data []byte, source string) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			return nil, fmt.Errorf("decode %s: %w", source, err)
+		}
+		if len(obj) == 0 {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: obj})
+	}
+}
+
+func (c *cluster) installCRDs(ctx context.Context, t *testing.T) {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(c.root, "manifests", "crd-*.yaml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no CRDs in %s/manifests/crd-*.yaml (err %v)", c.root, err)
+	}
+	var names []string
+	for _, path := range paths {
+		objs, err := readYAMLObjects(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, crd := range objs {
+			names = append(names, crd.GetName())
+			c.createOrUpdate(ctx, t, crdGVR, crd)
+		}
+	}
+	for _, name := range names {
+		waitFor(ctx, t, 30*time.Second, "CRD "+name+" Established", func() (bool, error) {
+			crd, err := c.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			established, err := crdEstablished(crd)
+			if err != nil {
+				t.Fatal(err) // a name conflict does not heal by waiting
+			}
+			return established, nil
+		})
+	}
+}
+
+// crdEstablished reports Established=True, or an error on NamesAccepted=False.
+func crdEstablished(crd *unstructured.Unstructured) (bool, error) {
+	conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	established := false
+	for _, raw := range conditions {
+		cond, _ := raw.(map[string]any)
+		switch {
+		case cond["type"] == "NamesAccepted" && cond["status"] == "False":
+			return false, fmt.Errorf("CRD %s: names not accepted: %v", crd.GetName(), cond["message"])
+		case cond["type"] == "Established" && cond["status"] == "True":
+			established = true
+		}
+	}
+	return established, nil
+}
+
+// createOrUpdate creates a cluster-scoped object, or replaces an existing one's content.
+func (c *cluster) createOrUpdate(ctx context.Context, t *testing.T, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) {
+	t.Helper()
+	client := c.dyn.Resource(gvr)
+	_, err := client.Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		existing, getErr := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if getErr != nil {
+			t.Fatalf("get %s %s: %v", gvr.Resource, obj.GetName(), getErr)
+		}
+		obj = obj.DeepCopy()
+		obj.SetResourceVersion(existing.GetResourceVersion())
+		_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("create %s %s: %v", gvr.Resource, obj.GetName(), err)
+	}
+}
+
+// ensureKwokNode creates the fake node kwok manages (selected by annotation, no taints), with room
+// for every Pod the tests start.
+func (c *cluster) ensureKwokNode(ctx context.Context, t *testing.T) {
+	t.Helper()
+	node := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Node",
+		"metadata": map[string]any{
+			"name":        kwokNodeName,
+			"annotations": map[string]any{"kwok.x-k8s.io/node": "fake"},
+			"labels": map[string]any{
+				"kubernetes.io/hostname": kwokNodeName,
+				"kubernetes.io/os":       "linux",
+				"kubernetes.io/arch":     "amd64",
+				"type":                   "kwok",
+			},
+		},
+		"status": map[string]any{
+			"allocatable": map[string]any{"cpu": "64", "memory": "256Gi", "pods": "500", "ephemeral-storage": "1Ti"},
+			"capacity":    map[string]any{"cpu": "64", "memory": "256Gi", "pods": "500", "ephemeral-storage": "1Ti"},
+		},
+	}}
+	_, err := c.dyn.Resource(nodeGVR).Create(ctx, node, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create kwok node: %v", err)
+	}
+	waitFor(ctx, t, 60*time.Second, "kwok node Ready", func() (bool, error) {
+		node, err := c.dyn.Resource(nodeGVR).Get(ctx, kwokNodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return conditionTrue(node, "Ready"), nil
+	})
+}
+
+// conditionTrue reports whether status.conditions has condType with status "True".
+func conditionTrue(obj *unstructured.Unstructured, condType string) bool {
+	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, raw := range conditions {
+		cond, _ := raw.(map[string]any)
+		if cond["type"] == condType && cond["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+var nonDNSLabel = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// createNamespace creates a fresh namespace enforcing a Pod Security level and deletes it when the
+// test ends. The name is prefix plus a suffix, cut to a DNS label.
+func (c *cluster) createNamespace(ctx context.Context, t *testing.T, prefix, podSecurity string) string {
+	t.Helper()
+	base := strings.Trim(nonDNSLabel.ReplaceAllString(strings.ToLower(prefix), "-"), "-")
+	if len(base) > 50 {
+		base = strings.Trim(base[:50], "-")
+	}
+	ns := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Namespace",
+		"metadata": map[string]any{
+			"generateName": base + "-",
+			"labels": map[string]any{
+				"pod-security.kubernetes.io/enforce": podSecurity,
+				"pod-security.kubernetes.io/warn":    podSecurity,
+				"e2e.challenge-hook.dev/test":        "true",
+			},
+		},
+	}}
+	created, err := c.dyn.Resource(nsGVR).Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace %s: %v", base, err)
+	}
+	name := created.GetName()
+	t.Cleanup(func() {
+		// Not waiting: the namespace controller finishes in the background.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.dyn.Resource(nsGVR).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
+// resourceFor maps an object's apiVersion and kind to its resource and scope.
+func (c *cluster) resourceFor(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+	gvk := obj.GroupVersionKind()
+	mapping, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", gvk, err)
+	}
+	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+		return c.dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace()), nil
+	}
+	return c.dyn.Resource(mapping.Resource), nil
+}
+
+// ensureRuntimeClass creates a RuntimeClass so that Pods naming it are admitted (kwok runs no
+// containers, so its handler does not matter).
+func (c *cluster) ensureRuntimeClass(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	rc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "node.k8s.io/v1",
+		"kind":       "RuntimeClass",
+		"metadata":   map[string]any{"name": name},
+		"handler":    "runsc",
+	}}
+	if _, err := c.dyn.Resource(rcGVR).Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create RuntimeClass %s: %v", name, err)
+	}
+}
+
+// waitFor polls cond every 100ms until it holds, fails, or timeout passes.
+func waitFor(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var lastErr error
+	for {
+		ok, err := cond()
+		if err != nil {
+			lastErr = err
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

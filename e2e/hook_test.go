@@ -1,0 +1,152 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// hookServer is a running challenge-hook binary, the one `make build` produces.
+type hookServer struct {
+	baseURL string
+	client  *http.Client
+}
+
+// lockedBuffer collects the hook's log lines; the process writes while tests read.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startHook starts bin/challenge-hook on a free loopback port with the given flags (besides
+// --listen), in the repository root so that testdata paths resolve, and stops it (SIGTERM) when
+// the test ends. Its log is shown when the test fails.
+func startHook(t *testing.T, root string, flags ...string) *hookServer {
+	t.Helper()
+	bin := os.Getenv("E2E_HOOK_BIN")
+	if bin == "" {
+		bin = filepath.Join(root, "bin", "challenge-hook")
+	}
+	addr := freeLoopbackAddr(t)
+	cmd := exec.Command(bin, append([]string{"--listen=" + addr}, flags...)...)
+	cmd.Dir = root
+	// The hook falls back to CHALLENGE_HOOK_* variables: do not let the caller's leak in.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CHALLENGE_HOOK_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	dieWithParent(cmd)
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("challenge-hook %s log:\n%s", strings.Join(flags, " "), logs.String())
+		}
+	})
+	h := &hookServer{baseURL: "http://" + addr, client: &http.Client{Timeout: 10 * time.Second}}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			t.Fatalf("challenge-hook exited before serving: %v\n%s", err, logs.String())
+		default:
+		}
+		resp, err := h.client.Get(h.baseURL + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return h
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("challenge-hook not ready on %s after 15s (last error %v)\n%s", addr, err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// freeLoopbackAddr returns a 127.0.0.1 address with a port nothing listens on right now.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatalf("release port %s: %v", addr, err)
+	}
+	return addr
+}
+
+// post sends a JSON body to a hook path and returns the body of a 200 answer; any other status is
+// an error, as it is for Metacontroller.
+func (h *hookServer) post(ctx context.Context, path string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.baseURL+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build request %s: %w", path, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("POST %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read %s response: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("POST %s: HTTP %d: %s", path, resp.StatusCode, bytes.TrimSpace(data))
+	}
+	return data, nil
+}
+
+// devFlags are the flags the golden files were computed with (testdata/dev.flags), so that the
+// hook answers each testdata request with its response.json.
+func devFlags(t *testing.T, root string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "testdata", "dev.flags"))
+	if err != nil {
+		t.Fatalf("read dev flags: %v", err)
+	}
+	return strings.Fields(string(data))
+}

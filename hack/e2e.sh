@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# make e2e: end-to-end tests against a real kube-apiserver on loopback.
+#   1. builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok once
+#      per version into a cache outside the repository (hack/build-k8s-bins.sh);
+#   2. builds the hook binary;
+#   3. starts the control plane plus a kwok fake node on fixed loopback ports, in .cache/e2e/;
+#   4. runs the Go e2e tests (build tag e2e) and exits with their status;
+#   and always stops what it started (EXIT trap).
+# Environment: K8S_BINS_DIR (binaries), E2E_RUN (state dir), E2E_RUN_ARGS (extra test binary
+# flags, e.g. -test.run=TestLifecycle), E2E_KEEP_LOGS=1 to print the component logs' tails on
+# success too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+GO=${GO:-go}
+K8S=${K8S:-1.36.3}
+export K8S_BINS_DIR=${K8S_BINS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/k8s-bins/v$K8S}
+RUN=${E2E_RUN:-$ROOT/.cache/e2e}
+log() { echo "[e2e $(date +%T)] $*" >&2; }
+
+start=$SECONDS
+bash hack/build-k8s-bins.sh
+log "control-plane binaries ready in $((SECONDS - start))s ($K8S_BINS_DIR)"
+
+CGO_ENABLED=0 $GO build -o bin/challenge-hook ./cmd/challenge-hook
+
+# Fixed, non-default loopback ports, so a developer's own scratch cluster does not collide.
+export BIN=$K8S_BINS_DIR RUN EXTRA="kcm scheduler kwok" KWOK_STAGES=$ROOT/hack/kwok-stages.yaml
+export ETCD_PORT=24790 API_PORT=26443 KCM_PORT=20257 SCHED_PORT=20259 KWOK_PORT=20247
+export KUBECACHEDIR=$RUN/kubecache
+mkdir -p "$RUN"
+# A previous run killed hard may have left its plane running: stop it first (by its own PIDs).
+bash hack/cluster.sh stop >/dev/null 2>&1 || true
+
+status=1
+stop_plane() {
+  bash hack/cluster.sh stop || true
+  if [[ $status != 0 || ${E2E_KEEP_LOGS:-0} == 1 ]]; then
+    for f in "$RUN"/logs/*.log; do
+      [[ -f $f ]] || continue
+      echo "----- tail of $f" >&2; tail -n 15 "$f" >&2
+    done
+  fi
+  log "done in $((SECONDS - start))s, exit status $status"
+}
+trap stop_plane EXIT
+
+plane=$SECONDS
+bash hack/cluster.sh start
+log "control plane up in $((SECONDS - plane))s"
+
+# The test binary runs in the background so that an interrupted run (Ctrl-C, CI cancel) stops it
+# before the EXIT trap stops the plane; the hook processes it started die with it.
+$GO test -tags e2e -c -o "$RUN/e2e.test" ./e2e
+(cd e2e && exec env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" \
+  "$RUN/e2e.test" -test.v -test.count=1 -test.timeout=15m ${E2E_RUN_ARGS:-}) &
+tests=$!
+trap 'status=130; kill -TERM "$tests" 2>/dev/null; wait "$tests"; exit 130' INT TERM
+set +e
+wait "$tests"
+status=$?
+set -e
+exit $status
