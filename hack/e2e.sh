@@ -52,7 +52,7 @@ log "control plane up in $((SECONDS - plane))s"
 # The test binary runs in the background so that an interrupted run (Ctrl-C, CI cancel) stops it
 # before the EXIT trap stops the plane; the hook processes it started die with it.
 $GO test -tags e2e -c -o "$RUN/e2e.test" ./e2e
-(cd e2e && exec env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" \
+(cd e2e && exec env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" E2E_KUBECTL="$K8S_BINS_DIR/kubectl" \
   "$RUN/e2e.test" -test.v -test.count=1 -test.timeout=15m ${E2E_RUN_ARGS:-}) &
 tests=$!
 trap 'status=130; kill -TERM "$tests" 2>/dev/null; wait "$tests"; exit 130' INT TERM

@@ -1,0 +1,65 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestKustomizeInstall: what `kubectl apply -k manifests/` installs is accepted by the API server,
+// and the hook's own Pods are admitted in its namespace, which enforces Pod Security "restricted".
+// The CRDs are installed from the same files by every test (newCluster); the CompositeController
+// needs Metacontroller's CRD, which this cluster does not have, so it is only checked to be there.
+func TestKustomizeInstall(t *testing.T) {
+	kubectl := os.Getenv("E2E_KUBECTL")
+	if kubectl == "" {
+		t.Fatal("E2E_KUBECTL is not set: run the e2e tests with `make e2e`")
+	}
+	c := newCluster(t)
+	ctx := testContext(t)
+	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join(c.root, "manifests")).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize manifests/: %v", err)
+	}
+	objs, err := decodeYAMLObjects(rendered, "kubectl kustomize manifests/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, obj := range objs {
+		seen[obj.GetKind()]++
+		switch obj.GetKind() {
+		case "CustomResourceDefinition", "CompositeController":
+			continue
+		}
+		client, err := c.resourceFor(obj)
+		if err != nil {
+			t.Fatalf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		if _, err := client.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+	for _, kind := range []string{"CustomResourceDefinition", "CompositeController", "Namespace", "ServiceAccount",
+		"Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy"} {
+		if seen[kind] == 0 {
+			t.Errorf("kubectl kustomize manifests/ renders no %s", kind)
+		}
+	}
+	// The controller-manager creates the hook's Pods only if Pod Security admits them.
+	waitFor(ctx, t, 60*time.Second, "the hook's two Pods to be admitted", func() (bool, error) {
+		pods, err := c.dyn.Resource(podGVR).Namespace("challenge-hook").List(ctx, metav1.ListOptions{
+			LabelSelector: "app.kubernetes.io/name=challenge-hook",
+		})
+		if err != nil {
+			return false, err
+		}
+		return len(pods.Items) == 2, nil
+	})
+}
