@@ -41,11 +41,11 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 	}
 	parent := req.Parent
 	in, prob := resolveInstance(parent, req.Related, cfg)
-	started := startedAt(parent, now)
 	if prob != nil {
-		return keepChildren(req, in, *prob, now)
+		return keepChildren(req, *prob, now)
 	}
 
+	started := startedAt(parent, now)
 	expires := expiresAt(parent, in.template, started, cfg)
 	status := ChallengeStatus{
 		InstanceID:         in.id,
@@ -93,26 +93,9 @@ func desiredChildren(in instance, cfg Config) []any {
 // keepChildren answers when the hook cannot build the instance (missing or invalid definition,
 // invalid spec, no flag key): every observed child is returned exactly as Metacontroller last
 // applied it, so nothing running is deleted or rewritten, and the status says what to fix.
-func keepChildren(req Request, in instance, prob problem, now time.Time) Response {
-	parent := req.Parent
-	v := verdict{PhaseError, prob.reason, prob.message}
-	status := ChallengeStatus{
-		Phase:              v.phase,
-		Reason:             v.reason,
-		Message:            v.message,
-		InstanceID:         in.id,
-		Endpoints:          parent.Status.Endpoints,
-		StartedAt:          formatTime(startedAt(parent, now)),
-		ReadyAt:            parent.Status.ReadyAt,
-		ExpiresAt:          parent.Status.ExpiresAt,
-		ObservedGeneration: parent.Metadata.Generation,
-	}
-	current := []Condition{readyCondition(v)}
-	if prev := findCondition(parent.Status.Conditions, ConditionExpired); prev != nil {
-		current = append(current, *prev)
-	}
-	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, current...)
-
+func keepChildren(req Request, prob problem, now time.Time) Response {
+	status := settledStatus(req.Parent, verdict{PhaseError, prob.reason, prob.message}, now)
+	status.Endpoints = req.Parent.Status.Endpoints
 	children := []any{}
 	c := req.Children
 	for _, d := range c.Deployments {
@@ -131,6 +114,28 @@ func keepChildren(req Request, in instance, prob problem, now time.Time) Respons
 		children = append(children, lastApplied(s))
 	}
 	return Response{Status: status, Children: children}
+}
+
+// settledStatus is the status of an instance the hook does not build this time (kept after an
+// error, or being deleted): the verdict, and what the previous status knew: its times and its
+// Expired condition.
+func settledStatus(parent Challenge, v verdict, now time.Time) ChallengeStatus {
+	status := ChallengeStatus{
+		Phase:              v.phase,
+		Reason:             v.reason,
+		Message:            v.message,
+		InstanceID:         instanceID(parent),
+		StartedAt:          formatTime(startedAt(parent, now)),
+		ReadyAt:            parent.Status.ReadyAt,
+		ExpiresAt:          parent.Status.ExpiresAt,
+		ObservedGeneration: parent.Metadata.Generation,
+	}
+	current := []Condition{readyCondition(v)}
+	if prev := findCondition(parent.Status.Conditions, ConditionExpired); prev != nil {
+		current = append(current, *prev)
+	}
+	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, current...)
+	return status
 }
 
 func findCondition(conds []Condition, conditionType string) *Condition {
@@ -172,21 +177,7 @@ func finalize(req Request, now time.Time) Response {
 	if remaining > 0 {
 		v = verdict{PhaseTerminating, ReasonTerminating, fmt.Sprintf("waiting for %d child object(s) to be deleted", remaining)}
 	}
-	status := ChallengeStatus{
-		Phase:              v.phase,
-		Reason:             v.reason,
-		Message:            v.message,
-		InstanceID:         instanceID(parent),
-		StartedAt:          parent.Status.StartedAt,
-		ReadyAt:            parent.Status.ReadyAt,
-		ExpiresAt:          parent.Status.ExpiresAt,
-		ObservedGeneration: parent.Metadata.Generation,
-	}
-	current := []Condition{readyCondition(v)}
-	if prev := findCondition(parent.Status.Conditions, ConditionExpired); prev != nil {
-		current = append(current, *prev)
-	}
-	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, current...)
+	status := settledStatus(parent, v, now)
 	return Response{Status: status, Children: []any{}, Finalized: remaining == 0}
 }
 
