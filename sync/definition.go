@@ -59,7 +59,7 @@ func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *
 		return in, &problem{ReasonFlagKeyMissing,
 			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook"}
 	}
-	return in, nil
+	return in.withLabels(), nil
 }
 
 func findDefinition(defs []ChallengeDefinition, ref DefinitionRef) (ChallengeDefinition, bool) {

@@ -100,10 +100,10 @@ func buildDeployment(in instance) deployment {
 			Replicas:                1,
 			RevisionHistoryLimit:    1,
 			ProgressDeadlineSeconds: progressDeadlineSeconds,
-			Selector:                labelSelector{MatchLabels: in.selector()},
+			Selector:                labelSelector{MatchLabels: in.selector},
 			// Recreate: a challenge instance is one player's state; two Pods at once would split it.
 			Strategy: deploymentStrategy{Type: "Recreate"},
-			Template: podTemplate{Metadata: templateMeta{Labels: in.labels()}, Spec: pod},
+			Template: podTemplate{Metadata: templateMeta{Labels: in.labels}, Spec: pod},
 		},
 	}
 }

@@ -29,6 +29,8 @@ type instance struct {
 	definition          string // the referenced definition's name, empty for inline templates
 	definitionNamespace string
 	template            DefinitionSpec
+	labels              map[string]string // see withLabels
+	selector            map[string]string
 }
 
 func (in instance) flagSecretName() string { return in.name + "-flag" }
@@ -42,27 +44,25 @@ func (in instance) definitionKey() string {
 	return "inline/" + in.namespace + "/" + in.name
 }
 
-// labels are put on every child and on the Pod template.
-func (in instance) labels() map[string]string {
-	labels := map[string]string{
+// withLabels fills in the labels put on every child and on the Pod template, and the selector of
+// the instance's Pods (the instance id alone: unique, and it never changes). They are built once
+// per sync and shared, read-only, by every child.
+func (in instance) withLabels() instance {
+	in.labels = map[string]string{
 		LabelManagedBy: ManagedByValue,
 		LabelChallenge: in.name,
 		LabelInstance:  in.id,
 		LabelOwner:     in.owner,
 	}
 	if in.definition != "" {
-		labels[LabelDefinition] = in.definition
+		in.labels[LabelDefinition] = in.definition
 	}
-	return labels
-}
-
-// selector selects the instance's Pods; the instance id alone is unique and never changes.
-func (in instance) selector() map[string]string {
-	return map[string]string{LabelInstance: in.id}
+	in.selector = map[string]string{LabelInstance: in.id}
+	return in
 }
 
 func (in instance) meta(name string) childMeta {
-	return childMeta{Name: name, Namespace: in.namespace, Labels: in.labels()}
+	return childMeta{Name: name, Namespace: in.namespace, Labels: in.labels}
 }
 
 // portName is the name of a port in the Service and endpoints: the container port's own name, or

@@ -21,7 +21,7 @@ func buildNetworkPolicy(in instance) networkPolicy {
 		Kind:       "NetworkPolicy",
 		Metadata:   in.meta(in.name),
 		Spec: networkPolicySpec{
-			PodSelector: labelSelector{MatchLabels: in.selector()},
+			PodSelector: labelSelector{MatchLabels: in.selector},
 			PolicyTypes: []string{"Ingress", "Egress"},
 		},
 	}

@@ -32,7 +32,7 @@ func buildService(in instance) *service {
 		APIVersion: "v1",
 		Kind:       "Service",
 		Metadata:   in.meta(in.name),
-		Spec:       serviceSpec{Type: serviceType(in.template.Expose), Selector: in.selector()},
+		Spec:       serviceSpec{Type: serviceType(in.template.Expose), Selector: in.selector},
 	}
 	for _, e := range in.template.Expose {
 		p := exposedPort(in.template, e.Port)
