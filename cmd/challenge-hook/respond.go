@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"strconv"
 
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
@@ -25,6 +26,8 @@ func respondJSON(w http.ResponseWriter, status int, v any) {
 func respondBytes(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	// A known length spares net/http the chunked encoding of answers larger than its buffer.
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // the client went away; the request log records the short write
 }
