@@ -80,7 +80,19 @@ func (t *wireTerminated) convert() *ContainerStateTerminated {
 
 // DecodeRequest decodes a sync or finalize request. Every error wraps ErrBadRequest and names the
 // part of the request that is wrong.
+//
+// Requests take the fast path (decodeRequestFast, a one-pass scanner that decodes only what the hook
+// reads); whatever it is not sure of, malformed requests included, is decided by decodeRequestStd,
+// the encoding/json decoder, which is also the fast path's test oracle (decode_fuzz_test.go).
 func DecodeRequest(body []byte) (Request, error) {
+	if req, ok := decodeRequestFast(body); ok {
+		return req, nil
+	}
+	return decodeRequestStd(body)
+}
+
+// decodeRequestStd decodes a request with encoding/json.
+func decodeRequestStd(body []byte) (Request, error) {
 	var wire wireRequest
 	if err := decodeStrictJSON(body, &wire); err != nil {
 		return Request{}, badRequest("request: %v", err)
@@ -325,7 +337,27 @@ func sortObserved(req *Request) {
 
 // EncodeResponse encodes a hook response. encoding/json writes struct fields in declaration order
 // and map keys sorted, so identical responses encode to identical bytes.
+//
+// A sync Response takes the fast path (encodeResponseFast, which writes the same bytes without
+// reflection); anything it gives up on is encoded by encodeResponseStd.
 func EncodeResponse(v any) ([]byte, error) {
+	switch resp := v.(type) {
+	case Response:
+		if out, ok := encodeResponseFast(&resp); ok {
+			return out, nil
+		}
+	case *Response:
+		if resp != nil {
+			if out, ok := encodeResponseFast(resp); ok {
+				return out, nil
+			}
+		}
+	}
+	return encodeResponseStd(v)
+}
+
+// encodeResponseStd encodes a response with encoding/json.
+func encodeResponseStd(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
