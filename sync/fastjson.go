@@ -112,12 +112,18 @@ func (s *jsonScanner) push() {
 // object starts an object: present is false for null (an absent value), more is true when a
 // member follows (false for {}); then key reads its name, and more moves to the next member. A
 // value that is not an object or null fails.
-func (s *jsonScanner) object() (present, more bool) {
+func (s *jsonScanner) object() (present, more bool) { return s.open('{', '}') }
+
+// array starts an array, like object: present is false for null, more is false for [].
+func (s *jsonScanner) array() (present, more bool) { return s.open('[', ']') }
+
+// open starts an object or an array, whichever opening and closing name.
+func (s *jsonScanner) open(opening, closing byte) (present, more bool) {
 	switch s.peek() {
-	case '{':
+	case opening:
 		s.pos++
 		s.push()
-		if s.peek() == '}' {
+		if s.peek() == closing {
 			s.pos++
 			s.depth--
 			return true, false
@@ -167,27 +173,6 @@ func (s *jsonScanner) more(closing byte) bool {
 	default:
 		s.fail()
 		return false
-	}
-}
-
-// array starts an array, like object: present is false for null, more is false for [].
-func (s *jsonScanner) array() (present, more bool) {
-	switch s.peek() {
-	case '[':
-		s.pos++
-		s.push()
-		if s.peek() == ']' {
-			s.pos++
-			s.depth--
-			return true, false
-		}
-		return true, !s.failed
-	case 'n':
-		s.literal("null")
-		return false, false
-	default:
-		s.fail()
-		return false, false
 	}
 }
 
