@@ -51,11 +51,6 @@ func kinds(docs []map[string]any) []string {
 
 func TestRenderExamples(t *testing.T) {
 	challenge, definition := "../../examples/challenge.yaml", "../../examples/definition.yaml"
-	for _, file := range []string{challenge, definition} {
-		if _, err := os.Stat(file); err != nil {
-			t.Skipf("%s does not exist yet", file)
-		}
-	}
 	docs, stderr := renderDocuments(t, "-f", challenge, "-f", definition,
 		"--now=2026-11-01T12:00:00Z", "--flag-key-file=../../testdata/flag.key")
 	assert.Empty(t, stderr)
@@ -82,9 +77,7 @@ func TestRenderExamples(t *testing.T) {
 
 func TestRenderMultiDocumentFileAndMissingDefinition(t *testing.T) {
 	challenge, err := os.ReadFile("../../examples/challenge.yaml")
-	if err != nil {
-		t.Skip("examples/challenge.yaml does not exist yet")
-	}
+	require.NoError(t, err)
 	definition, err := os.ReadFile("../../examples/definition.yaml")
 	require.NoError(t, err)
 	both := filepath.Join(t.TempDir(), "both.yaml")
