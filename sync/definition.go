@@ -129,8 +129,6 @@ var flagPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
 var validProtocols = map[string]bool{"TCP": true, "UDP": true, "SCTP": true}
 
-var validResources = map[string]bool{"cpu": true, "memory": true, "ephemeral-storage": true}
-
 // ValidateDefinition checks a template. The error names the field and says what is expected.
 func ValidateDefinition(spec DefinitionSpec) error {
 	if len(spec.Containers) == 0 || len(spec.Containers) > maxContainers {
@@ -236,29 +234,43 @@ func validateContainer(c Container, field string) error {
 	return nil
 }
 
+// resourceNames are the resources a template may set, in the order they are checked.
+var resourceNames = []string{"cpu", "ephemeral-storage", "memory"}
+
 func validateResources(r ResourceRequirements, field string) error {
-	// Sorted, so that the first error reported is the same on every sync.
+	// Known names in a fixed order, so that the first error reported is the same on every sync.
 	for _, list := range []struct {
 		name   string
 		values map[string]string
 	}{{"requests", r.Requests}, {"limits", r.Limits}} {
-		for _, name := range slices.Sorted(maps.Keys(list.values)) {
-			if !validResources[name] {
-				return fmt.Errorf("%s.%s: %q is not cpu, memory or ephemeral-storage", field, list.name, name)
+		known := 0
+		for _, name := range resourceNames {
+			value, ok := list.values[name]
+			if !ok {
+				continue
 			}
-			if _, err := resource.ParseQuantity(list.values[name]); err != nil {
-				return fmt.Errorf("%s.%s.%s: %q is not a quantity such as 500m or 256Mi", field, list.name, name, list.values[name])
+			known++
+			if _, err := resource.ParseQuantity(value); err != nil {
+				return fmt.Errorf("%s.%s.%s: %q is not a quantity such as 500m or 256Mi", field, list.name, name, value)
+			}
+		}
+		if known < len(list.values) {
+			for _, name := range slices.Sorted(maps.Keys(list.values)) {
+				if !slices.Contains(resourceNames, name) {
+					return fmt.Errorf("%s.%s: %q is not cpu, memory or ephemeral-storage", field, list.name, name)
+				}
 			}
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
-		limit, ok := r.Limits[name]
-		if !ok {
+	for _, name := range resourceNames {
+		request, hasRequest := r.Requests[name]
+		limit, hasLimit := r.Limits[name]
+		if !hasRequest || !hasLimit {
 			continue
 		}
-		requested, limited := resource.MustParse(r.Requests[name]), resource.MustParse(limit)
+		requested, limited := resource.MustParse(request), resource.MustParse(limit)
 		if requested.Cmp(limited) > 0 {
-			return fmt.Errorf("%s: the %s request %s is above its limit %s", field, name, r.Requests[name], limit)
+			return fmt.Errorf("%s: the %s request %s is above its limit %s", field, name, request, limit)
 		}
 	}
 	return nil
