@@ -92,24 +92,9 @@ func TestDynamicFlagWithoutKey(t *testing.T) {
 		require.Equal(t, ReasonFlagKeyMissing, resp.Status.Reason)
 		require.Contains(t, resp.Status.Message, "--flag-key-file")
 		require.Len(t, resp.Children, wantChildren, name)
-		var lastApplied []string
-		for _, d := range req.Children.Deployments {
-			lastApplied = append(lastApplied, d.LastApplied)
-		}
-		for _, s := range req.Children.Services {
-			lastApplied = append(lastApplied, s.LastApplied)
-		}
-		for _, i := range req.Children.Ingresses {
-			lastApplied = append(lastApplied, i.LastApplied)
-		}
-		for _, n := range req.Children.NetworkPolicies {
-			lastApplied = append(lastApplied, n.LastApplied)
-		}
-		for _, s := range req.Children.Secrets {
-			lastApplied = append(lastApplied, s.LastApplied)
-		}
+		observed := req.Children.Objects()
 		for i, child := range resp.Children {
-			require.Equal(t, json.RawMessage(lastApplied[i]), child, "kept children are what Metacontroller last applied")
+			require.Equal(t, json.RawMessage(observed[i].LastApplied), child, "kept children are what Metacontroller last applied")
 		}
 	}
 }

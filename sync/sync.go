@@ -97,21 +97,8 @@ func keepChildren(req Request, prob problem, now time.Time) Response {
 	status := settledStatus(req.Parent, verdict{PhaseError, prob.reason, prob.message}, now)
 	status.Endpoints = req.Parent.Status.Endpoints
 	children := []any{}
-	c := req.Children
-	for _, d := range c.Deployments {
-		children = append(children, lastApplied(d.ObservedObject))
-	}
-	for _, s := range c.Services {
-		children = append(children, lastApplied(s.ObservedObject))
-	}
-	for _, i := range c.Ingresses {
-		children = append(children, lastApplied(i.ObservedObject))
-	}
-	for _, n := range c.NetworkPolicies {
-		children = append(children, lastApplied(n))
-	}
-	for _, s := range c.Secrets {
-		children = append(children, lastApplied(s))
+	for _, obj := range req.Children.Objects() {
+		children = append(children, lastApplied(obj))
 	}
 	return Response{Status: status, Children: children}
 }

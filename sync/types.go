@@ -77,6 +77,23 @@ func (c ObservedChildren) Count() int {
 	return len(c.Deployments) + len(c.Services) + len(c.NetworkPolicies) + len(c.Ingresses) + len(c.Secrets)
 }
 
+// Objects lists every observed child in the order the hook returns children: Deployments,
+// Services, Ingresses, NetworkPolicies, Secrets.
+func (c ObservedChildren) Objects() []ObservedObject {
+	out := make([]ObservedObject, 0, c.Count())
+	for _, d := range c.Deployments {
+		out = append(out, d.ObservedObject)
+	}
+	for _, s := range c.Services {
+		out = append(out, s.ObservedObject)
+	}
+	for _, i := range c.Ingresses {
+		out = append(out, i.ObservedObject)
+	}
+	out = append(out, c.NetworkPolicies...)
+	return append(out, c.Secrets...)
+}
+
 // Related are the objects the customize hook asked for: the referenced definition and the instance's Pods.
 type Related struct {
 	Definitions []ChallengeDefinition
