@@ -98,7 +98,7 @@ func TestScale(t *testing.T) {
 
 	audit := readAudit(t, auditLog, ns)
 	r := &report{}
-	r.linef("challenges            %d created at once in %.1fs (%d concurrent creators)", n, createdIn.Seconds(), len(created))
+	r.linef("challenges            %d created at once in %.1fs (%d concurrent creators)", n, createdIn.Seconds(), created)
 	r.linef("all Running after     %.1fs (from the first create; polled every 1s)", allRunning.Seconds())
 	r.linef("creation -> readyAt   %s (status.readyAt - creationTimestamp, whole seconds)", distribution(readyDelays))
 	r.linef("hook syncs/instance   %.1f until all Running, %.2f in the steady window (%s)",
@@ -113,30 +113,43 @@ func TestScale(t *testing.T) {
 		if total == 0 {
 			continue
 		}
-		r.linef("  %-24s %6.2f  last at %5.1fs  %s", comp, float64(total)/float64(n),
-			audit.last(comp, start, steadyFrom).Sub(start).Seconds(), formatCounts(byResource, n))
+		r.linef("  %-24s %6.2f  last create at %6s, last write at %6s  %s", comp, float64(total)/float64(n),
+			sinceStart(audit.last(comp, "create", start, steadyFrom), start),
+			sinceStart(audit.last(comp, "", start, steadyFrom), start), formatCounts(byResource, n))
 	}
 	r.linef("CPU seconds until all Running (%.0fs):  %s", allRunning.Seconds(), runCPU.format())
 	r.linef("CPU seconds in the steady window:       %s", steadyCPU.format())
 	r.linef("machine                %d CPUs; busy %.0f%% until all Running, %.0f%% steady; load average at end %s",
 		cpu.cpus, 100*runCPU.busy, 100*steadyCPU.busy, loadAverage())
-	childWrites := 0
+	childWrites, anyWrites := 0, false
 	r.linef("steady window writes (%s):", steady)
 	for _, comp := range audit.components() {
 		byResource := audit.writes(comp, steadyFrom, steadyTo)
 		if len(byResource) == 0 {
 			continue
 		}
+		anyWrites = true
 		r.linef("  %-24s %s", comp, formatCounts(byResource, 0))
 		for _, gvr := range shared.children {
 			childWrites += byResource[gvr.Resource]
 		}
 		childWrites += byResource["challenges/status"]
 	}
+	if !anyWrites {
+		r.linef("  none")
+	}
 	t.Log("\n" + r.String())
 	if childWrites > 0 {
 		t.Errorf("%d child or Challenge status writes in the steady window, want none", childWrites)
 	}
+}
+
+// sinceStart is at - start in seconds, or "-" when there is no at.
+func sinceStart(at, start time.Time) string {
+	if at.IsZero() {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fs", at.Sub(start).Seconds())
 }
 
 func envInt(t *testing.T, name string, def int) int {
@@ -152,14 +165,14 @@ func envInt(t *testing.T, name string, def int) int {
 	return v
 }
 
-// createChallenges creates n copies of chal (name-<i>, owner team-<i>) from 20 goroutines at once.
-func createChallenges(ctx context.Context, t *testing.T, c *cluster, ns string, chal *unstructured.Unstructured, n int) []int {
+// createChallenges creates n copies of chal (name-<i>, owner team-<i>) from up to 20 goroutines at
+// once, and returns how many goroutines it used.
+func createChallenges(ctx context.Context, t *testing.T, c *cluster, ns string, chal *unstructured.Unstructured, n int) int {
 	t.Helper()
-	const creators = 20
+	creators := min(20, n)
 	next := make(chan int)
-	perCreator := make([]int, creators)
 	var wg sync.WaitGroup
-	for w := range creators {
+	for range creators {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -170,7 +183,6 @@ func createChallenges(ctx context.Context, t *testing.T, c *cluster, ns string, 
 				if _, err := c.dyn.Resource(chalGVR).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 					t.Errorf("create Challenge %d: %v", i, err)
 				}
-				perCreator[w]++
 			}
 		}()
 	}
@@ -182,7 +194,7 @@ func createChallenges(ctx context.Context, t *testing.T, c *cluster, ns string, 
 	if t.Failed() {
 		t.FailNow()
 	}
-	return perCreator
+	return creators
 }
 
 // hookSyncs is the hook's count of answered sync and finalize requests (its /metrics).
@@ -386,10 +398,12 @@ func (l auditLog) writes(comp string, from, to time.Time) map[string]int {
 	return out
 }
 
-func (l auditLog) last(comp string, from, to time.Time) time.Time {
+// last is when comp's last write (of verb, or any) in [from, to) was received.
+func (l auditLog) last(comp, verb string, from, to time.Time) time.Time {
 	var last time.Time
 	for _, e := range l.events {
-		if e.component() == comp && !e.Received.Time.Before(from) && e.Received.Time.Before(to) && e.Received.Time.After(last) {
+		if e.component() == comp && (verb == "" || e.Verb == verb) &&
+			!e.Received.Time.Before(from) && e.Received.Time.Before(to) && e.Received.Time.After(last) {
 			last = e.Received.Time
 		}
 	}
