@@ -34,7 +34,10 @@ case $SOURCE in
     archive=$W/source.tar.gz ;;
   *)
     [[ -d $SOURCE ]] && archive=$SOURCE/metacontroller-$VERSION.tar.gz
-    [[ -f $archive ]] || { log "no source archive at $archive (METACONTROLLER_SOURCE=$SOURCE)"; exit 1; } ;;
+    [[ -f $archive ]] || {
+      log "METACONTROLLER_SOURCE=$SOURCE: no such .tar.gz, nor a directory holding metacontroller-$VERSION.tar.gz"
+      exit 1
+    } ;;
 esac
 log "source $archive, sha256 $(sha256sum "$archive" | cut -d' ' -f1)"
 tar -xzf "$archive" -C "$W"
