@@ -3,7 +3,6 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/challenge-hook
-STATICCHECK_VERSION ?= 2025.1.1
 # The flags `make run` serves with: a pinned clock and a demo flag key, the same configuration the
 # golden files were computed with, so that curl of any testdata request answers its response.json.
 DEV_FLAGS := $(shell cat testdata/dev.flags 2>/dev/null)
@@ -31,7 +30,7 @@ lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./...
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags e2e ./...
+	$(GO) tool staticcheck -tags e2e ./...
 
 # Regenerate the golden files; read every changed line before committing.
 update:
