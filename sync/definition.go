@@ -55,7 +55,7 @@ func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *
 			return in, &problem{ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, err)}
 		}
 	}
-	if flag := in.template.Flag; flag != nil && flag.Dynamic && len(cfg.FlagKey) == 0 {
+	if flag := in.template.Flag; flag != nil && flag.Dynamic && len(cfg.FlagKey) == 0 && cfg.DynamicFlagPlaceholder == "" {
 		return in, &problem{ReasonFlagKeyMissing,
 			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook"}
 	}

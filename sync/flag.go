@@ -16,12 +16,15 @@ const (
 // flagValue is the instance's flag. A dynamic flag is an HMAC, under the hook's key, of the
 // definition and the owner: stable for one team on one challenge (so re-creating an instance keeps
 // its flag), different for every team (so a shared flag names who leaked it).
-func flagValue(in instance, key []byte) string {
+func flagValue(in instance, cfg Config) string {
 	f := in.template.Flag
 	if !f.Dynamic {
 		return f.Value
 	}
-	mac := hmac.New(sha256.New, key)
+	if len(cfg.FlagKey) == 0 {
+		return cfg.DynamicFlagPlaceholder
+	}
+	mac := hmac.New(sha256.New, cfg.FlagKey)
 	mac.Write([]byte(in.definitionKey()))
 	mac.Write([]byte{0})
 	mac.Write([]byte(in.owner))
@@ -44,6 +47,6 @@ func buildFlagSecret(in instance, cfg Config) *secret {
 		Kind:       "Secret",
 		Metadata:   in.meta(in.flagSecretName()),
 		Type:       "Opaque",
-		Data:       map[string]string{flagSecretKey: base64.StdEncoding.EncodeToString([]byte(flagValue(in, cfg.FlagKey)))},
+		Data:       map[string]string{flagSecretKey: base64.StdEncoding.EncodeToString([]byte(flagValue(in, cfg)))},
 	}
 }

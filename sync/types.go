@@ -41,6 +41,9 @@ type Config struct {
 	DefaultMaxLifetime time.Duration
 	// FlagKey is the HMAC key for dynamic flags; empty means dynamic flags are refused.
 	FlagKey []byte
+	// DynamicFlagPlaceholder, when FlagKey is empty, is every dynamic flag instead of a refusal: for
+	// `render` without a key, never for a serving hook.
+	DynamicFlagPlaceholder string
 }
 
 // DefaultConfig returns the configuration the binary starts with when nothing is set.

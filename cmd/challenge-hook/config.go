@@ -108,7 +108,7 @@ func addHookFlags(c *configFlags, cfg *hookConfig) {
 	c.env((*stringValue)(&cfg.sync.ClusterDomain), "cluster-domain", "cluster DNS `suffix`, for ClusterIP endpoints")
 	c.env((*positiveDuration)(&cfg.sync.DefaultTimeout), "default-timeout", "instance lifetime (`duration`) when neither the Challenge nor its definition sets one")
 	c.env((*positiveDuration)(&cfg.sync.DefaultMaxLifetime), "default-max-lifetime", "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime")
-	c.env((*stringValue)(&cfg.flagKeyFile), "flag-key-file", "`file` holding the HMAC key of dynamic flags (read once at start-up; empty: dynamic flags are refused)")
+	c.env((*stringValue)(&cfg.flagKeyFile), "flag-key-file", "`file` holding the HMAC key of dynamic flags (read once at start-up; empty: the server refuses dynamic flags, render prints a placeholder)")
 }
 
 // parseServerConfig parses the server's flags (args without the program name).

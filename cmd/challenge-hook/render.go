@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -29,6 +30,10 @@ const (
 	relatedDefinitionKey = "ChallengeDefinition." + hooksync.APIVersion
 	relatedPodKey        = "Pod.v1"
 )
+
+// renderFlagPlaceholder is every dynamic flag render prints without --flag-key-file: plainly not a
+// flag, and derived from no key, so that rendering never needs nor leaks the real key.
+const renderFlagPlaceholder = "NOT-A-FLAG: placeholder, render ran without --flag-key-file"
 
 // stringList is a repeatable flag.
 type stringList []string
@@ -63,6 +68,9 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if err := hook.loadFlagKey(); err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
+	if len(hook.sync.FlagKey) == 0 {
+		hook.sync.DynamicFlagPlaceholder = renderFlagPlaceholder
+	}
 	syncTime := time.Time(now)
 	if syncTime.IsZero() {
 		syncTime = time.Now().UTC().Truncate(time.Second)
@@ -77,8 +85,16 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 		return fmt.Errorf("render: %w", err)
 	}
 	resp := hooksync.Sync(req, syncTime, hook.sync)
-	if err := writeYAMLDocuments(stdout, resp); err != nil {
+	out, err := yamlDocuments(resp)
+	if err != nil {
 		return fmt.Errorf("render: %w", err)
+	}
+	if _, err := stdout.Write(out); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	// The Secret holds the flag base64-encoded: look for the placeholder as it is printed.
+	if bytes.Contains(out, []byte(base64.StdEncoding.EncodeToString([]byte(renderFlagPlaceholder)))) {
+		fmt.Fprintf(stderr, "render: no --flag-key-file: the flag Secret holds the placeholder %q, not a real dynamic flag; pass --flag-key-file to render the flag the hook would derive\n", renderFlagPlaceholder)
 	}
 	if resp.Status.Phase == hooksync.PhaseError {
 		fmt.Fprintf(stderr, "render: the hook answers phase Error: %s: %s\n", resp.Status.Reason, resp.Status.Message)
@@ -208,8 +224,8 @@ func readYAMLDocuments(file string) ([][]byte, error) {
 	}
 }
 
-// writeYAMLDocuments prints each child as a YAML document, then the status, separated by ---.
-func writeYAMLDocuments(w io.Writer, resp hooksync.Response) error {
+// yamlDocuments is each child as a YAML document, then the status, separated by ---.
+func yamlDocuments(resp hooksync.Response) ([]byte, error) {
 	documents := make([]any, 0, len(resp.Children)+1)
 	documents = append(documents, resp.Children...)
 	documents = append(documents, map[string]any{"status": resp.Status})
@@ -217,17 +233,16 @@ func writeYAMLDocuments(w io.Writer, resp hooksync.Response) error {
 	for i, doc := range documents {
 		asJSON, err := hooksync.EncodeResponse(doc)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		asYAML, err := yaml.JSONToYAML(asJSON)
 		if err != nil {
-			return fmt.Errorf("converting to YAML: %w", err)
+			return nil, fmt.Errorf("converting to YAML: %w", err)
 		}
 		if i > 0 {
 			out.WriteString("---\n")
 		}
 		out.Write(asYAML)
 	}
-	_, err := w.Write(out.Bytes())
-	return err
+	return out.Bytes(), nil
 }
