@@ -125,7 +125,7 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	}
 	c := newConfigFlags("challenge-hook")
 	c.env((*listenValue)(&cfg.listen), "listen", "address to serve on, `host:port`")
-	c.env((*clockValue)(&cfg.clock), "clock", "pin the clock to this RFC 3339 `time`, for demos and golden replays (empty: the real clock)")
+	c.env((*clockValue)(&cfg.clock), "clock", "pin the clock to this RFC 3339 `time`, for demos and golden replays only: on a frozen clock no instance ever expires; logs a warning at start-up (empty: the real clock)")
 	addHookFlags(c, &cfg.hook)
 	c.env((*stringValue)(&cfg.tokenFile), "token-file", "`file` holding the bearer token hook callers must send (empty: no token required)")
 	c.env((*stringValue)(&cfg.tlsCertFile), "tls-cert-file", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")

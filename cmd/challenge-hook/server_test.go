@@ -486,3 +486,26 @@ func TestMissingFlagKeyFileServesAndRefusesDynamicFlags(t *testing.T) {
 	require.Equal(t, "Error", answer.Status.Phase)
 	require.Equal(t, "FlagKeyMissing", answer.Status.Reason)
 }
+
+// A pinned clock is for demos and golden replays: the hook says so at start-up, and only then.
+func TestPinnedClockWarnsAtStartup(t *testing.T) {
+	clockWarnings := func(logs string) []map[string]any {
+		var warnings []map[string]any
+		for line := range strings.Lines(logs) {
+			var entry map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &entry), "log line %q", line)
+			if entry["level"] == "WARN" && strings.Contains(entry["msg"].(string), "--clock") {
+				warnings = append(warnings, entry)
+			}
+		}
+		return warnings
+	}
+	_, logs := newTestServer(t, "--clock=2026-11-01T12:05:00Z")
+	warnings := clockWarnings(logs.String())
+	require.Len(t, warnings, 1, "logs:\n%s", logs)
+	assert.Contains(t, warnings[0]["msg"], "demos and golden replays only")
+	assert.Equal(t, "2026-11-01T12:05:00Z", warnings[0]["clock"])
+
+	_, logs = newTestServer(t)
+	assert.Empty(t, clockWarnings(logs.String()), "the real clock needs no warning")
+}
