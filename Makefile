@@ -1,5 +1,6 @@
-# challenge-hook: every command a developer or CI needs. A fresh machine needs only Go:
-# the targets below install or build anything else they use.
+# challenge-hook: every command a developer or CI needs. run, test and update need only Go: their one
+# other tool, staticcheck, is pinned by go.mod's tool directive. e2e needs openssl, curl and setsid;
+# bench installs wrk with apt-get when it is missing.
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/challenge-hook
