@@ -335,29 +335,33 @@ func sortObserved(req *Request) {
 	sort.Slice(r.Pods, func(i, j int) bool { return objectKey(r.Pods[i].Metadata) < objectKey(r.Pods[j].Metadata) })
 }
 
-// EncodeResponse encodes a hook response. encoding/json writes struct fields in declaration order
-// and map keys sorted, so identical responses encode to identical bytes.
-//
-// A sync Response takes the fast path (encodeResponseFast, which writes the same bytes without
-// reflection); anything it gives up on is encoded by encodeResponseStd.
-func EncodeResponse(v any) ([]byte, error) {
-	switch resp := v.(type) {
-	case Response:
-		if out, ok := encodeResponseFast(&resp); ok {
-			return out, nil
-		}
-	case *Response:
-		if resp != nil {
-			if out, ok := encodeResponseFast(resp); ok {
-				return out, nil
-			}
-		}
-	}
-	return encodeResponseStd(v)
+// keptChild is an observed child the hook must not change, returned exactly as Metacontroller last
+// applied it. Without a (valid) last-applied configuration it is returned by identity alone: with
+// nothing desired and nothing last applied, Metacontroller's merge changes nothing, and the child
+// is not deleted because it is listed.
+type keptChild struct {
+	obj ObservedObject
 }
 
-// encodeResponseStd encodes a response with encoding/json.
-func encodeResponseStd(v any) ([]byte, error) {
+func (k keptChild) MarshalJSON() ([]byte, error) {
+	if last := k.obj.LastApplied; last != "" && json.Valid([]byte(last)) {
+		return []byte(last), nil
+	}
+	type identityMeta struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace,omitempty"`
+	}
+	return json.Marshal(struct {
+		APIVersion string       `json:"apiVersion"`
+		Kind       string       `json:"kind"`
+		Metadata   identityMeta `json:"metadata"`
+	}{k.obj.APIVersion, k.obj.Kind, identityMeta{k.obj.Metadata.Name, k.obj.Metadata.Namespace}})
+}
+
+// EncodeResponse encodes a hook answer (or any value the server writes as JSON). encoding/json
+// writes struct fields in declaration order and map keys sorted, so identical responses encode to
+// identical bytes.
+func EncodeResponse(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

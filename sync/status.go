@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Condition types on the Challenge.
@@ -132,7 +134,9 @@ func oomKilled(containerName string, in instance) verdict {
 	limit := ""
 	for _, c := range in.template.Containers {
 		if c.Name == containerName {
-			limit = containerResources(c.Resources).Limits["memory"]
+			_, limits := containerResources(c.Resources)
+			memory := limits[corev1.ResourceMemory]
+			limit = memory.String()
 		}
 	}
 	return verdict{PhaseError, ReasonOOMKilled, fmt.Sprintf(
