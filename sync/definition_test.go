@@ -95,7 +95,7 @@ func TestDynamicFlagWithoutKey(t *testing.T) {
 		for i, child := range resp.Children {
 			out, err := EncodeResponse(child)
 			require.NoError(t, err)
-			require.JSONEq(t, observed[i].LastApplied, string(out), "kept children are what Metacontroller last applied")
+			require.JSONEq(t, observed[i].Metadata.Annotations.LastApplied, string(out), "kept children are what Metacontroller last applied")
 		}
 	}
 }
@@ -113,16 +113,16 @@ func goldenCaseNamed(t *testing.T, name string) goldenCase {
 // A child without a last-applied annotation (created by hand, or by an older tool) is kept by
 // identity alone, which Metacontroller's merge leaves untouched.
 func TestKeepChildWithoutLastApplied(t *testing.T) {
-	obj := ObservedObject{APIVersion: "v1", Kind: "Service", Metadata: ObjectMeta{Name: "svc", Namespace: "ctf"}}
+	obj := ObservedObject{APIVersion: "v1", Kind: "Service", Metadata: ObservedMeta{ObjectMeta: ObjectMeta{Name: "svc", Namespace: "ctf"}}}
 	identity := `{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc","namespace":"ctf"}}`
 	out, err := EncodeResponse(keptChild{obj})
 	require.NoError(t, err)
 	require.JSONEq(t, identity, string(out))
-	obj.LastApplied = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc","namespace":"ctf"},"spec":{"type":"NodePort"}}`
+	obj.Metadata.Annotations.LastApplied = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc","namespace":"ctf"},"spec":{"type":"NodePort"}}`
 	out, err = EncodeResponse(keptChild{obj})
 	require.NoError(t, err)
-	require.JSONEq(t, obj.LastApplied, string(out))
-	obj.LastApplied = `{"apiVersion":"v1",`
+	require.JSONEq(t, obj.Metadata.Annotations.LastApplied, string(out))
+	obj.Metadata.Annotations.LastApplied = `{"apiVersion":"v1",`
 	out, err = EncodeResponse(keptChild{obj})
 	require.NoError(t, err)
 	require.JSONEq(t, identity, string(out), "a last-applied configuration that is not JSON is not returned")
