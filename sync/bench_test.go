@@ -133,22 +133,6 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// BenchmarkDecodeEncodingJSON is the encoding/json decoder alone (the fast path's oracle and
-// fallback), for comparison with BenchmarkDecode.
-func BenchmarkDecodeEncodingJSON(b *testing.B) {
-	for _, bc := range loadBenchCases(b) {
-		b.Run(bc.name, func(b *testing.B) {
-			b.SetBytes(int64(len(bc.body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := decodeRequestStd(bc.body); err != nil {
-					b.Fatalf("%s: %v", bc.path, err)
-				}
-			}
-		})
-	}
-}
-
 func BenchmarkSync(b *testing.B) {
 	now, cfg := benchClockAndConfig(b)
 	for _, bc := range loadBenchCases(b) {

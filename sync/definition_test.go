@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -94,7 +93,9 @@ func TestDynamicFlagWithoutKey(t *testing.T) {
 		require.Len(t, resp.Children, wantChildren, name)
 		observed := req.Children.Objects()
 		for i, child := range resp.Children {
-			require.Equal(t, json.RawMessage(observed[i].LastApplied), child, "kept children are what Metacontroller last applied")
+			out, err := EncodeResponse(child)
+			require.NoError(t, err)
+			require.JSONEq(t, observed[i].Metadata.Annotations.LastApplied, string(out), "kept children are what Metacontroller last applied")
 		}
 	}
 }
@@ -112,14 +113,19 @@ func goldenCaseNamed(t *testing.T, name string) goldenCase {
 // A child without a last-applied annotation (created by hand, or by an older tool) is kept by
 // identity alone, which Metacontroller's merge leaves untouched.
 func TestKeepChildWithoutLastApplied(t *testing.T) {
-	obj := ObservedObject{APIVersion: "v1", Kind: "Service", Metadata: ObjectMeta{Name: "svc", Namespace: "ctf"}}
-	out, err := EncodeResponse(lastApplied(obj))
+	obj := ObservedObject{APIVersion: "v1", Kind: "Service", Metadata: ObservedMeta{ObjectMeta: ObjectMeta{Name: "svc", Namespace: "ctf"}}}
+	identity := `{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc","namespace":"ctf"}}`
+	out, err := EncodeResponse(keptChild{obj})
 	require.NoError(t, err)
-	require.JSONEq(t, `{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc","namespace":"ctf"}}`, string(out))
-	obj.LastApplied = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc","namespace":"ctf"},"spec":{"type":"NodePort"}}`
-	out, err = EncodeResponse(lastApplied(obj))
+	require.JSONEq(t, identity, string(out))
+	obj.Metadata.Annotations.LastApplied = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc","namespace":"ctf"},"spec":{"type":"NodePort"}}`
+	out, err = EncodeResponse(keptChild{obj})
 	require.NoError(t, err)
-	require.JSONEq(t, obj.LastApplied, string(out))
+	require.JSONEq(t, obj.Metadata.Annotations.LastApplied, string(out))
+	obj.Metadata.Annotations.LastApplied = `{"apiVersion":"v1",`
+	out, err = EncodeResponse(keptChild{obj})
+	require.NoError(t, err)
+	require.JSONEq(t, identity, string(out), "a last-applied configuration that is not JSON is not returned")
 }
 
 func TestDecodeRequestErrors(t *testing.T) {

@@ -3,7 +3,13 @@ package sync
 import (
 	"strconv"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
 // Hardened defaults of every instance's Pod.
@@ -22,90 +28,101 @@ const (
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
-func boolPtr(b bool) *bool { return &b }
-
 // buildDeployment returns the instance's workload: one replica, recreated rather than rolled, with
 // a Pod that passes Pod Security "restricted" unless the template opts out.
-func buildDeployment(in instance) deployment {
+func buildDeployment(in instance) *appsv1ac.DeploymentApplyConfiguration {
+	return appsv1ac.Deployment(in.name, in.namespace).
+		WithLabels(in.labels).
+		WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(1).
+			WithRevisionHistoryLimit(1).
+			WithProgressDeadlineSeconds(progressDeadlineSeconds).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(in.selector)).
+			// Recreate: a challenge instance is one player's state; two Pods at once would split it.
+			WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType)).
+			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(in.labels).WithSpec(buildPodSpec(in))))
+}
+
+// buildPodSpec is the hardened Pod of an instance. Optional values are set only when the template
+// sets them: an empty value the API server drops would differ from the live object on every sync.
+func buildPodSpec(in instance) *corev1ac.PodSpecApplyConfiguration {
 	t := in.template
 	runAsRoot := t.Security != nil && t.Security.RunAsRoot
 	readOnlyRoot := t.Security == nil || t.Security.ReadOnlyRootFilesystem == nil || *t.Security.ReadOnlyRootFilesystem
 
-	pod := podSpec{
-		AutomountServiceAccountToken: false,
-		EnableServiceLinks:           false,
-		RuntimeClassName:             t.RuntimeClassName,
-		SecurityContext:              podSecurityContext{SeccompProfile: seccompProfile{Type: "RuntimeDefault"}},
-	}
+	podSecurity := corev1ac.PodSecurityContext().WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
 	if !runAsRoot {
-		pod.SecurityContext.RunAsNonRoot = boolPtr(true)
+		podSecurity.WithRunAsNonRoot(true)
 	}
 	if t.Security != nil && t.Security.RunAsUser != nil {
-		uid := *t.Security.RunAsUser
-		pod.SecurityContext.RunAsUser = &uid
+		podSecurity.WithRunAsUser(*t.Security.RunAsUser)
+	}
+	pod := corev1ac.PodSpec().
+		WithAutomountServiceAccountToken(false).
+		WithEnableServiceLinks(false).
+		WithSecurityContext(podSecurity)
+	if t.RuntimeClassName != "" {
+		pod.WithRuntimeClassName(t.RuntimeClassName)
 	}
 
-	var mounts []volumeMount
+	var mounts []*corev1ac.VolumeMountApplyConfiguration
 	if readOnlyRoot {
 		// Most programs need a writable /tmp; it is the only writable path, and bounded.
-		pod.Volumes = append(pod.Volumes, volume{Name: tmpVolumeName, EmptyDir: &emptyDirVolumeSource{SizeLimit: tmpSizeLimit}})
-		mounts = append(mounts, volumeMount{Name: tmpVolumeName, MountPath: "/tmp"})
+		pod.WithVolumes(corev1ac.Volume().WithName(tmpVolumeName).WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(resource.MustParse(tmpSizeLimit))))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(tmpVolumeName).WithMountPath("/tmp"))
 	}
-	var flagEnv []envVar
+	var flagEnv *corev1ac.EnvVarApplyConfiguration
 	if f := t.Flag; f != nil {
 		if f.Path != "" {
 			base := pathBase(f.Path)
-			pod.Volumes = append(pod.Volumes, volume{Name: flagVolumeName, Secret: &secretVolumeSource{
-				SecretName:  in.flagSecretName(),
-				Items:       []keyToPath{{Key: flagSecretKey, Path: base}},
-				DefaultMode: flagFileMode,
-			}})
-			mounts = append(mounts, volumeMount{Name: flagVolumeName, MountPath: f.Path, SubPath: base, ReadOnly: true})
+			pod.WithVolumes(corev1ac.Volume().WithName(flagVolumeName).WithSecret(corev1ac.SecretVolumeSource().
+				WithSecretName(in.flagSecretName()).
+				WithItems(corev1ac.KeyToPath().WithKey(flagSecretKey).WithPath(base)).
+				WithDefaultMode(flagFileMode)))
+			mounts = append(mounts, corev1ac.VolumeMount().WithName(flagVolumeName).WithMountPath(f.Path).WithSubPath(base).WithReadOnly(true))
 		}
 		if f.Env != "" {
-			flagEnv = []envVar{{Name: f.Env, ValueFrom: &envVarSource{SecretKeyRef: secretKeySelector{Name: in.flagSecretName(), Key: flagSecretKey}}}}
+			flagEnv = corev1ac.EnvVar().WithName(f.Env).WithValueFrom(corev1ac.EnvVarSource().
+				WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(in.flagSecretName()).WithKey(flagSecretKey)))
 		}
 	}
 
 	for _, c := range t.Containers {
-		out := container{
-			Name:         c.Name,
-			Image:        c.Image,
-			Command:      c.Command,
-			Args:         c.Args,
-			Resources:    containerResources(c.Resources),
-			VolumeMounts: mounts,
-			SecurityContext: containerSecurityContext{
-				AllowPrivilegeEscalation: false,
-				Capabilities:             capabilities{Drop: []string{"ALL"}},
-				ReadOnlyRootFilesystem:   readOnlyRoot,
-			},
-			ReadinessProbe: readinessProbe(c),
+		requests, limits := containerResources(c.Resources)
+		out := corev1ac.Container().
+			WithName(c.Name).
+			WithImage(c.Image).
+			WithCommand(c.Command...).
+			WithArgs(c.Args...).
+			WithResources(corev1ac.ResourceRequirements().WithRequests(requests).WithLimits(limits)).
+			WithVolumeMounts(mounts...).
+			WithSecurityContext(corev1ac.SecurityContext().
+				WithAllowPrivilegeEscalation(false).
+				WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+				WithReadOnlyRootFilesystem(readOnlyRoot))
+		if probe := readinessProbe(c); probe != nil {
+			out.WithReadinessProbe(probe)
 		}
 		for _, p := range c.Ports {
-			out.Ports = append(out.Ports, containerPort{Name: p.Name, ContainerPort: p.ContainerPort, Protocol: protocolOf(p)})
+			port := corev1ac.ContainerPort().WithContainerPort(p.ContainerPort).WithProtocol(corev1.Protocol(protocolOf(p)))
+			if p.Name != "" {
+				port.WithName(p.Name)
+			}
+			out.WithPorts(port)
 		}
 		for _, e := range c.Env {
-			out.Env = append(out.Env, envVar{Name: e.Name, Value: e.Value})
+			env := corev1ac.EnvVar().WithName(e.Name)
+			if e.Value != "" {
+				env.WithValue(e.Value)
+			}
+			out.WithEnv(env)
 		}
-		out.Env = append(out.Env, flagEnv...)
-		pod.Containers = append(pod.Containers, out)
+		if flagEnv != nil {
+			out.WithEnv(flagEnv)
+		}
+		pod.WithContainers(out)
 	}
-
-	return deployment{
-		APIVersion: "apps/v1",
-		Kind:       "Deployment",
-		Metadata:   in.meta(in.name),
-		Spec: deploymentSpec{
-			Replicas:                1,
-			RevisionHistoryLimit:    1,
-			ProgressDeadlineSeconds: progressDeadlineSeconds,
-			Selector:                labelSelector{MatchLabels: in.selector},
-			// Recreate: a challenge instance is one player's state; two Pods at once would split it.
-			Strategy: deploymentStrategy{Type: "Recreate"},
-			Template: podTemplate{Metadata: templateMeta{Labels: in.labels}, Spec: pod},
-		},
-	}
+	return pod
 }
 
 func pathBase(p string) string {
@@ -117,80 +134,72 @@ func pathBase(p string) string {
 	return p
 }
 
-// containerResources fills in default requests and limits and writes every quantity in the API
+// containerResources fills in default requests and limits. Quantities are encoded in the API
 // server's canonical form ("0.5" becomes "500m"), which is what it stores: any other spelling would
 // differ from the live object on every sync.
-func containerResources(r *ResourceRequirements) resourceRequirements {
-	requests := map[string]string{"cpu": defaultCPURequest, "memory": defaultMemoryRequest}
-	limits := map[string]string{"cpu": defaultCPULimit, "memory": defaultMemoryLimit}
-	if r != nil {
-		for name, value := range r.Requests {
-			requests[name] = value
+func containerResources(r *ResourceRequirements) (requests, limits corev1.ResourceList) {
+	requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(defaultCPURequest), corev1.ResourceMemory: resource.MustParse(defaultMemoryRequest)}
+	limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(defaultCPULimit), corev1.ResourceMemory: resource.MustParse(defaultMemoryLimit)}
+	if r == nil {
+		return requests, limits
+	}
+	for name, value := range r.Requests {
+		requests[corev1.ResourceName(name)] = resource.MustParse(value)
+	}
+	for name, value := range r.Limits {
+		limits[corev1.ResourceName(name)] = resource.MustParse(value)
+	}
+	// A default must never contradict what the template set: a lone limit below the default
+	// request lowers the request; a lone request above the default limit raises the limit.
+	for name, request := range requests {
+		_, setRequest := r.Requests[string(name)]
+		_, setLimit := r.Limits[string(name)]
+		limit, hasLimit := limits[name]
+		if !hasLimit || setRequest == setLimit || request.Cmp(limit) <= 0 {
+			continue
 		}
-		for name, value := range r.Limits {
-			limits[name] = value
-		}
-		// A default must never contradict what the template set: a lone limit below the default
-		// request lowers the request; a lone request above the default limit raises the limit.
-		for name := range requests {
-			_, setRequest := r.Requests[name]
-			_, setLimit := r.Limits[name]
-			limit, hasLimit := limits[name]
-			if !hasLimit || setRequest == setLimit {
-				continue
-			}
-			req, lim := resource.MustParse(requests[name]), resource.MustParse(limit)
-			if req.Cmp(lim) > 0 {
-				if setLimit {
-					requests[name] = limit
-				} else {
-					limits[name] = requests[name]
-				}
-			}
+		if setLimit {
+			requests[name] = limit
+		} else {
+			limits[name] = request
 		}
 	}
-	return resourceRequirements{Requests: canonicalQuantities(requests), Limits: canonicalQuantities(limits)}
-}
-
-func canonicalQuantities(in map[string]string) map[string]string {
-	out := make(map[string]string, len(in))
-	for name, value := range in {
-		q := resource.MustParse(value)
-		out[name] = q.String()
-	}
-	return out
+	return requests, limits
 }
 
 // readinessProbe is the template's probe, or by default a TCP connect to the container's first TCP
 // port. Every field the API server would default is written out.
-func readinessProbe(c Container) *probe {
+func readinessProbe(c Container) *corev1ac.ProbeApplyConfiguration {
 	p := c.ReadinessProbe
 	if p == nil {
 		for _, port := range c.Ports {
 			if protocolOf(port) == "TCP" {
-				return &probe{TCPSocket: &tcpSocketAction{Port: port.ContainerPort}, PeriodSeconds: 5, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3}
+				return corev1ac.Probe().
+					WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromInt32(port.ContainerPort))).
+					WithPeriodSeconds(5).WithTimeoutSeconds(1).WithSuccessThreshold(1).WithFailureThreshold(3)
 			}
 		}
 		return nil
 	}
-	out := &probe{
-		InitialDelaySeconds: p.InitialDelaySeconds,
-		PeriodSeconds:       orDefault(p.PeriodSeconds, 5),
-		TimeoutSeconds:      orDefault(p.TimeoutSeconds, 1),
-		SuccessThreshold:    1,
-		FailureThreshold:    orDefault(p.FailureThreshold, 3),
+	out := corev1ac.Probe().
+		WithPeriodSeconds(orDefault(p.PeriodSeconds, 5)).
+		WithTimeoutSeconds(orDefault(p.TimeoutSeconds, 1)).
+		WithSuccessThreshold(1).
+		WithFailureThreshold(orDefault(p.FailureThreshold, 3))
+	if p.InitialDelaySeconds != 0 {
+		out.WithInitialDelaySeconds(p.InitialDelaySeconds)
 	}
 	switch {
 	case p.TCPSocket != nil:
-		out.TCPSocket = &tcpSocketAction{Port: p.TCPSocket.Port}
+		out.WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromInt32(p.TCPSocket.Port)))
 	case p.HTTPGet != nil:
 		path := p.HTTPGet.Path
 		if path == "" {
 			path = "/"
 		}
-		out.HTTPGet = &httpGetAction{Path: path, Port: p.HTTPGet.Port, Scheme: "HTTP"}
+		out.WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromInt32(p.HTTPGet.Port)).WithScheme(corev1.URISchemeHTTP))
 	case p.Exec != nil:
-		out.Exec = &execAction{Command: p.Exec.Command}
+		out.WithExec(corev1ac.ExecAction().WithCommand(p.Exec.Command...))
 	}
 	return out
 }

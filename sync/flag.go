@@ -3,8 +3,10 @@ package sync
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
+
+	corev1 "k8s.io/api/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 )
 
 const (
@@ -38,15 +40,12 @@ func flagValue(in instance, cfg Config) string {
 // buildFlagSecret holds the flag the Deployment delivers as an environment variable or file; nil
 // when the template has no flag. It uses data, not stringData: the API server stores only data, so
 // stringData would differ from the live object on every sync.
-func buildFlagSecret(in instance, cfg Config) *secret {
+func buildFlagSecret(in instance, cfg Config) *corev1ac.SecretApplyConfiguration {
 	if in.template.Flag == nil {
 		return nil
 	}
-	return &secret{
-		APIVersion: "v1",
-		Kind:       "Secret",
-		Metadata:   in.meta(in.flagSecretName()),
-		Type:       "Opaque",
-		Data:       map[string]string{flagSecretKey: base64.StdEncoding.EncodeToString([]byte(flagValue(in, cfg)))},
-	}
+	return corev1ac.Secret(in.flagSecretName(), in.namespace).
+		WithLabels(in.labels).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(map[string][]byte{flagSecretKey: []byte(flagValue(in, cfg))})
 }

@@ -61,10 +61,6 @@ func (in instance) withLabels() instance {
 	return in
 }
 
-func (in instance) meta(name string) childMeta {
-	return childMeta{Name: name, Namespace: in.namespace, Labels: in.labels}
-}
-
 // portName is the name of a port in the Service and endpoints: the container port's own name, or
 // the protocol and number.
 func portName(port ContainerPort) string {

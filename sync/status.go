@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Condition types on the Challenge.
@@ -31,14 +33,14 @@ func observe(req Request, in instance, endpoints []Endpoint, missing string) ver
 	if v, failed := podFailure(req.Related.Pods, in); failed {
 		return v
 	}
-	for _, c := range dep.Conditions {
+	for _, c := range dep.Status.Conditions {
 		if c.Type == "Progressing" && c.Status == "False" && c.Reason == ReasonProgressDeadlineExceeded {
 			return verdict{PhaseError, ReasonProgressDeadlineExceeded, fmt.Sprintf(
 				"the instance did not become ready within %ds: check the readiness probe and the containers' logs (kubectl logs -n %s deploy/%s)",
 				progressDeadlineSeconds, in.namespace, in.name)}
 		}
 	}
-	if dep.ReadyReplicas < 1 {
+	if dep.Status.ReadyReplicas < 1 {
 		return verdict{PhaseCreating, ReasonStarting, "waiting for the pod to become ready"}
 	}
 	if missing != "" {
@@ -66,14 +68,14 @@ func podFailure(pods []ObservedPod, in instance) (verdict, bool) {
 		if pod.Metadata.DeletionTimestamp != "" {
 			continue
 		}
-		for _, statuses := range [][]ContainerStatus{pod.InitContainers, pod.ContainerStatuses} {
+		for _, statuses := range [][]ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 			for _, cs := range statuses {
 				if v, failed := containerFailure(cs, in); failed {
 					return v, true
 				}
 			}
 		}
-		for _, c := range pod.Conditions {
+		for _, c := range pod.Status.Conditions {
 			if c.Type == "PodScheduled" && c.Status == "False" && c.Reason == ReasonUnschedulable {
 				return verdict{PhaseError, ReasonUnschedulable, fmt.Sprintf(
 					"pod %s cannot be scheduled%s; free capacity in the cluster or lower resources.requests in the template",
@@ -85,10 +87,10 @@ func podFailure(pods []ObservedPod, in instance) (verdict, bool) {
 }
 
 func containerFailure(cs ContainerStatus, in instance) (verdict, bool) {
-	if t := cs.Terminated; t != nil && t.Reason == ReasonOOMKilled {
+	if t := cs.State.Terminated; t != nil && t.Reason == ReasonOOMKilled {
 		return oomKilled(cs.Name, in), true
 	}
-	w := cs.Waiting
+	w := cs.State.Waiting
 	if w == nil {
 		return verdict{}, false
 	}
@@ -102,7 +104,7 @@ func containerFailure(cs ContainerStatus, in instance) (verdict, bool) {
 			"container %q cannot pull image %q%s; check the image name and tag, and that the cluster can pull from its registry",
 			cs.Name, imageOf(in, cs.Name), detail(w.Message))}, true
 	case ReasonCrashLoopBackOff:
-		last := cs.LastTerminated
+		last := cs.LastState.Terminated
 		if last != nil && last.Reason == ReasonOOMKilled {
 			return oomKilled(cs.Name, in), true
 		}
@@ -132,7 +134,9 @@ func oomKilled(containerName string, in instance) verdict {
 	limit := ""
 	for _, c := range in.template.Containers {
 		if c.Name == containerName {
-			limit = containerResources(c.Resources).Limits["memory"]
+			_, limits := containerResources(c.Resources)
+			memory := limits[corev1.ResourceMemory]
+			limit = memory.String()
 		}
 	}
 	return verdict{PhaseError, ReasonOOMKilled, fmt.Sprintf(
@@ -184,7 +188,7 @@ func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing st
 			}
 			ep.Host, ep.Port = cfg.PublicHost, nodePort
 		case ExposeLoadBalancer:
-			host := loadBalancerHost(svc.LoadBalancer)
+			host := loadBalancerHost(svc.Status.LoadBalancer.Ingress)
 			if !hasService || host == "" {
 				missing = firstOf(missing, "a load balancer address")
 				continue
@@ -231,7 +235,7 @@ func hasIngress(ingresses []ObservedIngress, name string) bool {
 }
 
 func observedNodePort(svc ObservedService, port int32) int32 {
-	for _, p := range svc.Ports {
+	for _, p := range svc.Spec.Ports {
 		if p.Port == port {
 			return p.NodePort
 		}

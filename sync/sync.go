@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -98,7 +97,7 @@ func keepChildren(req Request, prob problem, now time.Time) Response {
 	status.Endpoints = req.Parent.Status.Endpoints
 	children := []any{}
 	for _, obj := range req.Children.Objects() {
-		children = append(children, lastApplied(obj))
+		children = append(children, keptChild{obj})
 	}
 	return Response{Status: status, Children: children}
 }
@@ -132,27 +131,6 @@ func findCondition(conds []Condition, conditionType string) *Condition {
 		}
 	}
 	return nil
-}
-
-// childIdentity is the least a kept child can be returned as when it carries no last-applied
-// configuration: with nothing desired and nothing last applied, Metacontroller's merge changes
-// nothing, and the child is not deleted because it is listed.
-type childIdentity struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Metadata   childIdentityMeta `json:"metadata"`
-}
-
-type childIdentityMeta struct {
-	Name      string `json:"name"`
-	Namespace string `json:"namespace,omitempty"`
-}
-
-func lastApplied(obj ObservedObject) any {
-	if obj.LastApplied != "" && json.Valid([]byte(obj.LastApplied)) {
-		return json.RawMessage(obj.LastApplied)
-	}
-	return childIdentity{APIVersion: obj.APIVersion, Kind: obj.Kind, Metadata: childIdentityMeta{Name: obj.Metadata.Name, Namespace: obj.Metadata.Namespace}}
 }
 
 // finalize answers while the Challenge is being deleted: no children, so Metacontroller deletes

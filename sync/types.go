@@ -114,88 +114,132 @@ type ObjectMeta struct {
 	DeletionTimestamp string            `json:"deletionTimestamp,omitempty"`
 }
 
+// The observed types below mirror the Kubernetes objects Metacontroller sends, with only the
+// fields the hook reads: the decoder skips everything else (managedFields, specs it does not read).
+
 // ObservedObject is what the hook keeps of any observed child: its identity and the configuration
 // Metacontroller last applied, which is returned as is when the hook must not change the child.
 type ObservedObject struct {
-	APIVersion  string
-	Kind        string
-	Metadata    ObjectMeta
-	LastApplied string
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Metadata   ObservedMeta `json:"metadata"`
+}
+
+// ObservedMeta is an observed child's metadata and the one annotation the hook reads.
+type ObservedMeta struct {
+	ObjectMeta
+	Annotations ObservedAnnotations `json:"annotations"`
+}
+
+// ObservedAnnotations holds the annotation in which Metacontroller keeps the child exactly as a
+// hook last returned it (JSON).
+type ObservedAnnotations struct {
+	LastApplied string `json:"metacontroller.k8s.io/last-applied-configuration"`
 }
 
 // ObservedDeployment adds the Deployment status the phase is computed from.
 type ObservedDeployment struct {
 	ObservedObject
-	ReadyReplicas int32
-	Conditions    []ObservedCondition
+	Status ObservedDeploymentStatus `json:"status"`
+}
+
+// ObservedDeploymentStatus is what the hook reads of a Deployment's status.
+type ObservedDeploymentStatus struct {
+	ReadyReplicas int32               `json:"readyReplicas"`
+	Conditions    []ObservedCondition `json:"conditions"`
 }
 
 // ObservedService adds the allocated node ports and load-balancer addresses.
 type ObservedService struct {
 	ObservedObject
-	Type         string
-	Ports        []ObservedServicePort
-	LoadBalancer []LoadBalancerIngress
+	Spec   ObservedServiceSpec `json:"spec"`
+	Status LoadBalancerStatus  `json:"status"`
+}
+
+// ObservedServiceSpec is what the hook reads of a Service's spec.
+type ObservedServiceSpec struct {
+	Type  string                `json:"type"`
+	Ports []ObservedServicePort `json:"ports"`
 }
 
 // ObservedServicePort is one port of an observed Service.
 type ObservedServicePort struct {
-	Port     int32
-	NodePort int32
-	Protocol string
+	Port     int32  `json:"port"`
+	NodePort int32  `json:"nodePort"`
+	Protocol string `json:"protocol"`
+}
+
+// LoadBalancerStatus is the status of a Service or an Ingress: the addresses published for it.
+type LoadBalancerStatus struct {
+	LoadBalancer LoadBalancerIngresses `json:"loadBalancer"`
+}
+
+// LoadBalancerIngresses are the addresses published for a Service or an Ingress.
+type LoadBalancerIngresses struct {
+	Ingress []LoadBalancerIngress `json:"ingress"`
 }
 
 // LoadBalancerIngress is one address a load balancer or ingress controller published.
 type LoadBalancerIngress struct {
-	IP       string
-	Hostname string
+	IP       string `json:"ip"`
+	Hostname string `json:"hostname"`
 }
 
 // ObservedIngress adds the addresses the ingress controller published.
 type ObservedIngress struct {
 	ObservedObject
-	LoadBalancer []LoadBalancerIngress
+	Status LoadBalancerStatus `json:"status"`
 }
 
 // ObservedCondition is a Kubernetes status condition as read from a Deployment or Pod.
 type ObservedCondition struct {
-	Type    string
-	Status  string
-	Reason  string
-	Message string
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // ObservedPod is one of the instance's Pods, related by the instance label.
 type ObservedPod struct {
-	Metadata          ObjectMeta
-	Phase             string
-	Conditions        []ObservedCondition
-	InitContainers    []ContainerStatus
-	ContainerStatuses []ContainerStatus
+	Metadata ObjectMeta        `json:"metadata"`
+	Status   ObservedPodStatus `json:"status"`
+}
+
+// ObservedPodStatus is what the hook reads of a Pod's status.
+type ObservedPodStatus struct {
+	Phase                 string              `json:"phase"`
+	Conditions            []ObservedCondition `json:"conditions"`
+	InitContainerStatuses []ContainerStatus   `json:"initContainerStatuses"`
+	ContainerStatuses     []ContainerStatus   `json:"containerStatuses"`
 }
 
 // ContainerStatus is the part of a container's status that explains why it is not ready.
 type ContainerStatus struct {
-	Name    string
-	Ready   bool
-	Waiting *ContainerStateWaiting
-	// LastTerminated is the container's previous termination, the cause of a crash loop.
-	LastTerminated *ContainerStateTerminated
+	Name  string         `json:"name"`
+	Ready bool           `json:"ready"`
+	State ContainerState `json:"state"`
+	// LastState.Terminated is the container's previous termination, the cause of a crash loop.
+	LastState ContainerState `json:"lastState"`
+}
+
+// ContainerState is a container's current or previous state.
+type ContainerState struct {
+	Waiting *ContainerStateWaiting `json:"waiting"`
 	// Terminated is set when the container has exited and not been restarted yet.
-	Terminated *ContainerStateTerminated
+	Terminated *ContainerStateTerminated `json:"terminated"`
 }
 
 // ContainerStateWaiting says why a container is not running.
 type ContainerStateWaiting struct {
-	Reason  string
-	Message string
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // ContainerStateTerminated says how a container ended.
 type ContainerStateTerminated struct {
-	Reason   string
-	Message  string
-	ExitCode int32
+	Reason   string `json:"reason"`
+	Message  string `json:"message"`
+	ExitCode int32  `json:"exitCode"`
 }
 
 // Challenge is one participant's instance, the parent resource.

@@ -137,7 +137,8 @@ func specOf(req map[string]any) map[string]any   { return parentOf(req)["spec"].
 func TestBadInputMatrix(t *testing.T) {
 	srv, logs := newTestServer(t)
 	valid := mutate(t, func(map[string]any) {})
-	nested := []byte(`{"parent":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`)
+	// Deeper than encoding/json's limit of 10000 levels, which applies to each value the hook decodes.
+	nested := []byte(`{"parent":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`)
 	huge := mutate(t, func(req map[string]any) { specOf(req)["owner"] = strings.Repeat("x", 7<<20) })
 	objectWithoutMetadata := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment"}
 
