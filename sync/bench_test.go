@@ -24,8 +24,8 @@ type benchCase struct {
 func benchCaseSources() []struct{ name, glob string } {
 	return []struct{ name, glob string }{
 		{"new", "../testdata/life-1-none-first-sync/request.json"},
-		{"running", "../testdata/running-*/request.json"},
-		{"error", "../testdata/error-image-pull-backoff/request.json"},
+		{"running", "../testdata/running-*-fixed-point/request.json"},
+		{"error", "../testdata/error-image-pull-backoff-fixed-point/request.json"},
 		{"finalize", "../testdata/finalize-running-instance-terminating/request.json"},
 	}
 }

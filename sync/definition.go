@@ -15,10 +15,14 @@ import (
 )
 
 // problem is why the hook cannot build an instance: a reason from the fixed vocabulary and a
-// message that says what to fix. The hook then keeps the children exactly as they are.
+// message that says what to fix. The hook then keeps the children exactly as they are, until the
+// instance's deadline.
 type problem struct {
 	reason  string
 	message string
+	// template is the template found before the problem, if any: its timeout and maxLifetime still
+	// give the instance's deadline (see deadline).
+	template *DefinitionSpec
 }
 
 // resolveInstance finds the instance's template (inline, or the related ChallengeDefinition) and
@@ -32,12 +36,12 @@ func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *
 		owner:     parent.Spec.Owner,
 	}
 	if err := validateChallengeSpec(parent); err != nil {
-		return in, &problem{ReasonInvalidSpec, err.Error()}
+		return in, &problem{ReasonInvalidSpec, err.Error(), nil}
 	}
 	if parent.Spec.Template != nil {
 		in.template = *parent.Spec.Template
 		if err := ValidateDefinition(in.template); err != nil {
-			return in, &problem{ReasonInvalidSpec, "spec.template: " + err.Error()}
+			return in, &problem{ReasonInvalidSpec, "spec.template: " + err.Error(), &in.template}
 		}
 	} else {
 		ref := *parent.Spec.DefinitionRef
@@ -47,17 +51,17 @@ func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *
 		def, found := findDefinition(related.Definitions, ref)
 		if !found {
 			return in, &problem{ReasonDefinitionNotFound, fmt.Sprintf(
-				"ChallengeDefinition %s/%s not found: create it, or fix spec.definitionRef", ref.Namespace, ref.Name)}
+				"ChallengeDefinition %s/%s not found: create it, or fix spec.definitionRef", ref.Namespace, ref.Name), nil}
 		}
 		in.definition, in.definitionNamespace = ref.Name, ref.Namespace
 		in.template = def.Spec
 		if err := ValidateDefinition(in.template); err != nil {
-			return in, &problem{ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, err)}
+			return in, &problem{ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, err), &in.template}
 		}
 	}
 	if flag := in.template.Flag; flag != nil && flag.Dynamic && len(cfg.FlagKey) == 0 && cfg.DynamicFlagPlaceholder == "" {
 		return in, &problem{ReasonFlagKeyMissing,
-			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook"}
+			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook", &in.template}
 	}
 	return in.withLabels(), nil
 }

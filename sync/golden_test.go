@@ -47,9 +47,13 @@ func goldenCases(t testing.TB) []goldenCase {
 	return cases
 }
 
-// answer runs a golden case's request through the hook the way the server does: decode, sync or
-// customize, encode.
+// answer runs a golden case's request through the hook the way the server does, at the golden
+// clock: decode, sync or customize, encode.
 func answer(t testing.TB, c goldenCase, cfg Config) []byte {
+	return answerAt(t, c, cfg, goldenNow)
+}
+
+func answerAt(t testing.TB, c goldenCase, cfg Config, now time.Time) []byte {
 	var resp any
 	if strings.HasPrefix(c.name, "customize-") {
 		req, err := DecodeCustomizeRequest(c.request)
@@ -58,7 +62,7 @@ func answer(t testing.TB, c goldenCase, cfg Config) []byte {
 	} else {
 		req, err := DecodeRequest(c.request)
 		require.NoError(t, err)
-		resp = Sync(req, goldenNow, cfg)
+		resp = Sync(req, now, cfg)
 	}
 	out, err := EncodeResponse(resp)
 	require.NoError(t, err)
@@ -89,6 +93,64 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// goldenAnswer is the part of a sync answer the feedback tests read.
+type goldenAnswer struct {
+	Status struct {
+		Phase     string `json:"phase"`
+		ExpiresAt string `json:"expiresAt"`
+	} `json:"status"`
+	Children           []json.RawMessage `json:"children"`
+	ResyncAfterSeconds float64           `json:"resyncAfterSeconds"`
+}
+
+func decodeAnswer(t testing.TB, body []byte) goldenAnswer {
+	var a goldenAnswer
+	require.NoError(t, json.Unmarshal(body, &a))
+	return a
+}
+
+// nextRequest is the request Metacontroller sends after applying an answer: the answer's status
+// becomes the parent's status and each observed child's last-applied annotation holds what the
+// answer asked for. With applyDeletes, the observed children the answer left out are gone, as
+// Metacontroller deletes them; without, the request shows the moment before the deletes land.
+// Children the answer adds are not invented: the next request observes what the first did.
+func nextRequest(t testing.TB, request, answer []byte, applyDeletes bool) []byte {
+	var resp struct {
+		Status   json.RawMessage   `json:"status"`
+		Children []json.RawMessage `json:"children"`
+	}
+	require.NoError(t, json.Unmarshal(answer, &resp))
+	var req map[string]any
+	require.NoError(t, json.Unmarshal(request, &req))
+	req["parent"].(map[string]any)["status"] = json.RawMessage(resp.Status)
+	applied := map[string]string{}
+	for _, child := range resp.Children {
+		var id struct {
+			Kind     string                `json:"kind"`
+			Metadata struct{ Name string } `json:"metadata"`
+		}
+		require.NoError(t, json.Unmarshal(child, &id))
+		applied[id.Kind+"/"+id.Metadata.Name] = string(child)
+	}
+	for _, group := range req["children"].(map[string]any) {
+		group := group.(map[string]any)
+		for key, obj := range group {
+			obj := obj.(map[string]any)
+			meta := obj["metadata"].(map[string]any)
+			desired, ok := applied[obj["kind"].(string)+"/"+meta["name"].(string)]
+			switch {
+			case ok:
+				meta["annotations"].(map[string]any)[LastAppliedAnnotation] = desired
+			case applyDeletes:
+				delete(group, key)
+			}
+		}
+	}
+	next, err := json.Marshal(req)
+	require.NoError(t, err)
+	return next
+}
+
 // TestGoldenFixedPoint feeds every sync answer back as Metacontroller would after applying it: the
 // status becomes the parent's status and each child's last-applied annotation holds what the hook
 // returned. The answer must not change: otherwise every sync would write the status or a child
@@ -101,37 +163,81 @@ func TestGoldenFixedPoint(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			first := answer(t, c, cfg)
-			var resp struct {
-				Status   json.RawMessage   `json:"status"`
-				Children []json.RawMessage `json:"children"`
-			}
-			require.NoError(t, json.Unmarshal(first, &resp))
-			var req map[string]any
-			require.NoError(t, json.Unmarshal(c.request, &req))
-			req["parent"].(map[string]any)["status"] = json.RawMessage(resp.Status)
-			applied := map[string]string{}
-			for _, child := range resp.Children {
-				var id struct {
-					Kind     string                `json:"kind"`
-					Metadata struct{ Name string } `json:"metadata"`
-				}
-				require.NoError(t, json.Unmarshal(child, &id))
-				applied[id.Kind+"/"+id.Metadata.Name] = string(child)
-			}
-			for _, group := range req["children"].(map[string]any) {
-				for _, obj := range group.(map[string]any) {
-					obj := obj.(map[string]any)
-					meta := obj["metadata"].(map[string]any)
-					if desired, ok := applied[obj["kind"].(string)+"/"+meta["name"].(string)]; ok {
-						meta["annotations"].(map[string]any)[LastAppliedAnnotation] = desired
-					}
-				}
-			}
-			next, err := json.Marshal(req)
-			require.NoError(t, err)
-			second := answer(t, goldenCase{name: c.name, request: next}, cfg)
+			second := answer(t, goldenCase{name: c.name, request: nextRequest(t, c.request, first, false)}, cfg)
 			require.Equal(t, string(indent(t, first)), string(indent(t, second)))
 		})
+	}
+}
+
+// TestGoldenNoWorkloadPastDeadline is the property behind "expiry wins over every error", over
+// every golden sync case, with the golden flag key and without one (a hook restarted without its
+// key answers FlagKeyMissing for dynamic flags):
+//   - feeding an answer back, again and again, never moves expiresAt later than the first
+//     answer's, and never revives an Expired instance (Expired, no children, every time);
+//   - an answer that keeps or builds children names a deadline and asks to be woken exactly then;
+//   - at and after that deadline, the case's request and the fed-back one are answered with no
+//     children at all, whatever else is wrong with them, and phase Expired unless the Challenge
+//     is being deleted.
+func TestGoldenNoWorkloadPastDeadline(t *testing.T) {
+	withKey := goldenConfig(t)
+	withoutKey := withKey
+	withoutKey.FlagKey = nil
+	for _, cfg := range []struct {
+		name string
+		cfg  Config
+	}{{"flag-key", withKey}, {"no-flag-key", withoutKey}} {
+		for _, c := range goldenCases(t) {
+			if strings.HasPrefix(c.name, "customize-") {
+				continue
+			}
+			t.Run(cfg.name+"/"+c.name, func(t *testing.T) {
+				checkDeadlineProperty(t, c, cfg.cfg)
+			})
+		}
+	}
+}
+
+func checkDeadlineProperty(t *testing.T, c goldenCase, cfg Config) {
+	var req struct {
+		Finalizing bool `json:"finalizing"`
+	}
+	require.NoError(t, json.Unmarshal(c.request, &req))
+	body := answer(t, c, cfg)
+	first := decodeAnswer(t, body)
+	require.NotEmpty(t, first.Status.ExpiresAt, "every answer names the instance's deadline")
+	deadline, err := time.Parse(time.RFC3339, first.Status.ExpiresAt)
+	require.NoError(t, err)
+	if len(first.Children) > 0 {
+		require.True(t, goldenNow.Before(deadline), "children returned at or past the deadline %s", first.Status.ExpiresAt)
+		require.Equal(t, deadline.Sub(goldenNow).Seconds(), first.ResyncAfterSeconds,
+			"an answer with children must wake the hook at its deadline")
+	}
+	if first.Status.Phase == PhaseExpired {
+		require.Empty(t, first.Children)
+	}
+
+	request := c.request
+	for round := 1; round <= 3; round++ {
+		request = nextRequest(t, request, body, true)
+		body = answer(t, goldenCase{name: c.name, request: request}, cfg)
+		next := decodeAnswer(t, body)
+		later, err := time.Parse(time.RFC3339, next.Status.ExpiresAt)
+		require.NoError(t, err, "round %d: expiresAt %q", round, next.Status.ExpiresAt)
+		require.False(t, later.After(deadline), "round %d moved expiresAt from %s to %s", round, first.Status.ExpiresAt, next.Status.ExpiresAt)
+		if first.Status.Phase == PhaseExpired {
+			require.Equal(t, PhaseExpired, next.Status.Phase, "round %d revived an Expired instance", round)
+			require.Empty(t, next.Children, "round %d gave an Expired instance children back", round)
+		}
+	}
+
+	for _, now := range []time.Time{deadline, deadline.Add(time.Second), deadline.Add(48 * time.Hour)} {
+		for name, r := range map[string][]byte{"request": c.request, "fed back": request} {
+			got := decodeAnswer(t, answerAt(t, goldenCase{name: c.name, request: r}, cfg, now))
+			require.Empty(t, got.Children, "%s at %s keeps children past the deadline %s", name, now.Format(time.RFC3339), first.Status.ExpiresAt)
+			if !req.Finalizing {
+				require.Equal(t, PhaseExpired, got.Status.Phase, "%s at %s", name, now.Format(time.RFC3339))
+			}
+		}
 	}
 }
 

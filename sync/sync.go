@@ -40,37 +40,58 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 	}
 	parent := req.Parent
 	in, prob := resolveInstance(parent, req.Related, cfg)
+	timing := &in.template
 	if prob != nil {
-		return keepChildren(req, *prob, now)
+		timing = prob.template
 	}
-
 	started := startedAt(parent, now)
-	expires := expiresAt(parent, in.template, started, cfg)
-	status := ChallengeStatus{
-		InstanceID:         in.id,
-		StartedAt:          formatTime(started),
-		ReadyAt:            parent.Status.ReadyAt,
-		ExpiresAt:          formatTime(expires),
-		ObservedGeneration: parent.Metadata.Generation,
+	expires, expired := expiry(parent, deadline(parent, timing, started, cfg), now)
+	if expired {
+		// Expiry wins over every error: past the deadline the workload goes, whatever else is wrong.
+		return expire(parent, prob, started, expires, now)
 	}
-	if !now.Before(expires) {
-		// Expired: every child goes; the Challenge stays as the record of the instance.
-		v := verdict{PhaseExpired, ReasonExpired, fmt.Sprintf(
-			"expired at %s and its workload was removed; delete the Challenge to remove its record", formatTime(expires))}
-		status.Phase, status.Reason, status.Message = v.phase, v.reason, v.message
-		status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, true))
-		return Response{Status: status, Children: []any{}}
+	if prob != nil {
+		return keepChildren(req, *prob, started, expires, now)
 	}
 
 	eps, missing := endpoints(req, in, cfg)
 	v := observe(req, in, eps, missing)
-	status.Phase, status.Reason, status.Message = v.phase, v.reason, v.message
+	status := instanceStatus(parent, v, started, expires)
 	status.Endpoints = eps
 	if v.phase == PhaseRunning && status.ReadyAt == "" {
 		status.ReadyAt = formatTime(now)
 	}
 	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, false))
 	return Response{Status: status, Children: desiredChildren(in, cfg), ResyncAfterSeconds: resyncAfter(now, expires)}
+}
+
+// expire answers past the deadline: no children, so Metacontroller deletes them all; the Challenge
+// stays as the record of the instance. A problem that stands as well (missing or invalid
+// definition, invalid spec, no flag key) is named in the message, but keeps nothing.
+func expire(parent Challenge, prob *problem, started, expires, now time.Time) Response {
+	message := fmt.Sprintf("expired at %s and its workload was removed; delete the Challenge to remove its record", formatTime(expires))
+	if prob != nil {
+		message += fmt.Sprintf(" (also %s: %s)", prob.reason, prob.message)
+	}
+	v := verdict{PhaseExpired, ReasonExpired, message}
+	status := instanceStatus(parent, v, started, expires)
+	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, true))
+	return Response{Status: status, Children: []any{}}
+}
+
+// instanceStatus is what every answer before deletion says: the verdict, the instance id, and its
+// times (startedAt and readyAt never move once set).
+func instanceStatus(parent Challenge, v verdict, started, expires time.Time) ChallengeStatus {
+	return ChallengeStatus{
+		Phase:              v.phase,
+		Reason:             v.reason,
+		Message:            v.message,
+		InstanceID:         instanceID(parent),
+		StartedAt:          formatTime(started),
+		ReadyAt:            parent.Status.ReadyAt,
+		ExpiresAt:          formatTime(expires),
+		ObservedGeneration: parent.Metadata.Generation,
+	}
 }
 
 // desiredChildren are the children of a healthy instance, in a fixed order.
@@ -90,21 +111,24 @@ func desiredChildren(in instance, cfg Config) []any {
 }
 
 // keepChildren answers when the hook cannot build the instance (missing or invalid definition,
-// invalid spec, no flag key): every observed child is returned exactly as Metacontroller last
-// applied it, so nothing running is deleted or rewritten, and the status says what to fix.
-func keepChildren(req Request, prob problem, now time.Time) Response {
-	status := settledStatus(req.Parent, verdict{PhaseError, prob.reason, prob.message}, now)
-	status.Endpoints = req.Parent.Status.Endpoints
+// invalid spec, no flag key) before its deadline: every observed child is returned exactly as
+// Metacontroller last applied it, so nothing running is deleted or rewritten, the status says what
+// to fix, and Metacontroller wakes the hook at the deadline, when the workload goes anyway.
+func keepChildren(req Request, prob problem, started, expires, now time.Time) Response {
+	parent := req.Parent
+	v := verdict{PhaseError, prob.reason, prob.message}
+	status := instanceStatus(parent, v, started, expires)
+	status.Endpoints = parent.Status.Endpoints
+	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, false))
 	children := []any{}
 	for _, obj := range req.Children.Objects() {
 		children = append(children, keptChild{obj})
 	}
-	return Response{Status: status, Children: children}
+	return Response{Status: status, Children: children, ResyncAfterSeconds: resyncAfter(now, expires)}
 }
 
-// settledStatus is the status of an instance the hook does not build this time (kept after an
-// error, or being deleted): the verdict, and what the previous status knew: its times and its
-// Expired condition.
+// settledStatus is the status of an instance being deleted: the verdict, and what the previous
+// status knew: its times and its Expired condition.
 func settledStatus(parent Challenge, v verdict, now time.Time) ChallengeStatus {
 	status := ChallengeStatus{
 		Phase:              v.phase,
