@@ -54,7 +54,7 @@ func TestRenderExamples(t *testing.T) {
 	docs, stderr := renderDocuments(t, "-f", challenge, "-f", definition,
 		"--now=2026-11-01T12:00:00Z", "--flag-key-file=../../testdata/flag.key")
 	assert.Empty(t, stderr)
-	assert.Contains(t, kinds(docs), "Deployment")
+	assert.Contains(t, kinds(docs), "Pod")
 	assert.Contains(t, kinds(docs), "Secret", "the example's dynamic flag is delivered by a Secret")
 	status, ok := docs[len(docs)-1]["status"].(map[string]any)
 	require.True(t, ok, "the last document is the status: %v", docs[len(docs)-1])
@@ -83,7 +83,7 @@ func TestRenderMultiDocumentFileAndMissingDefinition(t *testing.T) {
 	both := filepath.Join(t.TempDir(), "both.yaml")
 	require.NoError(t, os.WriteFile(both, []byte("---\n"+string(definition)+"\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: ctf\n---\n"+string(challenge)), 0o644))
 	docs, stderr := renderDocuments(t, "-f", both, "--now=2026-11-01T12:00:00Z", "--flag-key-file=../../testdata/flag.key")
-	assert.Contains(t, kinds(docs), "Deployment")
+	assert.Contains(t, kinds(docs), "Pod")
 	assert.Contains(t, stderr, "skipping", "the Namespace is neither a Challenge nor a definition")
 
 	// The Challenge alone: its definition is missing, as the hook would say.
