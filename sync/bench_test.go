@@ -19,7 +19,7 @@ type benchCase struct {
 }
 
 // benchCaseSources names the golden cases the benchmarks run: a first sync, the richest Running
-// case (the steady stream of resyncs: every child and the related Pods, managedFields included), an
+// case (the steady stream of resyncs: every child, the Pod with its status, managedFields included), an
 // Error case, and a finalize with children still present.
 func benchCaseSources() []struct{ name, glob string } {
 	return []struct{ name, glob string }{

@@ -37,7 +37,16 @@ func flagValue(in instance, cfg Config) string {
 	return prefix + "{" + hex.EncodeToString(mac.Sum(nil))[:dynamicFlagHexLength] + "}"
 }
 
-// buildFlagSecret holds the flag the Deployment delivers as an environment variable or file; nil
+// flagHash identifies the instance's flag without revealing it: the Pod carries it in an
+// annotation, so that a changed flag changes the Pod and Metacontroller recreates it (a running
+// container never sees a Secret's new value in its environment). The instance id salts it, so a
+// weak static flag cannot be looked up in a table of precomputed hashes.
+func flagHash(in instance, cfg Config) string {
+	sum := sha256.Sum256([]byte(in.id + "\x00" + flagValue(in, cfg)))
+	return hex.EncodeToString(sum[:])[:dynamicFlagHexLength]
+}
+
+// buildFlagSecret holds the flag the Pod receives as an environment variable or file; nil
 // when the template has no flag. It uses data, not stringData: the API server stores only data, so
 // stringData would differ from the live object on every sync.
 func buildFlagSecret(in instance, cfg Config) *corev1ac.SecretApplyConfiguration {

@@ -150,7 +150,7 @@ func definitionSeeds(f *testing.F) [][]byte {
 }
 
 // FuzzValidateDefinition: validation never panics and is deterministic, and a template it accepts
-// builds an instance: an inline Challenge with it syncs to children with a Deployment, not to Error.
+// builds an instance: an inline Challenge with it syncs to children with a Pod, not to Error.
 func FuzzValidateDefinition(f *testing.F) {
 	for _, seed := range definitionSeeds(f) {
 		f.Add(seed)
@@ -193,8 +193,8 @@ func FuzzValidateDefinition(f *testing.F) {
 		if err := json.Unmarshal(out, &wire); err != nil {
 			t.Fatal(err)
 		}
-		if len(wire.Children) == 0 || wire.Children[0].Kind != "Deployment" {
-			t.Fatalf("a valid template built no Deployment: %s", out)
+		if len(wire.Children) == 0 || wire.Children[0].Kind != "Pod" {
+			t.Fatalf("a valid template built no Pod: %s", out)
 		}
 	})
 }

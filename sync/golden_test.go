@@ -209,8 +209,10 @@ func checkDeadlineProperty(t *testing.T, c goldenCase, cfg Config) {
 	require.NoError(t, err)
 	if len(first.Children) > 0 {
 		require.True(t, goldenNow.Before(deadline), "children returned at or past the deadline %s", first.Status.ExpiresAt)
-		require.Equal(t, deadline.Sub(goldenNow).Seconds(), first.ResyncAfterSeconds,
-			"an answer with children must wake the hook at its deadline")
+		// Earlier is allowed (a Pod's progress deadline may come first), later never.
+		require.Positive(t, first.ResyncAfterSeconds, "an answer with children must ask to be woken")
+		require.LessOrEqual(t, first.ResyncAfterSeconds, deadline.Sub(goldenNow).Seconds(),
+			"an answer with children must wake the hook no later than its deadline")
 	}
 	if first.Status.Phase == PhaseExpired {
 		require.Empty(t, first.Children)

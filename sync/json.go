@@ -32,19 +32,22 @@ type groupDecoder func(dec *json.Decoder) error
 // them: "<Kind>.<version>" for the core group, "<Kind>.<group>/<version>" otherwise.
 func childGroups(c *ObservedChildren) map[string]groupDecoder {
 	return map[string]groupDecoder{
-		"Deployment.apps/v1":                 decodeInto(&c.Deployments, func(d *ObservedDeployment) string { return d.Metadata.Name }),
+		"Pod.v1":                             decodeInto(&c.Pods, func(p *ObservedPod) string { return p.Metadata.Name }),
 		"Service.v1":                         decodeInto(&c.Services, func(s *ObservedService) string { return s.Metadata.Name }),
 		"NetworkPolicy.networking.k8s.io/v1": decodeInto(&c.NetworkPolicies, func(o *ObservedObject) string { return o.Metadata.Name }),
 		"Ingress.networking.k8s.io/v1":       decodeInto(&c.Ingresses, func(i *ObservedIngress) string { return i.Metadata.Name }),
 		"Secret.v1":                          decodeInto(&c.Secrets, func(o *ObservedObject) string { return o.Metadata.Name }),
+		"Deployment.apps/v1":                 decodeInto(&c.Deployments, func(o *ObservedObject) string { return o.Metadata.Name }),
 	}
 }
 
-// relatedGroups are the types the customize hook asks for.
+// relatedGroups are the types the customize hook asks for. Pods were related before they were
+// children: Metacontroller may still send them from a customize answer it cached before the
+// upgrade, and they are read past.
 func relatedGroups(r *Related) map[string]groupDecoder {
 	return map[string]groupDecoder{
 		"ChallengeDefinition." + APIVersion: decodeInto(&r.Definitions, func(d *ChallengeDefinition) string { return d.Metadata.Name }),
-		"Pod.v1":                            decodeInto(&r.Pods, func(p *ObservedPod) string { return p.Metadata.Name }),
+		"Pod.v1":                            func(dec *json.Decoder) error { return dec.Decode(&struct{}{}) },
 	}
 }
 
@@ -224,13 +227,13 @@ func compareMeta(a, b ObjectMeta) int {
 // identical lists), whatever order the maps came in.
 func sortObserved(req *Request) {
 	c, r := &req.Children, &req.Related
-	slices.SortStableFunc(c.Deployments, func(a, b ObservedDeployment) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
+	slices.SortStableFunc(c.Pods, func(a, b ObservedPod) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
 	slices.SortStableFunc(c.Services, func(a, b ObservedService) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
 	slices.SortStableFunc(c.NetworkPolicies, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
 	slices.SortStableFunc(c.Ingresses, func(a, b ObservedIngress) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
 	slices.SortStableFunc(c.Secrets, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
+	slices.SortStableFunc(c.Deployments, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
 	slices.SortStableFunc(r.Definitions, func(a, b ChallengeDefinition) int { return compareMeta(a.Metadata, b.Metadata) })
-	slices.SortStableFunc(r.Pods, func(a, b ObservedPod) int { return compareMeta(a.Metadata, b.Metadata) })
 }
 
 // keptChild is an observed child the hook must not change, returned exactly as Metacontroller last

@@ -20,67 +20,93 @@ type verdict struct {
 }
 
 // observe decides the phase of an instance whose children the hook builds: from nothing observed
-// (None), through the Deployment and its Pods (Creating, Error), to ready with every endpoint known
-// (Running).
-func observe(req Request, in instance, endpoints []Endpoint, missing string) verdict {
+// (None), through its Pod (Creating, Error), to ready with every endpoint known (Running). wake is
+// when the clock alone will change the verdict (the Pod's progress deadline), zero if it will not.
+func observe(req Request, in instance, now time.Time, endpoints []Endpoint, missing string) (v verdict, wake time.Time) {
 	if req.Children.Count() == 0 {
-		return verdict{PhaseNone, ReasonPending, "creating the instance's workload"}
+		return verdict{PhaseNone, ReasonPending, "creating the instance's workload"}, time.Time{}
 	}
-	dep, found := findDeployment(req.Children.Deployments, in.name)
+	pod, found := findPod(req.Children.Pods, in.name)
 	if !found {
-		return verdict{PhaseCreating, ReasonStarting, "waiting for the Deployment to be created"}
+		return verdict{PhaseCreating, ReasonStarting, "waiting for the Pod to be created"}, time.Time{}
 	}
-	if v, failed := podFailure(req.Related.Pods, in); failed {
-		return v
+	if pod.Metadata.DeletionTimestamp != "" {
+		return verdict{PhaseCreating, ReasonStarting, fmt.Sprintf(
+			"Pod %s is being deleted (replaced after a change, drained or evicted); it is created again once it is gone", pod.Metadata.Name)}, time.Time{}
 	}
-	for _, c := range dep.Status.Conditions {
-		if c.Type == "Progressing" && c.Status == "False" && c.Reason == ReasonProgressDeadlineExceeded {
-			return verdict{PhaseError, ReasonProgressDeadlineExceeded, fmt.Sprintf(
-				"the instance did not become ready within %ds: check the readiness probe and the containers' logs (kubectl logs -n %s deploy/%s)",
-				progressDeadlineSeconds, in.namespace, in.name)}
+	if podFinished(pod) {
+		why := pod.Status.Phase
+		if pod.Status.Reason != "" {
+			why += ", " + pod.Status.Reason
 		}
+		return verdict{PhaseCreating, ReasonStarting, fmt.Sprintf(
+			"Pod %s will not run again (%s%s); it is deleted and created again", pod.Metadata.Name, why, detail(pod.Status.Message))}, time.Time{}
 	}
-	if dep.Status.ReadyReplicas < 1 {
-		return verdict{PhaseCreating, ReasonStarting, "waiting for the pod to become ready"}
+	if v, failed := podFailure(pod, in); failed {
+		return v, time.Time{}
+	}
+	if !podReady(pod) {
+		created := parseTime(pod.Metadata.CreationTimestamp)
+		if created.IsZero() {
+			return verdict{PhaseCreating, ReasonStarting, "waiting for the pod to become ready"}, time.Time{}
+		}
+		deadline := created.Add(progressDeadline)
+		if !now.Before(deadline) {
+			return verdict{PhaseError, ReasonProgressDeadlineExceeded, fmt.Sprintf(
+				"Pod %s is not ready %ds after its creation: check the readiness probe and the containers' logs (kubectl logs -n %s %s)",
+				pod.Metadata.Name, int(progressDeadline.Seconds()), in.namespace, pod.Metadata.Name)}, time.Time{}
+		}
+		return verdict{PhaseCreating, ReasonStarting, "waiting for the pod to become ready"}, deadline
 	}
 	if missing != "" {
-		return verdict{PhaseCreating, ReasonStarting, "waiting for " + missing}
+		return verdict{PhaseCreating, ReasonStarting, "waiting for " + missing}, time.Time{}
 	}
 	if len(endpoints) == 0 {
-		return verdict{PhaseRunning, ReasonReady, "ready; the template exposes no port"}
+		return verdict{PhaseRunning, ReasonReady, "ready; the template exposes no port"}, time.Time{}
 	}
-	return verdict{PhaseRunning, ReasonReady, "ready at " + endpoints[0].URL}
+	return verdict{PhaseRunning, ReasonReady, "ready at " + endpoints[0].URL}, time.Time{}
 }
 
-func findDeployment(deps []ObservedDeployment, name string) (ObservedDeployment, bool) {
-	for _, d := range deps {
-		if d.Metadata.Name == name {
-			return d, true
+func findPod(pods []ObservedPod, name string) (ObservedPod, bool) {
+	for _, p := range pods {
+		if p.Metadata.Name == name {
+			return p, true
 		}
 	}
-	return ObservedDeployment{}, false
+	return ObservedPod{}, false
 }
 
-// podFailure finds the first reason, in Pod and container order, that a Pod will not become ready
-// without help. Pods being deleted are left out: they belong to a previous revision.
-func podFailure(pods []ObservedPod, in instance) (verdict, bool) {
-	for _, pod := range pods {
-		if pod.Metadata.DeletionTimestamp != "" {
-			continue
+// podFinished says the Pod will not run again by itself: with restartPolicy Always a Pod ends in
+// Failed (or Succeeded) only when the kubelet gives up on it, e.g. it was evicted or its node shut
+// down, and the API server never restarts it.
+func podFinished(pod ObservedPod) bool {
+	return pod.Status.Phase == "Failed" || pod.Status.Phase == "Succeeded"
+}
+
+func podReady(pod ObservedPod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == "True"
 		}
-		for _, statuses := range [][]ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
-			for _, cs := range statuses {
-				if v, failed := containerFailure(cs, in); failed {
-					return v, true
-				}
+	}
+	return false
+}
+
+// podFailure finds the first reason, in container order, that the Pod will not become ready
+// without help.
+func podFailure(pod ObservedPod, in instance) (verdict, bool) {
+	for _, statuses := range [][]ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range statuses {
+			if v, failed := containerFailure(cs, in); failed {
+				return v, true
 			}
 		}
-		for _, c := range pod.Status.Conditions {
-			if c.Type == "PodScheduled" && c.Status == "False" && c.Reason == ReasonUnschedulable {
-				return verdict{PhaseError, ReasonUnschedulable, fmt.Sprintf(
-					"pod %s cannot be scheduled%s; free capacity in the cluster or lower resources.requests in the template",
-					pod.Metadata.Name, detail(c.Message))}, true
-			}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == "PodScheduled" && c.Status == "False" && c.Reason == ReasonUnschedulable {
+			return verdict{PhaseError, ReasonUnschedulable, fmt.Sprintf(
+				"pod %s cannot be scheduled%s; free capacity in the cluster or lower resources.requests in the template",
+				pod.Metadata.Name, detail(c.Message))}, true
 		}
 	}
 	return verdict{}, false
@@ -117,7 +143,7 @@ func containerFailure(cs ContainerStatus, in instance) (verdict, bool) {
 			what += detail(last.Message)
 		}
 		return verdict{PhaseError, ReasonCrashLoopBackOff, fmt.Sprintf(
-			"container %q is crash looping: %s; read its logs with kubectl logs -n %s deploy/%s -c %s --previous",
+			"container %q is crash looping: %s; read its logs with kubectl logs -n %s %s -c %s --previous",
 			cs.Name, what, in.namespace, in.name, cs.Name)}, true
 	case ReasonCreateContainerConfigError, "CreateContainerError":
 		hint := "fix the container's configuration in the template"

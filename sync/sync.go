@@ -55,14 +55,19 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 	}
 
 	eps, missing := endpoints(req, in, cfg)
-	v := observe(req, in, eps, missing)
+	v, wake := observe(req, in, now, eps, missing)
 	status := instanceStatus(parent, v, started, expires)
 	status.Endpoints = eps
 	if v.phase == PhaseRunning && status.ReadyAt == "" {
 		status.ReadyAt = formatTime(now)
 	}
 	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, false))
-	return Response{Status: status, Children: desiredChildren(in, cfg), ResyncAfterSeconds: resyncAfter(now, expires)}
+	// Metacontroller wakes the hook at expiry, or earlier when the progress deadline comes first.
+	wakeAt := expires
+	if !wake.IsZero() && wake.Before(wakeAt) {
+		wakeAt = wake
+	}
+	return Response{Status: status, Children: desiredChildren(req, in, cfg), ResyncAfterSeconds: resyncAfter(now, wakeAt)}
 }
 
 // expire answers past the deadline: no children, so Metacontroller deletes them all; the Challenge
@@ -94,9 +99,14 @@ func instanceStatus(parent Challenge, v verdict, started, expires time.Time) Cha
 	}
 }
 
-// desiredChildren are the children of a healthy instance, in a fixed order.
-func desiredChildren(in instance, cfg Config) []any {
-	children := []any{buildDeployment(in)}
+// desiredChildren are the children of a healthy instance, in a fixed order. A Pod that stopped for
+// good is left out of this one answer, so that Metacontroller deletes it; once it is gone, the next
+// answer has the Pod again and Metacontroller creates a fresh one.
+func desiredChildren(req Request, in instance, cfg Config) []any {
+	var children []any
+	if pod, found := findPod(req.Children.Pods, in.name); !found || !podFinished(pod) {
+		children = append(children, buildPod(in, cfg))
+	}
 	if svc := buildService(in); svc != nil {
 		children = append(children, svc)
 	}
@@ -170,8 +180,8 @@ func finalize(req Request, now time.Time) Response {
 	return Response{Status: status, Children: []any{}, Finalized: remaining == 0}
 }
 
-// Customize asks Metacontroller for the related objects Sync needs: the referenced definition and
-// the instance's Pods. It depends only on the parent's spec and identity, as Metacontroller caches it.
+// Customize asks Metacontroller for the related object Sync needs: the referenced definition. It
+// depends only on the parent's spec and identity, as Metacontroller caches it.
 func Customize(req CustomizeRequest) CustomizeResponse {
 	parent := req.Parent
 	rules := []RelatedResourceRule{}
@@ -184,11 +194,5 @@ func Customize(req CustomizeRequest) CustomizeResponse {
 			APIVersion: APIVersion, Resource: "challengedefinitions", Namespace: namespace, Names: []string{ref.Name},
 		})
 	}
-	rules = append(rules, RelatedResourceRule{
-		APIVersion:    "v1",
-		Resource:      "pods",
-		Namespace:     parent.Metadata.Namespace,
-		LabelSelector: &LabelSelector{MatchLabels: map[string]string{LabelInstance: instanceID(parent)}},
-	})
 	return CustomizeResponse{RelatedResources: rules}
 }

@@ -19,6 +19,9 @@ const (
 	LabelManagedBy  = "app.kubernetes.io/managed-by"
 	ManagedByValue  = "challenge-hook"
 
+	// AnnotationFlagHash on the Pod changes with the flag (see flagHash).
+	AnnotationFlagHash = LabelPrefix + "flag-hash"
+
 	// LastAppliedAnnotation is where Metacontroller keeps the child exactly as a hook last returned it.
 	LastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"
 )
@@ -68,24 +71,28 @@ type Request struct {
 
 // ObservedChildren are the live children Metacontroller found, each list sorted by namespace and name.
 type ObservedChildren struct {
-	Deployments     []ObservedDeployment
+	Pods            []ObservedPod
 	Services        []ObservedService
 	NetworkPolicies []ObservedObject
 	Ingresses       []ObservedIngress
 	Secrets         []ObservedObject
+	// Deployments were the workload before Pods were. The hook never returns one, so
+	// Metacontroller deletes them where the CompositeController still lists deployments (the
+	// upgrade, see the README).
+	Deployments []ObservedObject
 }
 
 // Count is the number of observed children of every type.
 func (c ObservedChildren) Count() int {
-	return len(c.Deployments) + len(c.Services) + len(c.NetworkPolicies) + len(c.Ingresses) + len(c.Secrets)
+	return len(c.Pods) + len(c.Services) + len(c.NetworkPolicies) + len(c.Ingresses) + len(c.Secrets) + len(c.Deployments)
 }
 
-// Objects lists every observed child in the order the hook returns children: Deployments,
-// Services, Ingresses, NetworkPolicies, Secrets.
+// Objects lists every observed child in the order the hook returns children: Pods, Services,
+// Ingresses, NetworkPolicies, Secrets, then Deployments.
 func (c ObservedChildren) Objects() []ObservedObject {
 	out := make([]ObservedObject, 0, c.Count())
-	for _, d := range c.Deployments {
-		out = append(out, d.ObservedObject)
+	for _, p := range c.Pods {
+		out = append(out, p.ObservedObject)
 	}
 	for _, s := range c.Services {
 		out = append(out, s.ObservedObject)
@@ -94,13 +101,13 @@ func (c ObservedChildren) Objects() []ObservedObject {
 		out = append(out, i.ObservedObject)
 	}
 	out = append(out, c.NetworkPolicies...)
-	return append(out, c.Secrets...)
+	out = append(out, c.Secrets...)
+	return append(out, c.Deployments...)
 }
 
-// Related are the objects the customize hook asked for: the referenced definition and the instance's Pods.
+// Related are the objects the customize hook asked for: the referenced definition.
 type Related struct {
 	Definitions []ChallengeDefinition
-	Pods        []ObservedPod
 }
 
 // ObjectMeta holds the metadata fields the hook reads.
@@ -135,18 +142,6 @@ type ObservedMeta struct {
 // hook last returned it (JSON).
 type ObservedAnnotations struct {
 	LastApplied string `json:"metacontroller.k8s.io/last-applied-configuration"`
-}
-
-// ObservedDeployment adds the Deployment status the phase is computed from.
-type ObservedDeployment struct {
-	ObservedObject
-	Status ObservedDeploymentStatus `json:"status"`
-}
-
-// ObservedDeploymentStatus is what the hook reads of a Deployment's status.
-type ObservedDeploymentStatus struct {
-	ReadyReplicas int32               `json:"readyReplicas"`
-	Conditions    []ObservedCondition `json:"conditions"`
 }
 
 // ObservedService adds the allocated node ports and load-balancer addresses.
@@ -191,7 +186,7 @@ type ObservedIngress struct {
 	Status LoadBalancerStatus `json:"status"`
 }
 
-// ObservedCondition is a Kubernetes status condition as read from a Deployment or Pod.
+// ObservedCondition is a Kubernetes status condition as read from a Pod.
 type ObservedCondition struct {
 	Type    string `json:"type"`
 	Status  string `json:"status"`
@@ -199,15 +194,18 @@ type ObservedCondition struct {
 	Message string `json:"message"`
 }
 
-// ObservedPod is one of the instance's Pods, related by the instance label.
+// ObservedPod is the instance's workload: its status is what the phase is computed from.
 type ObservedPod struct {
-	Metadata ObjectMeta        `json:"metadata"`
-	Status   ObservedPodStatus `json:"status"`
+	ObservedObject
+	Status ObservedPodStatus `json:"status"`
 }
 
 // ObservedPodStatus is what the hook reads of a Pod's status.
 type ObservedPodStatus struct {
-	Phase                 string              `json:"phase"`
+	Phase string `json:"phase"`
+	// Reason and Message say why a Pod failed, e.g. Evicted and what the kubelet ran short of.
+	Reason                string              `json:"reason"`
+	Message               string              `json:"message"`
 	Conditions            []ObservedCondition `json:"conditions"`
 	InitContainerStatuses []ContainerStatus   `json:"initContainerStatuses"`
 	ContainerStatuses     []ContainerStatus   `json:"containerStatuses"`
@@ -463,16 +461,10 @@ type CustomizeResponse struct {
 	RelatedResources []RelatedResourceRule `json:"relatedResources"`
 }
 
-// RelatedResourceRule selects related objects by names or by label selector.
+// RelatedResourceRule selects related objects by name.
 type RelatedResourceRule struct {
-	APIVersion    string         `json:"apiVersion"`
-	Resource      string         `json:"resource"`
-	Namespace     string         `json:"namespace,omitempty"`
-	Names         []string       `json:"names,omitempty"`
-	LabelSelector *LabelSelector `json:"labelSelector,omitempty"`
-}
-
-// LabelSelector selects by exact label values.
-type LabelSelector struct {
-	MatchLabels map[string]string `json:"matchLabels"`
+	APIVersion string   `json:"apiVersion"`
+	Resource   string   `json:"resource"`
+	Namespace  string   `json:"namespace,omitempty"`
+	Names      []string `json:"names,omitempty"`
 }

@@ -22,14 +22,11 @@ import (
 // childKeys are the keys of the children map, as Metacontroller spells the CompositeController's
 // five child types.
 func childKeys() []string {
-	return []string{"Deployment.apps/v1", "Service.v1", "NetworkPolicy.networking.k8s.io/v1", "Ingress.networking.k8s.io/v1", "Secret.v1"}
+	return []string{"Pod.v1", "Service.v1", "NetworkPolicy.networking.k8s.io/v1", "Ingress.networking.k8s.io/v1", "Secret.v1"}
 }
 
-// Keys of the related map, for the types the customize hook asks for.
-const (
-	relatedDefinitionKey = "ChallengeDefinition." + hooksync.APIVersion
-	relatedPodKey        = "Pod.v1"
-)
+// relatedDefinitionKey is the key of the related map for the type the customize hook asks for.
+const relatedDefinitionKey = "ChallengeDefinition." + hooksync.APIVersion
 
 // renderFlagPlaceholder is every dynamic flag render prints without --flag-key-file: plainly not a
 // flag, and derived from no key, so that rendering never needs nor leaks the real key.
@@ -191,7 +188,7 @@ func buildFirstSyncRequest(files []string, now time.Time, stderr io.Writer) ([]b
 		"controller": map[string]any{},
 		"parent":     parent,
 		"children":   children,
-		"related":    map[string]any{relatedDefinitionKey: relatedDefinitions, relatedPodKey: map[string]any{}},
+		"related":    map[string]any{relatedDefinitionKey: relatedDefinitions},
 		"finalizing": false,
 	}
 	return json.Marshal(request)

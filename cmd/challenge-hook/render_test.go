@@ -62,7 +62,7 @@ func TestRenderExamples(t *testing.T) {
 	docs, stderr := renderDocuments(t, "-f", challenge, "-f", definition,
 		"--now=2026-11-01T12:00:00Z", "--flag-key-file=../../testdata/flag.key")
 	assert.Empty(t, stderr)
-	assert.Contains(t, kinds(docs), "Deployment")
+	assert.Contains(t, kinds(docs), "Pod")
 	assert.Contains(t, kinds(docs), "Secret", "the example's dynamic flag is delivered by a Secret")
 	status, ok := docs[len(docs)-1]["status"].(map[string]any)
 	require.True(t, ok, "the last document is the status: %v", docs[len(docs)-1])
@@ -113,7 +113,7 @@ func TestRenderREADMECommand(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	require.NoError(t, run(context.Background(), append([]string{"challenge-hook"}, args...), noEnv, &stdout, &stderr))
 	docs := parseYAMLDocuments(t, &stdout)
-	assert.ElementsMatch(t, []string{"Deployment", "Service", "NetworkPolicy", "Ingress", "Secret"}, kinds(docs))
+	assert.ElementsMatch(t, []string{"Pod", "Service", "NetworkPolicy", "Ingress", "Secret"}, kinds(docs))
 	status := docs[len(docs)-1]["status"].(map[string]any)
 	assert.NotEqual(t, "Error", status["phase"], "status: %v", status)
 	assert.Equal(t, renderFlagPlaceholder, flagSecretValue(t, docs))
@@ -129,7 +129,7 @@ func TestRenderMultiDocumentFileAndMissingDefinition(t *testing.T) {
 	both := filepath.Join(t.TempDir(), "both.yaml")
 	require.NoError(t, os.WriteFile(both, []byte("---\n"+string(definition)+"\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: ctf\n---\n"+string(challenge)), 0o644))
 	docs, stderr := renderDocuments(t, "-f", both, "--now=2026-11-01T12:00:00Z", "--flag-key-file=../../testdata/flag.key")
-	assert.Contains(t, kinds(docs), "Deployment")
+	assert.Contains(t, kinds(docs), "Pod")
 	assert.Contains(t, stderr, "skipping", "the Namespace is neither a Challenge nor a definition")
 
 	// The Challenge alone: its definition is missing, as the hook would say.

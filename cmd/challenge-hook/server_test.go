@@ -113,7 +113,7 @@ func validRequest() map[string]any {
 			},
 		},
 		"children": map[string]any{
-			"Deployment.apps/v1": map[string]any{}, "Service.v1": map[string]any{}, "Secret.v1": map[string]any{},
+			"Pod.v1": map[string]any{}, "Service.v1": map[string]any{}, "Secret.v1": map[string]any{},
 			"NetworkPolicy.networking.k8s.io/v1": map[string]any{}, "Ingress.networking.k8s.io/v1": map[string]any{},
 		},
 		"related":    map[string]any{},
@@ -140,7 +140,7 @@ func TestBadInputMatrix(t *testing.T) {
 	// Deeper than encoding/json's limit of 10000 levels, which applies to each value the hook decodes.
 	nested := []byte(`{"parent":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`)
 	huge := mutate(t, func(req map[string]any) { specOf(req)["owner"] = strings.Repeat("x", 7<<20) })
-	objectWithoutMetadata := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment"}
+	objectWithoutMetadata := map[string]any{"apiVersion": "v1", "kind": "Pod"}
 
 	tests := []struct {
 		name        string
@@ -179,10 +179,10 @@ func TestBadInputMatrix(t *testing.T) {
 			req["children"].(map[string]any)["Job.batch/v1"] = map[string]any{"x": map[string]any{"metadata": map[string]any{"name": "x"}}}
 		}), wantCode: 400, wantError: `unknown child type "Job.batch/v1"`},
 		{name: "child without metadata", body: mutate(t, func(req map[string]any) {
-			req["children"].(map[string]any)["Deployment.apps/v1"] = map[string]any{"pwn-team7": objectWithoutMetadata}
+			req["children"].(map[string]any)["Pod.v1"] = map[string]any{"pwn-team7": objectWithoutMetadata}
 		}), wantCode: 400, wantError: "has no metadata.name"},
 		{name: "child status of the wrong type", body: mutate(t, func(req map[string]any) {
-			req["children"].(map[string]any)["Deployment.apps/v1"] = map[string]any{"pwn-team7": map[string]any{"metadata": map[string]any{"name": "pwn-team7"}, "status": "ready"}}
+			req["children"].(map[string]any)["Pod.v1"] = map[string]any{"pwn-team7": map[string]any{"metadata": map[string]any{"name": "pwn-team7"}, "status": "ready"}}
 		}), wantCode: 400, wantError: "status"},
 		{name: "unknown related kind", body: mutate(t, func(req map[string]any) {
 			req["related"] = map[string]any{"ConfigMap.v1": map[string]any{"ctf/x": map[string]any{"metadata": map[string]any{"name": "x"}}}}

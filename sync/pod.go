@@ -2,45 +2,43 @@ package sync
 
 import (
 	"strconv"
+	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
 // Hardened defaults of every instance's Pod.
 const (
-	defaultCPURequest       = "50m"
-	defaultMemoryRequest    = "64Mi"
-	defaultCPULimit         = "500m"
-	defaultMemoryLimit      = "256Mi"
-	progressDeadlineSeconds = 120
-	tmpVolumeName           = "tmp"
-	tmpSizeLimit            = "64Mi"
-	flagVolumeName          = "flag"
-	flagSecretKey           = "flag"
-	flagFileMode            = 0o444
+	defaultCPURequest    = "50m"
+	defaultMemoryRequest = "64Mi"
+	defaultCPULimit      = "500m"
+	defaultMemoryLimit   = "256Mi"
+	// progressDeadline is how long a Pod may take to become ready before the instance is an Error.
+	progressDeadline = 120 * time.Second
+	tmpVolumeName    = "tmp"
+	tmpSizeLimit     = "64Mi"
+	flagVolumeName   = "flag"
+	flagSecretKey    = "flag"
+	flagFileMode     = 0o444
 )
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
-// buildDeployment returns the instance's workload: one replica, recreated rather than rolled, with
-// a Pod that passes Pod Security "restricted" unless the template opts out.
-func buildDeployment(in instance) *appsv1ac.DeploymentApplyConfiguration {
-	return appsv1ac.Deployment(in.name, in.namespace).
+// buildPod returns the instance's workload: one Pod named after the Challenge, which passes Pod
+// Security "restricted" unless the template opts out. The CompositeController declares Pods with
+// updateStrategy Recreate: Metacontroller deletes and creates the Pod again when this answer
+// changes it (a new definition, or a new flag through the flag hash annotation), never otherwise.
+func buildPod(in instance, cfg Config) *corev1ac.PodApplyConfiguration {
+	pod := corev1ac.Pod(in.name, in.namespace).
 		WithLabels(in.labels).
-		WithSpec(appsv1ac.DeploymentSpec().
-			WithReplicas(1).
-			WithRevisionHistoryLimit(1).
-			WithProgressDeadlineSeconds(progressDeadlineSeconds).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(in.selector)).
-			// Recreate: a challenge instance is one player's state; two Pods at once would split it.
-			WithStrategy(appsv1ac.DeploymentStrategy().WithType(appsv1.RecreateDeploymentStrategyType)).
-			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(in.labels).WithSpec(buildPodSpec(in))))
+		WithSpec(buildPodSpec(in).WithRestartPolicy(corev1.RestartPolicyAlways))
+	if in.template.Flag != nil {
+		pod.WithAnnotations(map[string]string{AnnotationFlagHash: flagHash(in, cfg)})
+	}
+	return pod
 }
 
 // buildPodSpec is the hardened Pod of an instance. Optional values are set only when the template
