@@ -188,10 +188,11 @@ type ObservedIngress struct {
 
 // ObservedCondition is a Kubernetes status condition as read from a Pod.
 type ObservedCondition struct {
-	Type    string `json:"type"`
-	Status  string `json:"status"`
-	Reason  string `json:"reason"`
-	Message string `json:"message"`
+	Type               string `json:"type"`
+	Status             string `json:"status"`
+	Reason             string `json:"reason"`
+	Message            string `json:"message"`
+	LastTransitionTime string `json:"lastTransitionTime"`
 }
 
 // ObservedPod is the instance's workload: its status is what the phase is computed from.
