@@ -113,7 +113,7 @@ func desiredChildren(req Request, in instance, cfg Config) []any {
 	if ing := buildIngress(in, cfg); ing != nil {
 		children = append(children, ing)
 	}
-	children = append(children, buildNetworkPolicy(in))
+	children = append(children, buildNetworkPolicy(in, cfg))
 	if sec := buildFlagSecret(in, cfg); sec != nil {
 		children = append(children, sec)
 	}
