@@ -47,6 +47,18 @@ type Config struct {
 	// DynamicFlagPlaceholder, when FlagKey is empty, is every dynamic flag instead of a refusal: for
 	// `render` without a key, never for a serving hook.
 	DynamicFlagPlaceholder string
+	// Gateway, when set, is the Gateway API Gateway that routes players to instances: HTTP exposures
+	// become HTTPRoutes attached to it instead of Ingresses, and TLS exposures (which need it)
+	// become TLSRoutes.
+	Gateway *GatewayRef
+	// GatewaySectionName is the listener of the Gateway that HTTPRoutes attach to (empty: every
+	// listener that admits them).
+	GatewaySectionName string
+	// GatewayTLSSectionName is the listener of the Gateway that TLSRoutes attach to (empty: every
+	// listener that admits them).
+	GatewayTLSSectionName string
+	// GatewayTLSPort is the port of the Gateway's TLS listener, the port of TLS endpoints.
+	GatewayTLSPort int32
 }
 
 // DefaultConfig returns the configuration the binary starts with when nothing is set.
@@ -58,15 +70,32 @@ func DefaultConfig() Config {
 		ClusterDomain:      "cluster.local",
 		DefaultTimeout:     30 * time.Minute,
 		DefaultMaxLifetime: 24 * time.Hour,
+		GatewayTLSPort:     443,
 	}
 }
 
 // Request is a decoded sync or finalize request: the parent and what Metacontroller observed.
 type Request struct {
-	Parent     Challenge
-	Children   ObservedChildren
-	Related    Related
-	Finalizing bool
+	// DeclaredChildTypes are the child types the CompositeController declares
+	// (controller.spec.childResources): a child of another type must not be returned.
+	DeclaredChildTypes []ChildResource
+	Parent             Challenge
+	Children           ObservedChildren
+	Related            Related
+	Finalizing         bool
+}
+
+// ChildResource is one entry of the CompositeController's spec.childResources, as the hook reads it.
+type ChildResource struct {
+	APIVersion string `json:"apiVersion"`
+	Resource   string `json:"resource"`
+}
+
+// CompositeController is the part of the request's controller the hook reads.
+type CompositeController struct {
+	Spec struct {
+		ChildResources []ChildResource `json:"childResources"`
+	} `json:"spec"`
 }
 
 // ObservedChildren are the live children Metacontroller found, each list sorted by namespace and name.
@@ -75,6 +104,8 @@ type ObservedChildren struct {
 	Services        []ObservedService
 	NetworkPolicies []ObservedObject
 	Ingresses       []ObservedIngress
+	HTTPRoutes      []ObservedRoute
+	TLSRoutes       []ObservedRoute
 	Secrets         []ObservedObject
 	// Deployments were the workload before Pods were. The hook never returns one, so
 	// Metacontroller deletes them where the CompositeController still lists deployments (the
@@ -84,11 +115,12 @@ type ObservedChildren struct {
 
 // Count is the number of observed children of every type.
 func (c ObservedChildren) Count() int {
-	return len(c.Pods) + len(c.Services) + len(c.NetworkPolicies) + len(c.Ingresses) + len(c.Secrets) + len(c.Deployments)
+	return len(c.Pods) + len(c.Services) + len(c.NetworkPolicies) + len(c.Ingresses) + len(c.HTTPRoutes) + len(c.TLSRoutes) +
+		len(c.Secrets) + len(c.Deployments)
 }
 
 // Objects lists every observed child in the order the hook returns children: Pods, Services,
-// Ingresses, NetworkPolicies, Secrets, then Deployments.
+// Ingresses, HTTPRoutes, TLSRoutes, NetworkPolicies, Secrets, then Deployments.
 func (c ObservedChildren) Objects() []ObservedObject {
 	out := make([]ObservedObject, 0, c.Count())
 	for _, p := range c.Pods {
@@ -99,6 +131,11 @@ func (c ObservedChildren) Objects() []ObservedObject {
 	}
 	for _, i := range c.Ingresses {
 		out = append(out, i.ObservedObject)
+	}
+	for _, routes := range [][]ObservedRoute{c.HTTPRoutes, c.TLSRoutes} {
+		for _, r := range routes {
+			out = append(out, r.ObservedObject)
+		}
 	}
 	out = append(out, c.NetworkPolicies...)
 	out = append(out, c.Secrets...)
@@ -186,13 +223,44 @@ type ObservedIngress struct {
 	Status LoadBalancerStatus `json:"status"`
 }
 
-// ObservedCondition is a Kubernetes status condition as read from a Pod.
+// ObservedCondition is a Kubernetes status condition as read from a Pod or a route.
 type ObservedCondition struct {
 	Type    string `json:"type"`
 	Status  string `json:"status"`
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
+	// ObservedGeneration, on route conditions, is the route generation the condition was set for.
+	ObservedGeneration int64 `json:"observedGeneration"`
 }
+
+// ObservedRoute is a Gateway API HTTPRoute or TLSRoute: its status says whether each parent
+// Gateway accepted it.
+type ObservedRoute struct {
+	ObservedObject
+	Status struct {
+		Parents []RouteParentStatus `json:"parents"`
+	} `json:"status"`
+}
+
+// RouteParentStatus is a route's status for one of its parents.
+type RouteParentStatus struct {
+	ParentRef struct {
+		Group       string `json:"group"`
+		Kind        string `json:"kind"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		SectionName string `json:"sectionName"`
+	} `json:"parentRef"`
+	Conditions []ObservedCondition `json:"conditions"`
+}
+
+// GatewayRef names the Gateway that routes players to instances.
+type GatewayRef struct {
+	Namespace string
+	Name      string
+}
+
+func (g GatewayRef) String() string { return g.Namespace + "/" + g.Name }
 
 // ObservedPod is the instance's workload: its status is what the phase is computed from.
 type ObservedPod struct {
@@ -347,6 +415,7 @@ const (
 	ExposeNodePort     = "NodePort"
 	ExposeLoadBalancer = "LoadBalancer"
 	ExposeHTTP         = "HTTP"
+	ExposeTLS          = "TLS"
 	ExposeClusterIP    = "ClusterIP"
 )
 
@@ -404,6 +473,8 @@ const (
 	ReasonUnschedulable              = "Unschedulable"
 	ReasonProgressDeadlineExceeded   = "ProgressDeadlineExceeded"
 	ReasonFlagKeyMissing             = "FlagKeyMissing"
+	ReasonGatewayAPINotEnabled       = "GatewayAPINotEnabled"
+	ReasonRouteNotAccepted           = "RouteNotAccepted"
 	ReasonExpired                    = "Expired"
 	ReasonTerminating                = "Terminating"
 	ReasonDeleted                    = "Deleted"
