@@ -49,13 +49,14 @@ func withGatewayComponent(t *testing.T, base []hooksync.ChildResource) []hooksyn
 	}
 	// Not strict: the hook reads apiVersion and resource of each child type, not its updateStrategy.
 	require.NoError(t, yaml.Unmarshal([]byte(component.Patches[0].Patch), &ops))
-	patched := append([]hooksync.ChildResource(nil), base...)
+	var added []hooksync.ChildResource
 	for _, op := range ops {
 		require.Equal(t, "add", op.Op)
 		require.Equal(t, "/spec/childResources/-", op.Path)
-		patched = append(patched, op.Value)
+		added = append(added, op.Value)
 	}
-	return patched
+	require.Equal(t, hooksync.RouteChildResources(), added, "render assumes the component adds these")
+	return append(append([]hooksync.ChildResource(nil), base...), added...)
 }
 
 // TestGatewayAPIComponentEnablesRoutes: the base CompositeController declares no Gateway API type

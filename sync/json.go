@@ -36,11 +36,12 @@ func childGroups(c *ObservedChildren) map[string]groupDecoder {
 		"Service.v1":                         decodeInto(&c.Services, func(s *ObservedService) string { return s.Metadata.Name }),
 		"NetworkPolicy.networking.k8s.io/v1": decodeInto(&c.NetworkPolicies, func(o *ObservedObject) string { return o.Metadata.Name }),
 		"Ingress.networking.k8s.io/v1":       decodeInto(&c.Ingresses, func(i *ObservedIngress) string { return i.Metadata.Name }),
+		"Secret.v1":                          decodeInto(&c.Secrets, func(o *ObservedObject) string { return o.Metadata.Name }),
+		"Deployment.apps/v1":                 decodeInto(&c.Deployments, func(o *ObservedObject) string { return o.Metadata.Name }),
+
 		// Declared only by the opt-in kustomize component manifests/components/gateway-api.
-		"HTTPRoute." + gatewayAPIVersion: decodeInto(&c.HTTPRoutes, func(r *ObservedRoute) string { return r.Metadata.Name }),
-		"TLSRoute." + gatewayAPIVersion:  decodeInto(&c.TLSRoutes, func(r *ObservedRoute) string { return r.Metadata.Name }),
-		"Secret.v1":                      decodeInto(&c.Secrets, func(o *ObservedObject) string { return o.Metadata.Name }),
-		"Deployment.apps/v1":             decodeInto(&c.Deployments, func(o *ObservedObject) string { return o.Metadata.Name }),
+		kindHTTPRoute + "." + gatewayAPIVersion: decodeInto(&c.HTTPRoutes, func(r *ObservedRoute) string { return r.Metadata.Name }),
+		kindTLSRoute + "." + gatewayAPIVersion:  decodeInto(&c.TLSRoutes, func(r *ObservedRoute) string { return r.Metadata.Name }),
 	}
 }
 

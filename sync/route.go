@@ -26,6 +26,20 @@ const (
 // routeResources are the CompositeController resources of the route kinds.
 var routeResources = map[string]string{kindHTTPRoute: "httproutes", kindTLSRoute: "tlsroutes"}
 
+// RouteChildResources are the child types the component manifests/components/gateway-api adds to
+// the CompositeController, and RouteChildKeys how Metacontroller keys their children in requests.
+func RouteChildResources() []ChildResource {
+	return []ChildResource{
+		{APIVersion: gatewayAPIVersion, Resource: routeResources[kindHTTPRoute]},
+		{APIVersion: gatewayAPIVersion, Resource: routeResources[kindTLSRoute]},
+	}
+}
+
+// RouteChildKeys are the children map keys of the route types, as Metacontroller spells them.
+func RouteChildKeys() []string {
+	return []string{kindHTTPRoute + "." + gatewayAPIVersion, kindTLSRoute + "." + gatewayAPIVersion}
+}
+
 // routeKinds are the route kinds the instance needs, in the order they are returned.
 func routeKinds(in instance, cfg Config) []string {
 	var kinds []string

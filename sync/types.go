@@ -76,13 +76,14 @@ func DefaultConfig() Config {
 
 // Request is a decoded sync or finalize request: the parent and what Metacontroller observed.
 type Request struct {
+	Parent     Challenge
+	Children   ObservedChildren
+	Related    Related
+	Finalizing bool
+
 	// DeclaredChildTypes are the child types the CompositeController declares
 	// (controller.spec.childResources): a child of another type must not be returned.
 	DeclaredChildTypes []ChildResource
-	Parent             Challenge
-	Children           ObservedChildren
-	Related            Related
-	Finalizing         bool
 }
 
 // ChildResource is one entry of the CompositeController's spec.childResources, as the hook reads it.
@@ -223,14 +224,12 @@ type ObservedIngress struct {
 	Status LoadBalancerStatus `json:"status"`
 }
 
-// ObservedCondition is a Kubernetes status condition as read from a Pod or a route.
+// ObservedCondition is a Kubernetes status condition as read from a Pod.
 type ObservedCondition struct {
 	Type    string `json:"type"`
 	Status  string `json:"status"`
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
-	// ObservedGeneration, on route conditions, is the route generation the condition was set for.
-	ObservedGeneration int64 `json:"observedGeneration"`
 }
 
 // ObservedRoute is a Gateway API HTTPRoute or TLSRoute: its status says whether each parent
@@ -251,7 +250,17 @@ type RouteParentStatus struct {
 		Name        string `json:"name"`
 		SectionName string `json:"sectionName"`
 	} `json:"parentRef"`
-	Conditions []ObservedCondition `json:"conditions"`
+	Conditions []RouteCondition `json:"conditions"`
+}
+
+// RouteCondition is a condition of a route's parent status.
+type RouteCondition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	// ObservedGeneration is the route generation the Gateway's controller set the condition for.
+	ObservedGeneration int64 `json:"observedGeneration"`
 }
 
 // GatewayRef names the Gateway that routes players to instances.
