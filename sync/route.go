@@ -143,7 +143,8 @@ type routeAcceptance struct {
 }
 
 // acceptance reads the route's status for the configured Gateway. A condition set for an older
-// generation of the route does not count: the Gateway has not seen the route as it is.
+// generation of the route does not count: the Gateway has not seen the route as it is. One without
+// observedGeneration (optional in metav1.Condition) is taken as current.
 func acceptance(routes []ObservedRoute, kind string, in instance, cfg Config) routeAcceptance {
 	what := fmt.Sprintf("%s %s", kind, in.name)
 	waiting := routeAcceptance{pending: fmt.Sprintf("Gateway %s to accept %s", cfg.Gateway, what)}
@@ -156,7 +157,7 @@ func acceptance(routes []ObservedRoute, kind string, in instance, cfg Config) ro
 			continue
 		}
 		for _, c := range parent.Conditions {
-			if c.Type != "Accepted" || c.ObservedGeneration < route.Metadata.Generation {
+			if c.Type != "Accepted" || (c.ObservedGeneration != 0 && c.ObservedGeneration < route.Metadata.Generation) {
 				continue
 			}
 			switch c.Status {

@@ -26,6 +26,10 @@ func TestRouteAcceptanceCountsOnlyTheConfiguredGatewayAndCurrentGeneration(t *te
 		{"accepted", func(*ObservedRoute, *Config) {}, PhaseRunning, "ready at http://"},
 		{"accepted for an older generation of the route", func(r *ObservedRoute, _ *Config) { r.Metadata.Generation = 2 },
 			PhaseCreating, "waiting for Gateway gateway-system/ctf to accept HTTPRoute web-sqli-team42"},
+		{"accepted, without observedGeneration", func(r *ObservedRoute, _ *Config) {
+			r.Metadata.Generation = 2
+			r.Status.Parents[0].Conditions[0].ObservedGeneration = 0
+		}, PhaseRunning, "ready at http://"},
 		{"accepted by another Gateway", func(r *ObservedRoute, _ *Config) { r.Status.Parents[0].ParentRef.Name = "other" },
 			PhaseCreating, "waiting for Gateway gateway-system/ctf"},
 		{"accepted by a ListenerSet of the same name", func(r *ObservedRoute, _ *Config) { r.Status.Parents[0].ParentRef.Kind = "ListenerSet" },
