@@ -15,8 +15,9 @@ all: test build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/challenge-hook
 
+# RUN_FLAGS adds flags, e.g. a golden case's own: make run RUN_FLAGS="$(cat testdata/<case>/hook.flags)"
 run:
-	$(GO) run ./cmd/challenge-hook --listen=127.0.0.1:8080 $(DEV_FLAGS)
+	$(GO) run ./cmd/challenge-hook --listen=127.0.0.1:8080 $(DEV_FLAGS) $(RUN_FLAGS)
 
 # Unit, golden, HTTP (bad-input matrix, auth, graceful shutdown, TLS) tests, then a short run of
 # every fuzz target (FUZZTIME each; `make fuzz` runs them longer).

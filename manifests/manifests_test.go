@@ -160,6 +160,10 @@ func TestExamplesPassHookValidation(t *testing.T) {
 	decodeSingleYAML(t, filepath.Join(repoRoot, "examples", "definition.yaml"), &definition)
 	assert.NoError(t, hooksync.ValidateDefinition(definition.Spec), "examples/definition.yaml")
 
+	var tlsDefinition hooksync.ChallengeDefinition
+	decodeSingleYAML(t, filepath.Join(repoRoot, "examples", "definition-tls.yaml"), &tlsDefinition)
+	assert.NoError(t, hooksync.ValidateDefinition(tlsDefinition.Spec), "examples/definition-tls.yaml")
+
 	var inline hooksync.Challenge
 	decodeSingleYAML(t, filepath.Join(repoRoot, "examples", "inline.yaml"), &inline)
 	require.NotNil(t, inline.Spec.Template, "examples/inline.yaml must carry spec.template")

@@ -326,7 +326,8 @@ func validateExpose(expose []Expose, portProtocol map[int32]string) error {
 		return fmt.Errorf("expose: at most %d entries, got %d", maxExpose, len(expose))
 	}
 	seen := map[int32]bool{}
-	serviceType, httpCount := "", 0
+	serviceType := ""
+	routedCount := map[string]int{}
 	for i, e := range expose {
 		field := fmt.Sprintf("expose[%d]", i)
 		protocol, ok := portProtocol[e.Port]
@@ -338,21 +339,22 @@ func validateExpose(expose []Expose, portProtocol map[int32]string) error {
 		}
 		seen[e.Port] = true
 		switch e.Type {
-		case ExposeHTTP:
-			httpCount++
-			if httpCount > 1 {
-				return fmt.Errorf("%s: at most one HTTP exposure per instance", field)
+		case ExposeHTTP, ExposeTLS:
+			// Both are routed by the instance's one host: one of each at most.
+			routedCount[e.Type]++
+			if routedCount[e.Type] > 1 {
+				return fmt.Errorf("%s: at most one %s exposure per instance", field, e.Type)
 			}
 			if protocol != "TCP" {
-				return fmt.Errorf("%s: HTTP needs a TCP port, port %d is %s", field, e.Port, protocol)
+				return fmt.Errorf("%s: %s needs a TCP port, port %d is %s", field, e.Type, e.Port, protocol)
 			}
 		case ExposeNodePort, ExposeLoadBalancer, ExposeClusterIP:
 			if serviceType != "" && serviceType != e.Type {
-				return fmt.Errorf("%s.type: %s and %s cannot be mixed: all non-HTTP exposures share one Service", field, serviceType, e.Type)
+				return fmt.Errorf("%s.type: %s and %s cannot be mixed: all exposures other than HTTP and TLS share one Service", field, serviceType, e.Type)
 			}
 			serviceType = e.Type
 		default:
-			return fmt.Errorf("%s.type: %q is not NodePort, LoadBalancer, HTTP or ClusterIP", field, e.Type)
+			return fmt.Errorf("%s.type: %q is not NodePort, LoadBalancer, HTTP, TLS or ClusterIP", field, e.Type)
 		}
 		if err := validateExposeFrom(e, field); err != nil {
 			return err

@@ -51,8 +51,13 @@ func TestValidateDefinition(t *testing.T) {
 			d.Containers[0].ReadinessProbe = &Probe{TCPSocket: &TCPSocketAction{Port: 8080}, Exec: &ExecAction{Command: []string{"true"}}}
 		}, "set exactly one of tcpSocket, httpGet and exec"},
 		{"expose unknown port", func(d *DefinitionSpec) { d.Expose[0].Port = 9090 }, "expose[0].port: 9090 is not a containerPort of any container"},
-		{"expose unknown type", func(d *DefinitionSpec) { d.Expose[0].Type = "Route" }, `expose[0].type: "Route" is not NodePort, LoadBalancer, HTTP or ClusterIP`},
+		{"expose unknown type", func(d *DefinitionSpec) { d.Expose[0].Type = "Route" }, `expose[0].type: "Route" is not NodePort, LoadBalancer, HTTP, TLS or ClusterIP`},
 		{"HTTP on UDP", func(d *DefinitionSpec) { d.Expose = []Expose{{Port: 5353, Type: ExposeHTTP}} }, "HTTP needs a TCP port"},
+		{"TLS on UDP", func(d *DefinitionSpec) { d.Expose = []Expose{{Port: 5353, Type: ExposeTLS}} }, "TLS needs a TCP port"},
+		{"two TLS exposures", func(d *DefinitionSpec) {
+			d.Containers[0].Ports = append(d.Containers[0].Ports, ContainerPort{ContainerPort: 1337})
+			d.Expose = []Expose{{Port: 8080, Type: ExposeTLS}, {Port: 1337, Type: ExposeTLS}}
+		}, "expose[1]: at most one TLS exposure per instance"},
 		{"mixed service types", func(d *DefinitionSpec) {
 			d.Expose = []Expose{{Port: 8080, Type: ExposeNodePort}, {Port: 5353, Type: ExposeLoadBalancer}}
 		}, "NodePort and LoadBalancer cannot be mixed"},

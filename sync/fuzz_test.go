@@ -156,7 +156,14 @@ func FuzzValidateDefinition(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Add([]byte(`{"containers":[{"name":"a","image":"b"}]}`))
+	// A hook with a Gateway, under a CompositeController with the Gateway API component: every
+	// valid exposure, TLS included, can be built.
 	cfg := fuzzConfig()
+	cfg.Gateway = &hooksync.GatewayRef{Namespace: "gateway-system", Name: "ctf"}
+	declared := []hooksync.ChildResource{
+		{APIVersion: "gateway.networking.k8s.io/v1", Resource: "httproutes"},
+		{APIVersion: "gateway.networking.k8s.io/v1", Resource: "tlsroutes"},
+	}
 	f.Fuzz(func(t *testing.T, specJSON []byte) {
 		var spec hooksync.DefinitionSpec
 		if json.Unmarshal(specJSON, &spec) != nil {
@@ -174,7 +181,7 @@ func FuzzValidateDefinition(f *testing.F) {
 		if err != nil {
 			return
 		}
-		req := hooksync.Request{Parent: hooksync.Challenge{
+		req := hooksync.Request{DeclaredChildTypes: declared, Parent: hooksync.Challenge{
 			APIVersion: hooksync.APIVersion,
 			Kind:       "Challenge",
 			Metadata:   hooksync.ObjectMeta{Name: "fuzz", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000000", Generation: 1},

@@ -34,6 +34,31 @@ type goldenCase struct {
 	name    string
 	dir     string
 	request []byte
+	// flags are the case's hook flags on top of the golden configuration (testdata/<case>/hook.flags),
+	// e.g. a Gateway.
+	flags []string
+}
+
+// caseFlagsFile holds a case's hook flags beyond testdata/dev.flags, one or more per line.
+const caseFlagsFile = "hook.flags"
+
+// withCaseFlags applies a case's hook flags to the golden configuration. Only the flags that the
+// golden cases need are known here; cmd/challenge-hook's TestGoldenReplay serves the same files
+// through the real flag parsing.
+func withCaseFlags(t testing.TB, cfg Config, args []string) Config {
+	fs := flag.NewFlagSet(caseFlagsFile, flag.ContinueOnError)
+	fs.Func("gateway", "", func(v string) error {
+		ref, err := ParseGatewayRef(v)
+		if err != nil {
+			return err
+		}
+		cfg.Gateway = &ref
+		return nil
+	})
+	fs.StringVar(&cfg.GatewaySectionName, "gateway-section-name", cfg.GatewaySectionName, "")
+	fs.StringVar(&cfg.GatewayTLSSectionName, "gateway-tls-section-name", cfg.GatewayTLSSectionName, "")
+	require.NoError(t, fs.Parse(args))
+	return cfg
 }
 
 func goldenCases(t testing.TB) []goldenCase {
@@ -45,9 +70,22 @@ func goldenCases(t testing.TB) []goldenCase {
 		body, err := os.ReadFile(path)
 		require.NoError(t, err)
 		dir := filepath.Dir(path)
-		cases = append(cases, goldenCase{name: filepath.Base(dir), dir: dir, request: body})
+		var flags []string
+		switch content, err := os.ReadFile(filepath.Join(dir, caseFlagsFile)); {
+		case err == nil:
+			flags = strings.Fields(string(content))
+		case !os.IsNotExist(err):
+			require.NoError(t, err)
+		}
+		cases = append(cases, goldenCase{name: filepath.Base(dir), dir: dir, request: body, flags: flags})
 	}
 	return cases
+}
+
+// with is the case with another request, e.g. the one Metacontroller sends after applying an answer.
+func (c goldenCase) with(request []byte) goldenCase {
+	c.request = request
+	return c
 }
 
 // answer runs a golden case's request through the hook the way the server does, at the golden
@@ -57,6 +95,7 @@ func answer(t testing.TB, c goldenCase, cfg Config) []byte {
 }
 
 func answerAt(t testing.TB, c goldenCase, cfg Config, now time.Time) []byte {
+	cfg = withCaseFlags(t, cfg, c.flags)
 	var resp any
 	if strings.HasPrefix(c.name, "customize-") {
 		req, err := DecodeCustomizeRequest(c.request)
@@ -166,7 +205,7 @@ func TestGoldenFixedPoint(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			first := answer(t, c, cfg)
-			second := answer(t, goldenCase{name: c.name, request: nextRequest(t, c.request, first, false)}, cfg)
+			second := answer(t, c.with(nextRequest(t, c.request, first, false)), cfg)
 			require.Equal(t, string(indent(t, first)), string(indent(t, second)))
 		})
 	}
@@ -224,7 +263,7 @@ func checkDeadlineProperty(t *testing.T, c goldenCase, cfg Config) {
 	request := c.request
 	for round := 1; round <= 3; round++ {
 		request = nextRequest(t, request, body, true)
-		body = answer(t, goldenCase{name: c.name, request: request}, cfg)
+		body = answer(t, c.with(request), cfg)
 		next := decodeAnswer(t, body)
 		later, err := time.Parse(time.RFC3339, next.Status.ExpiresAt)
 		require.NoError(t, err, "round %d: expiresAt %q", round, next.Status.ExpiresAt)
@@ -237,7 +276,7 @@ func checkDeadlineProperty(t *testing.T, c goldenCase, cfg Config) {
 
 	for _, now := range []time.Time{deadline, deadline.Add(time.Second), deadline.Add(48 * time.Hour)} {
 		for name, r := range map[string][]byte{"request": c.request, "fed back": request} {
-			got := decodeAnswer(t, answerAt(t, goldenCase{name: c.name, request: r}, cfg, now))
+			got := decodeAnswer(t, answerAt(t, c.with(r), cfg, now))
 			require.Empty(t, got.Children, "%s at %s keeps children past the deadline %s", name, now.Format(time.RFC3339), first.Status.ExpiresAt)
 			if !req.Finalizing {
 				require.Equal(t, PhaseExpired, got.Status.Phase, "%s at %s", name, now.Format(time.RFC3339))

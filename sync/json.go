@@ -38,6 +38,10 @@ func childGroups(c *ObservedChildren) map[string]groupDecoder {
 		"Ingress.networking.k8s.io/v1":       decodeInto(&c.Ingresses, func(i *ObservedIngress) string { return i.Metadata.Name }),
 		"Secret.v1":                          decodeInto(&c.Secrets, func(o *ObservedObject) string { return o.Metadata.Name }),
 		"Deployment.apps/v1":                 decodeInto(&c.Deployments, func(o *ObservedObject) string { return o.Metadata.Name }),
+
+		// Declared only by the opt-in kustomize component manifests/components/gateway-api.
+		kindHTTPRoute + "." + gatewayAPIVersion: decodeInto(&c.HTTPRoutes, func(r *ObservedRoute) string { return r.Metadata.Name }),
+		kindTLSRoute + "." + gatewayAPIVersion:  decodeInto(&c.TLSRoutes, func(r *ObservedRoute) string { return r.Metadata.Name }),
 	}
 }
 
@@ -88,12 +92,19 @@ func DecodeRequest(body []byte) (Request, error) {
 			return decodeGroups(dec, "children", "child", childGroups(&req.Children))
 		case "related":
 			return decodeGroups(dec, "related", "related", relatedGroups(&req.Related))
+		case "controller":
+			// Only spec.childResources is read: which child types the hook may return.
+			var controller CompositeController
+			if err := dec.Decode(&controller); err != nil {
+				return badRequest("controller: %v", err)
+			}
+			req.DeclaredChildTypes = controller.Spec.ChildResources
 		case "finalizing":
 			if err := dec.Decode(&req.Finalizing); err != nil {
 				return badRequest("finalizing: %v", err)
 			}
 		default:
-			// controller, and whatever a later Metacontroller adds: read past, never stored.
+			// Whatever a later Metacontroller adds: read past, never stored.
 			if err := dec.Decode(&struct{}{}); err != nil {
 				return badRequest("%s: %v", key, err)
 			}
@@ -231,6 +242,8 @@ func sortObserved(req *Request) {
 	slices.SortStableFunc(c.Services, func(a, b ObservedService) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
 	slices.SortStableFunc(c.NetworkPolicies, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
 	slices.SortStableFunc(c.Ingresses, func(a, b ObservedIngress) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
+	slices.SortStableFunc(c.HTTPRoutes, func(a, b ObservedRoute) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
+	slices.SortStableFunc(c.TLSRoutes, func(a, b ObservedRoute) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
 	slices.SortStableFunc(c.Secrets, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
 	slices.SortStableFunc(c.Deployments, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
 	slices.SortStableFunc(r.Definitions, func(a, b ChallengeDefinition) int { return compareMeta(a.Metadata, b.Metadata) })

@@ -31,6 +31,8 @@ const (
 	// namespaceNameLabel is set by the API server on every namespace to its name.
 	namespaceNameLabel = "kubernetes.io/metadata.name"
 	dnsPort            = 53
+	// gatewayNameLabel is set by Gateway API implementations on the Pods they deploy for a Gateway.
+	gatewayNameLabel = "gateway.networking.k8s.io/gateway-name"
 )
 
 // buildNetworkPolicy selects the instance's Pods and admits only what the threat model allows:
@@ -55,13 +57,14 @@ func ingressRules(in instance, cfg Config) []*networkingv1.NetworkPolicyIngressR
 	for _, e := range in.template.Expose {
 		port := policyPort(protocolOf(exposedPort(in.template, e.Port)), e.Port)
 		switch e.Type {
-		case ExposeHTTP:
+		case ExposeHTTP, ExposeTLS:
+			entry := routedEntry(cfg)
 			// Without a namespace the peer would mean the policy's own namespace: admit nobody.
-			if cfg.IngressController.Namespace == "" {
+			if entry.Namespace == "" {
 				continue
 			}
 			rules = append(rules, networkingv1.NetworkPolicyIngressRule().
-				WithFrom(instanceExcludingPeer(cfg.IngressController.Namespace, cfg.IngressController.Labels)).
+				WithFrom(instanceExcludingPeer(entry.Namespace, entry.Labels)).
 				WithPorts(port))
 		case ExposeNodePort, ExposeLoadBalancer:
 			outsidePorts = append(outsidePorts, port)
@@ -102,6 +105,29 @@ func egressRules(in instance, cfg Config) []*networkingv1.NetworkPolicyEgressRul
 				networkingv1.IPBlock().WithCIDR(anyIPv4).WithExcept(blockedEgressRanges(cfg)...))))
 	}
 	return rules
+}
+
+// routedEntry is where players of an HTTP or TLS exposure come from: with a Gateway every such
+// exposure is a route of it, so its data-plane Pods; without one (TLS is refused then) the
+// ingress controller's Pods.
+func routedEntry(cfg Config) PodPeer {
+	if cfg.Gateway == nil {
+		return cfg.IngressController
+	}
+	return gatewayDataPlane(cfg)
+}
+
+// gatewayDataPlane selects the Gateway's Pods: as configured, else those that implementations
+// following the Gateway API's convention deploy in the Gateway's namespace, labelled with its name.
+func gatewayDataPlane(cfg Config) PodPeer {
+	peer := cfg.GatewayDataPlane
+	if peer.Namespace == "" {
+		peer.Namespace = cfg.Gateway.Namespace
+	}
+	if len(peer.Labels) == 0 {
+		peer.Labels = map[string]string{gatewayNameLabel: cfg.Gateway.Name}
+	}
+	return peer
 }
 
 // instanceExcludingPeer selects the Pods of a namespace (empty: the instance's own) by labels,

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -68,4 +69,35 @@ func TestHTTPWithoutIngressNamespaceAdmitsNobody(t *testing.T) {
 	require.Len(t, buildNetworkPolicy(in, cfg).Spec.Ingress, 1)
 	cfg.IngressController.Namespace = ""
 	require.Empty(t, buildNetworkPolicy(in, cfg).Spec.Ingress)
+}
+
+// TestRoutedExposuresAdmitOnlyTheGatewayPods: with a Gateway, HTTP and TLS exposures are its routes,
+// so their players arrive from its data-plane Pods, never from the ingress controller's; by
+// default the Pods a Gateway API implementation labels with the Gateway's name, in its namespace.
+func TestRoutedExposuresAdmitOnlyTheGatewayPods(t *testing.T) {
+	in := instance{name: "svc", namespace: "ctf", template: DefinitionSpec{
+		Containers: []Container{{Name: "svc", Image: "x", Ports: []ContainerPort{{ContainerPort: 8080}, {ContainerPort: 1337}}}},
+		Expose:     []Expose{{Port: 8080, Type: ExposeHTTP}, {Port: 1337, Type: ExposeTLS}},
+	}}.withLabels()
+	sources := func(cfg Config) []string {
+		var out []string
+		for _, rule := range buildNetworkPolicy(in, cfg).Spec.Ingress {
+			require.Len(t, rule.From, 1)
+			peer := rule.From[0]
+			out = append(out, fmt.Sprintf("%s from %v %v", rule.Ports[0].Port.String(), peer.NamespaceSelector.MatchLabels, peer.PodSelector.MatchLabels))
+		}
+		return out
+	}
+	cfg := goldenConfig(t)
+	cfg.Gateway = &GatewayRef{Namespace: "gateway-system", Name: "ctf"}
+	require.Equal(t, []string{
+		"8080 from map[kubernetes.io/metadata.name:gateway-system] map[gateway.networking.k8s.io/gateway-name:ctf]",
+		"1337 from map[kubernetes.io/metadata.name:gateway-system] map[gateway.networking.k8s.io/gateway-name:ctf]",
+	}, sources(cfg))
+
+	cfg.GatewayDataPlane = PodPeer{Namespace: "envoy-gateway-system", Labels: map[string]string{"gateway.envoyproxy.io/owning-gateway-name": "ctf"}}
+	require.Equal(t, []string{
+		"8080 from map[kubernetes.io/metadata.name:envoy-gateway-system] map[gateway.envoyproxy.io/owning-gateway-name:ctf]",
+		"1337 from map[kubernetes.io/metadata.name:envoy-gateway-system] map[gateway.envoyproxy.io/owning-gateway-name:ctf]",
+	}, sources(cfg))
 }

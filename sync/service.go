@@ -8,16 +8,19 @@ import (
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 )
 
-// serviceType is the type of the instance's Service: the type of its non-HTTP exposures (validation
-// makes them agree), or ClusterIP when only an Ingress reaches it.
+// serviceType is the type of the instance's Service: the type of its exposures that are not routed
+// (validation makes them agree), or ClusterIP when only an Ingress or routes reach it.
 func serviceType(expose []Expose) string {
 	for _, e := range expose {
-		if e.Type != ExposeHTTP {
+		if !routed(e.Type) {
 			return e.Type
 		}
 	}
 	return ExposeClusterIP
 }
+
+// routed says whether players reach an exposure through an Ingress or a Gateway, by host.
+func routed(exposeType string) bool { return exposeType == ExposeHTTP || exposeType == ExposeTLS }
 
 // exposedPort finds the container port an exposure publishes.
 func exposedPort(t DefinitionSpec, port int32) ContainerPort {

@@ -20,9 +20,10 @@ type verdict struct {
 }
 
 // observe decides the phase of an instance whose children the hook builds: from nothing observed
-// (None), through its Pod (Creating, Error), to ready with every endpoint known (Running). wake is
+// (None), through its Pod and routes (Creating, Error), to ready with every endpoint known and
+// every route accepted by the Gateway (Running). wake is
 // when the clock alone will change the verdict (the Pod's progress deadline), zero if it will not.
-func observe(req Request, in instance, now time.Time, endpoints []Endpoint, missing string) (v verdict, wake time.Time) {
+func observe(req Request, in instance, now time.Time, endpoints []Endpoint, missing, refused string) (v verdict, wake time.Time) {
 	if req.Children.Count() == 0 {
 		return verdict{PhaseNone, ReasonPending, "creating the instance's workload"}, time.Time{}
 	}
@@ -44,6 +45,10 @@ func observe(req Request, in instance, now time.Time, endpoints []Endpoint, miss
 	}
 	if v, failed := podFailure(pod, in); failed {
 		return v, time.Time{}
+	}
+	if refused != "" {
+		// Players cannot reach the instance until the Gateway or the hook's configuration is fixed.
+		return verdict{PhaseError, ReasonRouteNotAccepted, refused}, time.Time{}
 	}
 	if !podReady(pod) {
 		since := unreadySince(pod)
@@ -205,16 +210,22 @@ func detail(message string) string {
 	return ": " + message
 }
 
-// endpoints lists what players connect to, in exposure order, from the observed Service and
-// Ingress. missing names the first endpoint not known yet ("" when all are known).
-func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing string) {
+// endpoints lists what players connect to, in exposure order, from the observed Service, Ingress
+// and routes. missing names the first endpoint not known yet ("" when all are known); refused is
+// why the Gateway refused a route ("" when none is refused).
+func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing, refused string) {
 	svc, hasService := findService(req.Children.Services, in.name)
 	for _, e := range in.template.Expose {
 		port := exposedPort(in.template, e.Port)
 		ep := Endpoint{Name: portName(port), Protocol: protocolOf(port)}
 		switch e.Type {
 		case ExposeHTTP:
-			if !hasIngress(req.Children.Ingresses, in.name) {
+			if cfg.Gateway != nil {
+				if a := acceptance(req.Children.HTTPRoutes, kindHTTPRoute, in, cfg); !a.accepted {
+					missing, refused = firstOf(missing, a.pending), firstOf(refused, a.refused)
+					continue
+				}
+			} else if !hasIngress(req.Children.Ingresses, in.name) {
 				missing = firstOf(missing, "the Ingress")
 				continue
 			}
@@ -223,6 +234,13 @@ func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing st
 				ep.Port = 443
 			}
 			ep.URL = cfg.IngressScheme + "://" + ep.Host + "/"
+		case ExposeTLS:
+			if a := acceptance(req.Children.TLSRoutes, kindTLSRoute, in, cfg); !a.accepted {
+				missing, refused = firstOf(missing, a.pending), firstOf(refused, a.refused)
+				continue
+			}
+			ep.Host, ep.Port = httpHost(in, cfg), cfg.GatewayTLSPort
+			ep.URL = "tls://" + ep.Host + ":" + itoa(ep.Port)
 		case ExposeNodePort:
 			nodePort := observedNodePort(svc, e.Port)
 			if !hasService || nodePort == 0 {
@@ -249,7 +267,7 @@ func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing st
 		}
 		out = append(out, ep)
 	}
-	return out, missing
+	return out, missing, refused
 }
 
 func firstOf(current, next string) string {

@@ -40,6 +40,9 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 	}
 	parent := req.Parent
 	in, prob := resolveInstance(parent, req.Related, cfg)
+	if prob == nil {
+		prob = routeProblem(in, req.DeclaredChildTypes, cfg)
+	}
 	timing := &in.template
 	if prob != nil {
 		timing = prob.template
@@ -54,8 +57,8 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 		return keepChildren(req, *prob, started, expires, now)
 	}
 
-	eps, missing := endpoints(req, in, cfg)
-	v, wake := observe(req, in, now, eps, missing)
+	eps, missing, refused := endpoints(req, in, cfg)
+	v, wake := observe(req, in, now, eps, missing, refused)
 	status := instanceStatus(parent, v, started, expires)
 	status.Endpoints = eps
 	if v.phase == PhaseRunning && status.ReadyAt == "" {
@@ -110,8 +113,16 @@ func desiredChildren(req Request, in instance, cfg Config) []any {
 	if svc := buildService(in); svc != nil {
 		children = append(children, svc)
 	}
-	if ing := buildIngress(in, cfg); ing != nil {
-		children = append(children, ing)
+	if cfg.Gateway == nil {
+		if ing := buildIngress(in, cfg); ing != nil {
+			children = append(children, ing)
+		}
+	}
+	if route := buildHTTPRoute(in, cfg); route != nil {
+		children = append(children, route)
+	}
+	if route := buildTLSRoute(in, cfg); route != nil {
+		children = append(children, route)
 	}
 	children = append(children, buildNetworkPolicy(in, cfg))
 	if sec := buildFlagSecret(in, cfg); sec != nil {

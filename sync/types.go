@@ -66,6 +66,23 @@ type Config struct {
 	NodeLocalDNS string
 	// IngressController selects the ingress controller's Pods, the only source of HTTP exposures.
 	IngressController PodPeer
+
+	// Gateway, when set, is the Gateway API Gateway that routes players to instances: HTTP exposures
+	// become HTTPRoutes attached to it instead of Ingresses, and TLS exposures (which need it)
+	// become TLSRoutes.
+	Gateway *GatewayRef
+	// GatewaySectionName is the listener of the Gateway that HTTPRoutes attach to (empty: every
+	// listener that admits them).
+	GatewaySectionName string
+	// GatewayTLSSectionName is the listener of the Gateway that TLSRoutes attach to (empty: every
+	// listener that admits them).
+	GatewayTLSSectionName string
+	// GatewayTLSPort is the port of the Gateway's TLS listener, the port of TLS endpoints.
+	GatewayTLSPort int32
+	// GatewayDataPlane selects the Gateway's Pods, the only source of routed exposures when a
+	// Gateway is set. Empty namespace: the Gateway's; no labels: the Gateway API's
+	// gateway.networking.k8s.io/gateway-name=<name>.
+	GatewayDataPlane PodPeer
 }
 
 // PodPeer selects Pods by namespace and, optionally, labels.
@@ -85,6 +102,7 @@ func DefaultConfig() Config {
 		DefaultMaxLifetime: 24 * time.Hour,
 		DNS:                PodPeer{Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
 		IngressController:  PodPeer{Namespace: "ingress-nginx"},
+		GatewayTLSPort:     443,
 	}
 }
 
@@ -94,6 +112,23 @@ type Request struct {
 	Children   ObservedChildren
 	Related    Related
 	Finalizing bool
+
+	// DeclaredChildTypes are the child types the CompositeController declares
+	// (controller.spec.childResources): a child of another type must not be returned.
+	DeclaredChildTypes []ChildResource
+}
+
+// ChildResource is one entry of the CompositeController's spec.childResources, as the hook reads it.
+type ChildResource struct {
+	APIVersion string `json:"apiVersion"`
+	Resource   string `json:"resource"`
+}
+
+// CompositeController is the part of the request's controller the hook reads.
+type CompositeController struct {
+	Spec struct {
+		ChildResources []ChildResource `json:"childResources"`
+	} `json:"spec"`
 }
 
 // ObservedChildren are the live children Metacontroller found, each list sorted by namespace and name.
@@ -102,6 +137,8 @@ type ObservedChildren struct {
 	Services        []ObservedService
 	NetworkPolicies []ObservedObject
 	Ingresses       []ObservedIngress
+	HTTPRoutes      []ObservedRoute
+	TLSRoutes       []ObservedRoute
 	Secrets         []ObservedObject
 	// Deployments were the workload before Pods were. The hook never returns one, so
 	// Metacontroller deletes them where the CompositeController still lists deployments (the
@@ -111,11 +148,12 @@ type ObservedChildren struct {
 
 // Count is the number of observed children of every type.
 func (c ObservedChildren) Count() int {
-	return len(c.Pods) + len(c.Services) + len(c.NetworkPolicies) + len(c.Ingresses) + len(c.Secrets) + len(c.Deployments)
+	return len(c.Pods) + len(c.Services) + len(c.NetworkPolicies) + len(c.Ingresses) + len(c.HTTPRoutes) + len(c.TLSRoutes) +
+		len(c.Secrets) + len(c.Deployments)
 }
 
 // Objects lists every observed child in the order the hook returns children: Pods, Services,
-// Ingresses, NetworkPolicies, Secrets, then Deployments.
+// Ingresses, HTTPRoutes, TLSRoutes, NetworkPolicies, Secrets, then Deployments.
 func (c ObservedChildren) Objects() []ObservedObject {
 	out := make([]ObservedObject, 0, c.Count())
 	for _, p := range c.Pods {
@@ -126,6 +164,11 @@ func (c ObservedChildren) Objects() []ObservedObject {
 	}
 	for _, i := range c.Ingresses {
 		out = append(out, i.ObservedObject)
+	}
+	for _, routes := range [][]ObservedRoute{c.HTTPRoutes, c.TLSRoutes} {
+		for _, r := range routes {
+			out = append(out, r.ObservedObject)
+		}
 	}
 	out = append(out, c.NetworkPolicies...)
 	out = append(out, c.Secrets...)
@@ -221,6 +264,45 @@ type ObservedCondition struct {
 	Message            string `json:"message"`
 	LastTransitionTime string `json:"lastTransitionTime"`
 }
+
+// ObservedRoute is a Gateway API HTTPRoute or TLSRoute: its status says whether each parent
+// Gateway accepted it.
+type ObservedRoute struct {
+	ObservedObject
+	Status struct {
+		Parents []RouteParentStatus `json:"parents"`
+	} `json:"status"`
+}
+
+// RouteParentStatus is a route's status for one of its parents.
+type RouteParentStatus struct {
+	ParentRef struct {
+		Group       string `json:"group"`
+		Kind        string `json:"kind"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		SectionName string `json:"sectionName"`
+	} `json:"parentRef"`
+	Conditions []RouteCondition `json:"conditions"`
+}
+
+// RouteCondition is a condition of a route's parent status.
+type RouteCondition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	// ObservedGeneration is the route generation the Gateway's controller set the condition for.
+	ObservedGeneration int64 `json:"observedGeneration"`
+}
+
+// GatewayRef names the Gateway that routes players to instances.
+type GatewayRef struct {
+	Namespace string
+	Name      string
+}
+
+func (g GatewayRef) String() string { return g.Namespace + "/" + g.Name }
 
 // ObservedPod is the instance's workload: its status is what the phase is computed from.
 type ObservedPod struct {
@@ -375,6 +457,7 @@ const (
 	ExposeNodePort     = "NodePort"
 	ExposeLoadBalancer = "LoadBalancer"
 	ExposeHTTP         = "HTTP"
+	ExposeTLS          = "TLS"
 	ExposeClusterIP    = "ClusterIP"
 )
 
@@ -444,6 +527,8 @@ const (
 	ReasonUnschedulable              = "Unschedulable"
 	ReasonProgressDeadlineExceeded   = "ProgressDeadlineExceeded"
 	ReasonFlagKeyMissing             = "FlagKeyMissing"
+	ReasonGatewayAPINotEnabled       = "GatewayAPINotEnabled"
+	ReasonRouteNotAccepted           = "RouteNotAccepted"
 	ReasonExpired                    = "Expired"
 	ReasonTerminating                = "Terminating"
 	ReasonDeleted                    = "Deleted"

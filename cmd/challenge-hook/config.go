@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -109,6 +110,12 @@ func addHookFlags(c *configFlags, cfg *hookConfig) {
 	c.env((*stringValue)(&cfg.sync.IngressDomain), "ingress-domain", "parent `domain` of per-instance HTTP hosts <instanceId>.<domain>")
 	c.env((*stringValue)(&cfg.sync.IngressClassName), "ingress-class", "`class` name of Ingress children (empty: the cluster default)")
 	c.env(&choiceValue{p: &cfg.sync.IngressScheme, choices: []string{"http", "https"}}, "ingress-scheme", "`scheme` of HTTP endpoint URLs: http or https")
+	c.env(&gatewayValue{p: &cfg.sync.Gateway}, "gateway", "Gateway API Gateway (`namespace/name`) that routes players: HTTP exposures become HTTPRoutes instead of Ingresses, TLS exposures TLSRoutes (empty: Ingresses, and no TLS exposures)")
+	c.env((*stringValue)(&cfg.sync.GatewaySectionName), "gateway-section-name", "`listener` of the Gateway that HTTPRoutes attach to (empty: every listener that admits them)")
+	c.env((*stringValue)(&cfg.sync.GatewayTLSSectionName), "gateway-tls-section-name", "`listener` of the Gateway that TLSRoutes attach to (empty: every listener that admits them)")
+	c.env((*portValue)(&cfg.sync.GatewayTLSPort), "gateway-tls-port", "`port` of the Gateway's TLS listener, given to players in TLS endpoints")
+	c.env((*namespaceValue)(&cfg.sync.GatewayDataPlane.Namespace), "gateway-pod-namespace", "`namespace` of the Gateway's data-plane Pods, the only source of HTTP and TLS exposures with --gateway (empty: the Gateway's namespace)")
+	c.env((*labelsValue)(&cfg.sync.GatewayDataPlane.Labels), "gateway-pod-labels", "`labels` (k=v,...) of the Gateway's data-plane Pods (empty: gateway.networking.k8s.io/gateway-name=<the Gateway's name>)")
 	c.env((*stringValue)(&cfg.sync.ClusterDomain), "cluster-domain", "cluster DNS `suffix`, for ClusterIP endpoints")
 	c.env((*positiveDuration)(&cfg.sync.DefaultTimeout), "default-timeout", "instance lifetime (`duration`) when neither the Challenge nor its definition sets one")
 	c.env((*positiveDuration)(&cfg.sync.DefaultMaxLifetime), "default-max-lifetime", "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime")
@@ -377,6 +384,40 @@ func (c *choiceValue) Set(v string) error {
 		}
 	}
 	return fmt.Errorf("expected one of %s", strings.Join(c.choices, ", "))
+}
+
+type gatewayValue struct{ p **hooksync.GatewayRef }
+
+func (g *gatewayValue) String() string {
+	if g.p == nil || *g.p == nil {
+		return ""
+	}
+	return (*g.p).String()
+}
+
+func (g *gatewayValue) Set(v string) error {
+	if v == "" {
+		*g.p = nil
+		return nil
+	}
+	ref, err := hooksync.ParseGatewayRef(v)
+	if err != nil {
+		return err
+	}
+	*g.p = &ref
+	return nil
+}
+
+type portValue int32
+
+func (p *portValue) String() string { return fmt.Sprint(int32(*p)) }
+func (p *portValue) Set(v string) error {
+	port, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || port < 1 || port > 65535 {
+		return errors.New("expected a port between 1 and 65535")
+	}
+	*p = portValue(port)
+	return nil
 }
 
 type logLevelValue struct{ p *slog.Level }

@@ -65,6 +65,9 @@ func TestConfigErrorsNameTheFlagAndWhatIsExpected(t *testing.T) {
 		{"bad clock env", nil, map[string]string{"CHALLENGE_HOOK_CLOCK": "2026-11-01"}, []string{"CHALLENGE_HOOK_CLOCK", "RFC 3339"}},
 		{"bad listen", []string{"--listen=8080"}, nil, []string{"listen", "host:port"}},
 		{"bad scheme", []string{"--ingress-scheme=ftp"}, nil, []string{"ingress-scheme", "http, https"}},
+		{"gateway without namespace", []string{"--gateway=ctf"}, nil, []string{"gateway", "<namespace>/<name>"}},
+		{"bad gateway namespace env", nil, map[string]string{"CHALLENGE_HOOK_GATEWAY": "Gateway_System/ctf"}, []string{"CHALLENGE_HOOK_GATEWAY", `namespace "Gateway_System"`}},
+		{"bad gateway TLS port", []string{"--gateway-tls-port=0"}, nil, []string{"gateway-tls-port", "between 1 and 65535"}},
 		{"bad log level", nil, map[string]string{"CHALLENGE_HOOK_LOG_LEVEL": "loud"}, []string{"CHALLENGE_HOOK_LOG_LEVEL", "debug, info, warn or error"}},
 		{"bad size", []string{"--max-request-bytes=lots"}, nil, []string{"max-request-bytes", "positive size"}},
 		{"zero size", []string{"--max-request-bytes=0"}, nil, []string{"max-request-bytes", "positive size"}},
@@ -106,6 +109,20 @@ func TestNetworkConfig(t *testing.T) {
 	assert.Equal(t, hooksync.PodPeer{Namespace: "kube-system", Labels: map[string]string{"k8s-app": "coredns"}}, got.DNS)
 	assert.Equal(t, "169.254.20.10", got.NodeLocalDNS)
 	assert.Equal(t, hooksync.PodPeer{Namespace: "traefik", Labels: map[string]string{"app.kubernetes.io/name": "traefik", "role": "edge"}}, got.IngressController)
+}
+
+func TestGatewayFlags(t *testing.T) {
+	env := envMap(map[string]string{"CHALLENGE_HOOK_GATEWAY_TLS_SECTION_NAME": "tls"})
+	cfg, _, err := parseServerConfig([]string{"--gateway=gateway-system/ctf", "--gateway-section-name=https", "--gateway-tls-port=8443"}, env)
+	require.NoError(t, err)
+	assert.Equal(t, &hooksync.GatewayRef{Namespace: "gateway-system", Name: "ctf"}, cfg.hook.sync.Gateway)
+	assert.Equal(t, "https", cfg.hook.sync.GatewaySectionName)
+	assert.Equal(t, "tls", cfg.hook.sync.GatewayTLSSectionName)
+	assert.Equal(t, int32(8443), cfg.hook.sync.GatewayTLSPort)
+
+	cfg, _, err = parseServerConfig([]string{"--gateway="}, envMap(map[string]string{"CHALLENGE_HOOK_GATEWAY": "gateway-system/ctf"}))
+	require.NoError(t, err)
+	assert.Nil(t, cfg.hook.sync.Gateway, "an empty flag turns the environment's Gateway off: Ingresses")
 }
 
 func TestHelpPrintsUsageAndSucceeds(t *testing.T) {

@@ -73,7 +73,7 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 		syncTime = time.Now().UTC().Truncate(time.Second)
 	}
 
-	body, err := buildFirstSyncRequest(files, syncTime, stderr)
+	body, err := buildFirstSyncRequest(files, syncTime, hook.sync.Gateway != nil, stderr)
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
@@ -111,7 +111,9 @@ type typeMeta struct {
 
 // buildFirstSyncRequest builds the sync request Metacontroller would send for a new Challenge: the
 // parent as the API server stores it, an empty entry per child type, the definitions as related.
-func buildFirstSyncRequest(files []string, now time.Time, stderr io.Writer) ([]byte, error) {
+// With a Gateway, the CompositeController is the one the Gateway API component patched: it
+// declares the route types (without them the hook would answer GatewayAPINotEnabled).
+func buildFirstSyncRequest(files []string, now time.Time, gateway bool, stderr io.Writer) ([]byte, error) {
 	var parent map[string]any
 	var parentMeta typeMeta
 	type definition struct {
@@ -170,7 +172,13 @@ func buildFirstSyncRequest(files []string, now time.Time, stderr io.Writer) ([]b
 	}
 
 	children := map[string]map[string]any{}
-	for _, key := range childKeys() {
+	keys := childKeys()
+	controller := map[string]any{}
+	if gateway {
+		keys = append(keys, hooksync.RouteChildKeys()...)
+		controller["spec"] = map[string]any{"childResources": hooksync.RouteChildResources()}
+	}
+	for _, key := range keys {
 		children[key] = map[string]any{}
 	}
 	relatedDefinitions := map[string]any{}
@@ -185,7 +193,7 @@ func buildFirstSyncRequest(files []string, now time.Time, stderr io.Writer) ([]b
 		relatedDefinitions[defNamespace+"/"+def.meta.Metadata.Name] = def.obj
 	}
 	request := map[string]any{
-		"controller": map[string]any{},
+		"controller": controller,
 		"parent":     parent,
 		"children":   children,
 		"related":    map[string]any{relatedDefinitionKey: relatedDefinitions},

@@ -76,6 +76,17 @@ func TestRenderExamples(t *testing.T) {
 	assert.NotEqual(t, renderFlagPlaceholder, flagSecretValue(t, docs), "with a key, the real flag")
 }
 
+// With --gateway, render shows what the hook answers under the CompositeController patched by the
+// Gateway API component: an HTTPRoute instead of the Ingress.
+func TestRenderWithGateway(t *testing.T) {
+	docs, stderr := renderDocuments(t, "-f", "../../examples/challenge.yaml", "-f", "../../examples/definition.yaml",
+		"--now=2026-11-01T12:00:00Z", "--flag-key-file=../../testdata/flag.key", "--gateway=gateway-system/ctf")
+	assert.Empty(t, stderr)
+	assert.Contains(t, kinds(docs), "HTTPRoute")
+	assert.NotContains(t, kinds(docs), "Ingress")
+	assert.Equal(t, "None", docs[len(docs)-1]["status"].(map[string]any)["phase"])
+}
+
 // flagSecretValue is the flag in the rendered flag Secret.
 func flagSecretValue(t *testing.T, docs []map[string]any) string {
 	t.Helper()

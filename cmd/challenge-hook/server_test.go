@@ -57,13 +57,14 @@ func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	return resp, body
 }
 
-// TestGoldenReplay serves every testdata case over HTTP with the flags `make run` uses, the way the
-// README's curl does, and expects response.json byte for byte.
+// TestGoldenReplay serves every testdata case over HTTP with the flags `make run` uses, plus the
+// case's own testdata/<case>/hook.flags if it has one (e.g. a Gateway), the way the README's curl
+// does, and expects response.json byte for byte.
 func TestGoldenReplay(t *testing.T) {
 	t.Chdir("../..") // dev.flags names files relative to the repository root, as `make run` does
-	flags, err := os.ReadFile("testdata/dev.flags")
+	devFlags, err := os.ReadFile("testdata/dev.flags")
 	require.NoError(t, err)
-	srv, _ := newTestServer(t, strings.Fields(string(flags))...)
+	servers := map[string]string{} // case flags -> server URL
 
 	requests, err := filepath.Glob("testdata/*/request.json")
 	require.NoError(t, err)
@@ -71,6 +72,16 @@ func TestGoldenReplay(t *testing.T) {
 	for _, requestFile := range requests {
 		dir := filepath.Dir(requestFile)
 		name := filepath.Base(dir)
+		caseFlags, err := os.ReadFile(filepath.Join(dir, "hook.flags"))
+		if err != nil && !os.IsNotExist(err) {
+			require.NoError(t, err)
+		}
+		url, started := servers[string(caseFlags)]
+		if !started {
+			srv, _ := newTestServer(t, strings.Fields(string(devFlags)+" "+string(caseFlags))...)
+			url = srv.URL
+			servers[string(caseFlags)] = url
+		}
 		t.Run(name, func(t *testing.T) {
 			request, err := os.ReadFile(requestFile)
 			require.NoError(t, err)
@@ -82,7 +93,7 @@ func TestGoldenReplay(t *testing.T) {
 			}
 			// `curl -d @file` drops the file's newlines and carriage returns and sends the form type.
 			curlBody := []byte(strings.NewReplacer("\n", "", "\r", "").Replace(string(request)))
-			resp, got := post(t, srv.URL+path, formContentType, curlBody)
+			resp, got := post(t, url+path, formContentType, curlBody)
 			require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", got)
 			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 			// The golden files hold the wire bytes indented for review (sync/golden_test.go): indenting
