@@ -383,7 +383,7 @@ func validateFlag(flag *Flag, containers []Container) error {
 			return fmt.Errorf("flag.path %q must be a clean absolute file path such as /flag.txt", flag.Path)
 		}
 	}
-	if flag.Prefix != "" && (len(flag.Prefix) > maxFlagPrefix || !flagPrefixPattern.MatchString(flag.Prefix)) {
+	if flag.Prefix != "" && !ValidFlagPrefix(flag.Prefix) {
 		return fmt.Errorf("flag.prefix %q: at most %d letters, digits or underscores", flag.Prefix, maxFlagPrefix)
 	}
 	return nil

@@ -451,6 +451,19 @@ type Response struct {
 	Finalized          bool            `json:"finalized"`
 }
 
+// FlagVerification is a platform's question to POST /flags/verify: is flag owner's dynamic flag on
+// the definition (a definition key, see CheckFlagSubject)?
+type FlagVerification struct {
+	Definition string `json:"definition"`
+	Owner      string `json:"owner"`
+	Flag       string `json:"flag"`
+}
+
+// FlagVerdict is the answer to a FlagVerification.
+type FlagVerdict struct {
+	Correct bool `json:"correct"`
+}
+
 // CustomizeRequest is what Metacontroller sends to the customize hook.
 type CustomizeRequest struct {
 	Parent Challenge `json:"parent"`

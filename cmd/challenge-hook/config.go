@@ -142,7 +142,7 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 		return cfg, c, err
 	}
 	if c.fs.NArg() > 0 {
-		return cfg, c, fmt.Errorf("unexpected argument %q: the server takes flags only (the one subcommand is render)", c.fs.Arg(0))
+		return cfg, c, fmt.Errorf("unexpected argument %q: the server takes flags only (the subcommands are render and flag)", c.fs.Arg(0))
 	}
 	if (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == "") {
 		return cfg, c, errors.New("--tls-cert-file and --tls-key-file (CHALLENGE_HOOK_TLS_CERT_FILE, CHALLENGE_HOOK_TLS_KEY_FILE) must be set together")
