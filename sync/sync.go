@@ -50,6 +50,9 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 		// Expiry wins over every error: past the deadline the workload goes, whatever else is wrong.
 		return expire(parent, prob, started, expires, now)
 	}
+	if parent.Spec.Stopped {
+		return stop(req, in, prob, cfg, started, expires, now)
+	}
 	if prob != nil {
 		return keepChildren(req, *prob, started, expires, now)
 	}
@@ -107,6 +110,13 @@ func desiredChildren(req Request, in instance, cfg Config) []any {
 	if pod, found := findPod(req.Children.Pods, in.name); !found || !podFinished(pod) {
 		children = append(children, buildPod(in, cfg))
 	}
+	return append(children, surroundingChildren(in, cfg)...)
+}
+
+// surroundingChildren are every child but the workload: what reaches it, isolates it and holds its
+// flag.
+func surroundingChildren(in instance, cfg Config) []any {
+	var children []any
 	if svc := buildService(in); svc != nil {
 		children = append(children, svc)
 	}
@@ -130,11 +140,16 @@ func keepChildren(req Request, prob problem, started, expires, now time.Time) Re
 	status := instanceStatus(parent, v, started, expires)
 	status.Endpoints = parent.Status.Endpoints
 	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, false))
+	return Response{Status: status, Children: keptChildren(req.Children.Objects()), ResyncAfterSeconds: resyncAfter(now, expires)}
+}
+
+// keptChildren returns observed children exactly as Metacontroller last applied them.
+func keptChildren(objs []ObservedObject) []any {
 	children := []any{}
-	for _, obj := range req.Children.Objects() {
+	for _, obj := range objs {
 		children = append(children, keptChild{obj})
 	}
-	return Response{Status: status, Children: children, ResyncAfterSeconds: resyncAfter(now, expires)}
+	return children
 }
 
 // settledStatus is the status of an instance being deleted: the verdict, and what the previous

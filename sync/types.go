@@ -256,6 +256,9 @@ type ChallengeSpec struct {
 	Owner         string          `json:"owner,omitempty"`
 	Timeout       string          `json:"timeout,omitempty"`
 	ExpiresAt     string          `json:"expiresAt,omitempty"`
+	// Stopped removes the workload and keeps the record, host and flag; false starts it again
+	// within its lifetime, which keeps running while stopped.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // DefinitionRef names a ChallengeDefinition; the namespace defaults to the Challenge's.
@@ -383,6 +386,7 @@ const (
 	PhaseCreating    = "Creating"
 	PhaseRunning     = "Running"
 	PhaseError       = "Error"
+	PhaseStopped     = "Stopped"
 	PhaseExpired     = "Expired"
 	PhaseTerminating = "Terminating"
 	PhaseDeleted     = "Deleted"
@@ -404,6 +408,7 @@ const (
 	ReasonUnschedulable              = "Unschedulable"
 	ReasonProgressDeadlineExceeded   = "ProgressDeadlineExceeded"
 	ReasonFlagKeyMissing             = "FlagKeyMissing"
+	ReasonStopped                    = "Stopped"
 	ReasonExpired                    = "Expired"
 	ReasonTerminating                = "Terminating"
 	ReasonDeleted                    = "Deleted"
