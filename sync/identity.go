@@ -26,6 +26,7 @@ type instance struct {
 	namespace           string
 	id                  string
 	owner               string
+	restartedAt         string // spec.restartedAt, the Pod's AnnotationRestartedAt
 	definition          string // the referenced definition's name, empty for inline templates
 	definitionNamespace string
 	template            DefinitionSpec

@@ -34,6 +34,10 @@ func observe(req Request, in instance, now time.Time, endpoints []Endpoint, miss
 		return verdict{PhaseCreating, ReasonStarting, fmt.Sprintf(
 			"Pod %s is being deleted (replaced after a change, drained or evicted); it is created again once it is gone", pod.Metadata.Name)}, time.Time{}
 	}
+	if restarted := pod.Metadata.Annotations.RestartedAt; restarted != in.restartedAt {
+		return verdict{PhaseCreating, ReasonStarting, fmt.Sprintf(
+			"restarting: Pod %s is replaced because spec.restartedAt changed; the host, instance id and flag stay", pod.Metadata.Name)}, time.Time{}
+	}
 	if podFinished(pod) {
 		why := pod.Status.Phase
 		if pod.Status.Reason != "" {

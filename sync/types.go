@@ -21,6 +21,9 @@ const (
 
 	// AnnotationFlagHash on the Pod changes with the flag (see flagHash).
 	AnnotationFlagHash = LabelPrefix + "flag-hash"
+	// AnnotationRestartedAt on the Pod is the Challenge's spec.restartedAt: a new value changes the
+	// Pod, and Metacontroller (updateStrategy Recreate) replaces it.
+	AnnotationRestartedAt = LabelPrefix + "restarted-at"
 
 	// LastAppliedAnnotation is where Metacontroller keeps the child exactly as a hook last returned it.
 	LastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"
@@ -138,10 +141,12 @@ type ObservedMeta struct {
 	Annotations ObservedAnnotations `json:"annotations"`
 }
 
-// ObservedAnnotations holds the annotation in which Metacontroller keeps the child exactly as a
-// hook last returned it (JSON).
+// ObservedAnnotations holds the annotations the hook reads: the one in which Metacontroller keeps
+// the child exactly as a hook last returned it (JSON), and the Pod's restart.
 type ObservedAnnotations struct {
 	LastApplied string `json:"metacontroller.k8s.io/last-applied-configuration"`
+	// RestartedAt is the restart a Pod was created for (see AnnotationRestartedAt).
+	RestartedAt string `json:"ctf.challenge-hook.dev/restarted-at"`
 }
 
 // ObservedService adds the allocated node ports and load-balancer addresses.
@@ -259,6 +264,9 @@ type ChallengeSpec struct {
 	// Stopped removes the workload and keeps the record, host and flag; false starts it again
 	// within its lifetime, which keeps running while stopped.
 	Stopped bool `json:"stopped,omitempty"`
+	// RestartedAt is a time the platform sets (RFC 3339) to restart the Pod: any change replaces it,
+	// with the same host, instance id and flag.
+	RestartedAt string `json:"restartedAt,omitempty"`
 }
 
 // DefinitionRef names a ChallengeDefinition; the namespace defaults to the Challenge's.
