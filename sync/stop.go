@@ -28,8 +28,8 @@ func stop(req Request, in instance, prob *problem, cfg Config, started, expires,
 	}
 	v := verdict{PhaseStopped, ReasonStopped, message}
 	status := instanceStatus(parent, v, started, expires)
-	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, false))
-	return Response{Status: status, Children: children, ResyncAfterSeconds: resyncAfter(now, expires)}
+	status.Conditions = instanceConditions(parent, v, expires, now, cfg, false)
+	return Response{Status: status, Children: children, ResyncAfterSeconds: nextWake(now, expires, cfg.ExpiryWarning, time.Time{})}
 }
 
 // isWorkload: the instance's Pod, or the Deployment it was before Pods.

@@ -45,6 +45,9 @@ type Config struct {
 	DefaultTimeout time.Duration
 	// DefaultMaxLifetime caps the lifetime, extensions included, when the definition sets no maxLifetime.
 	DefaultMaxLifetime time.Duration
+	// ExpiryWarning is how long before its deadline an instance's ExpiringSoon condition is True
+	// (and the hook asks to be woken then); zero never warns.
+	ExpiryWarning time.Duration
 	// FlagKey is the HMAC key for dynamic flags; empty means dynamic flags are refused.
 	FlagKey []byte
 	// DynamicFlagPlaceholder, when FlagKey is empty, is every dynamic flag instead of a refusal: for
@@ -61,6 +64,7 @@ func DefaultConfig() Config {
 		ClusterDomain:      "cluster.local",
 		DefaultTimeout:     30 * time.Minute,
 		DefaultMaxLifetime: 24 * time.Hour,
+		ExpiryWarning:      5 * time.Minute,
 	}
 }
 
