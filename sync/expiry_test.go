@@ -38,6 +38,7 @@ func TestExpiringSoonBeginsAtTheWakeUp(t *testing.T) {
 	quiet.ExpiryWarning = 0
 	never := Sync(req, expires.Add(-time.Second), quiet)
 	assert.Equal(t, "False", conditionOf(t, never.Status, ConditionExpiringSoon).Status)
+	assert.Contains(t, conditionOf(t, never.Status, ConditionExpiringSoon).Message, "no warning")
 	assert.Equal(t, 1.0, never.ResyncAfterSeconds)
 	assert.Equal(t, 390.0, Sync(req, warnAt.Add(-90*time.Second), quiet).ResyncAfterSeconds, "without a warning, woken at expiry")
 }

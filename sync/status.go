@@ -286,9 +286,9 @@ func loadBalancerHost(ingress []LoadBalancerIngress) string {
 	return ""
 }
 
-// conditions computes the conditions of an answer from the current ones. A condition's lastTransitionTime moves only
-// when its status flips; otherwise it is kept from the previous status, so a steady state gives the
-// same status on every sync.
+// conditions completes the current conditions of an answer. A condition's lastTransitionTime moves
+// only when its status flips; otherwise it is kept from the previous status, so a steady state
+// gives the same status on every sync.
 func conditions(previous []Condition, generation int64, now time.Time, current ...Condition) []Condition {
 	out := make([]Condition, 0, len(current))
 	for _, c := range current {
@@ -330,8 +330,10 @@ func expiringSoonCondition(expires, now time.Time, warning time.Duration, expire
 	case warning > 0 && !now.Before(expires.Add(-warning)):
 		c.Status, c.Reason = "True", ConditionExpiringSoon
 		c.Message = fmt.Sprintf("expires at %s, in less than %s: the workload is removed then unless spec.expiresAt is extended", formatTime(expires), warning)
-	default:
+	case warning > 0:
 		c.Reason, c.Message = "NotExpiringSoon", fmt.Sprintf("expires at %s; expiring soon from %s", formatTime(expires), formatTime(expires.Add(-warning)))
+	default:
+		c.Reason, c.Message = "NotExpiringSoon", fmt.Sprintf("expires at %s; the hook gives no warning (--expiry-warning=0s)", formatTime(expires))
 	}
 	return c
 }

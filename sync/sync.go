@@ -130,7 +130,8 @@ func surroundingChildren(in instance, cfg Config) []any {
 // keepChildren answers when the hook cannot build the instance (missing or invalid definition,
 // invalid spec, no flag key) before its deadline: every observed child is returned exactly as
 // Metacontroller last applied it, so nothing running is deleted or rewritten, the status says what
-// to fix, and Metacontroller wakes the hook at the deadline, when the workload goes anyway.
+// to fix, and Metacontroller wakes the hook when the expiry warning begins and at the deadline,
+// when the workload goes anyway.
 func keepChildren(req Request, prob problem, cfg Config, started, expires, now time.Time) Response {
 	parent := req.Parent
 	v := verdict{PhaseError, prob.reason, prob.message}
