@@ -33,9 +33,9 @@ lint:
 	$(GO) vet -tags e2e ./...
 	$(GO) tool staticcheck -tags e2e ./...
 
-# Regenerate the golden files; read every changed line before committing.
+# Regenerate the golden files and the NetworkPolicy truth table; read every changed line before committing.
 update:
-	$(GO) test ./sync -run TestGolden -update
+	$(GO) test ./sync -run 'TestGolden|TestNetworkPolicyTruthTable' -update
 
 e2e:
 	bash hack/e2e.sh

@@ -102,7 +102,7 @@ func TestGoldenResponsesFromBinary(t *testing.T) {
 
 // TestGoldenChildrenAreRealAndStable replays every golden sync case against the API server:
 //   - the hook's children are created as Metacontroller would create them, in a namespace that
-//     enforces Pod Security "restricted" ("baseline" when the template opts into runAsRoot), and
+//     enforces Pod Security "restricted" ("baseline" when the template opts out, see needsBaseline), and
 //     the API server accepts them; the controller-manager's Pods for each Deployment are admitted;
 //   - the children are read back and fed to the hook as observed children; Metacontroller's
 //     three-way merge of last-applied, newly desired and live changes nothing, no child would be
@@ -139,7 +139,7 @@ type goldenReplay struct {
 }
 
 // prepareGolden moves a golden case into a fresh namespace enforcing the Pod Security level
-// (empty: restricted, or baseline when the template opts into runAsRoot) and syncs it once.
+// (empty: restricted, or baseline when the template opts out, see needsBaseline) and syncs it once.
 func prepareGolden(ctx context.Context, t *testing.T, c *cluster, hook *hookServer, gc goldenCase, level string) goldenReplay {
 	t.Helper()
 	d := newDriver(t, c, hook)
@@ -147,7 +147,7 @@ func prepareGolden(ctx context.Context, t *testing.T, c *cluster, hook *hookServ
 	goldenParent := &unstructured.Unstructured{Object: request["parent"].(map[string]any)}
 	if level == "" {
 		level = podSecurityRestricted
-		if runsAsRoot(request) {
+		if needsBaseline(request) {
 			level = podSecurityBaseline
 		}
 	}
@@ -286,11 +286,14 @@ func templateSpecs(request map[string]any) []map[string]any {
 	return specs
 }
 
-// runsAsRoot: the template opts out of runAsNonRoot, which Pod Security "restricted" forbids.
-func runsAsRoot(request map[string]any) bool {
+// needsBaseline: the template opts out of runAsNonRoot or allows privilege escalation (setuid),
+// which Pod Security "restricted" forbids and "baseline" admits.
+func needsBaseline(request map[string]any) bool {
 	for _, spec := range templateSpecs(request) {
-		if root, _, _ := unstructured.NestedBool(spec, "security", "runAsRoot"); root {
-			return true
+		for _, optOut := range []string{"runAsRoot", "allowPrivilegeEscalation"} {
+			if set, _, _ := unstructured.NestedBool(spec, "security", optOut); set {
+				return true
+			}
 		}
 	}
 	return false
@@ -379,21 +382,32 @@ func podAdmission(ctx context.Context, t *testing.T, c *cluster, deployment *uns
 	return refusal
 }
 
-// TestPodSecurityCheckCatchesRoot proves that the Pod admission check can fail: the golden case
-// that opts into runAsRoot, replayed in a namespace enforcing "restricted" instead of "baseline",
-// has its Pod refused by Pod Security admission.
-func TestPodSecurityCheckCatchesRoot(t *testing.T) {
+// TestPodSecurityCheckCatchesOptOuts proves that the Pod admission check can fail: each golden
+// case that opts into runAsRoot or allowPrivilegeEscalation, replayed in a namespace enforcing
+// "restricted" instead of "baseline", has its Pod refused by Pod Security admission.
+func TestPodSecurityCheckCatchesOptOuts(t *testing.T) {
 	c := newCluster(t)
 	ctx := testContext(t)
 	hook := startHook(t, c.root, devFlags(t, c.root)...)
+	checked := 0
 	for _, gc := range goldenCases(t, c.root) {
-		if gc.customize() || !runsAsRoot(decodeJSONObject(t, gc.request, gc.name)) {
+		if gc.customize() || !needsBaseline(decodeJSONObject(t, gc.request, gc.name)) {
 			continue
 		}
 		g := prepareGolden(ctx, t, c, hook, gc, podSecurityRestricted)
 		res := syncResult{updated: map[string][]string{}}
-		if err := g.driver.manageChildren(ctx, g.parent, map[string]*unstructured.Unstructured{}, g.desired, &res); err != nil {
-			t.Fatalf("create children: %v", err)
+		err := g.driver.manageChildren(ctx, g.parent, map[string]*unstructured.Unstructured{}, g.desired, &res)
+		if hasKind(g.desired, "Pod") {
+			// A Pod child is refused when it is created.
+			if err == nil || !strings.Contains(err.Error(), "violates PodSecurity") {
+				t.Errorf("%s: an opted-out Pod in a restricted namespace: got %v, want a PodSecurity violation", gc.name, err)
+			}
+			t.Logf("%s: %v", gc.name, err)
+			checked++
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: create children: %v", gc.name, err)
 		}
 		for _, child := range g.desired {
 			if child.GetKind() != "Deployment" {
@@ -401,13 +415,24 @@ func TestPodSecurityCheckCatchesRoot(t *testing.T) {
 			}
 			refusal := podAdmission(ctx, t, c, child)
 			if !strings.Contains(refusal, "violates PodSecurity") {
-				t.Errorf("%s: a runAsRoot Pod in a restricted namespace: got refusal %q, want a PodSecurity violation", gc.name, refusal)
+				t.Errorf("%s: an opted-out Pod in a restricted namespace: got refusal %q, want a PodSecurity violation", gc.name, refusal)
 			}
 			t.Logf("%s: %s", gc.name, refusal)
-			return
+			checked++
 		}
 	}
-	t.Fatal("no golden case runs as root with a Deployment")
+	if checked < 2 {
+		t.Fatalf("%d golden cases with runAsRoot or allowPrivilegeEscalation and a workload, want at least 2 (one of each)", checked)
+	}
+}
+
+func hasKind(children map[string]*unstructured.Unstructured, kind string) bool {
+	for _, child := range children {
+		if child.GetKind() == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // identityRewrite moves a golden request into the test's namespace and onto a real parent's uid.

@@ -127,6 +127,8 @@ func parsePositiveDuration(s string) (time.Duration, error) {
 const (
 	maxContainers = 8
 	maxExpose     = 8
+	maxExposeFrom = 8
+	maxPeerLabels = 16
 	maxFlagPrefix = 32
 )
 
@@ -352,6 +354,52 @@ func validateExpose(expose []Expose, portProtocol map[int32]string) error {
 			serviceType = e.Type
 		default:
 			return fmt.Errorf("%s.type: %q is not NodePort, LoadBalancer, HTTP or ClusterIP", field, e.Type)
+		}
+		if err := validateExposeFrom(e, field); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateExposeFrom checks the peers of a ClusterIP exposure: its only sources, so it needs at
+// least one, and each must say which Pods it means.
+func validateExposeFrom(e Expose, field string) error {
+	if e.Type != ExposeClusterIP {
+		if len(e.From) > 0 {
+			source := "outside the cluster"
+			if e.Type == ExposeHTTP {
+				source = "the ingress controller"
+			}
+			return fmt.Errorf("%s.from: only ClusterIP exposures name their peers; %s traffic comes from %s", field, e.Type, source)
+		}
+		return nil
+	}
+	if len(e.From) == 0 || len(e.From) > maxExposeFrom {
+		return fmt.Errorf("%s.from: a ClusterIP exposure admits only the Pods it names (an admin bot, a checker): need 1 to %d peers, got %d",
+			field, maxExposeFrom, len(e.From))
+	}
+	for j, peer := range e.From {
+		peerField := fmt.Sprintf("%s.from[%d]", field, j)
+		if peer.Namespace == "" && len(peer.PodLabels) == 0 {
+			return fmt.Errorf("%s: set namespace, podLabels or both", peerField)
+		}
+		if peer.Namespace != "" {
+			if errs := validation.IsDNS1123Label(peer.Namespace); len(errs) > 0 {
+				return fmt.Errorf("%s.namespace %q: %s", peerField, peer.Namespace, strings.Join(errs, "; "))
+			}
+		}
+		if len(peer.PodLabels) > maxPeerLabels {
+			return fmt.Errorf("%s.podLabels: at most %d labels, got %d", peerField, maxPeerLabels, len(peer.PodLabels))
+		}
+		// Sorted, so that the first error reported is the same on every sync.
+		for _, key := range slices.Sorted(maps.Keys(peer.PodLabels)) {
+			if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+				return fmt.Errorf("%s.podLabels: key %q: %s", peerField, key, strings.Join(errs, "; "))
+			}
+			if errs := validation.IsValidLabelValue(peer.PodLabels[key]); len(errs) > 0 {
+				return fmt.Errorf("%s.podLabels[%q]: value %q: %s", peerField, key, peer.PodLabels[key], strings.Join(errs, "; "))
+			}
 		}
 	}
 	return nil

@@ -56,6 +56,25 @@ func TestValidateDefinition(t *testing.T) {
 		{"mixed service types", func(d *DefinitionSpec) {
 			d.Expose = []Expose{{Port: 8080, Type: ExposeNodePort}, {Port: 5353, Type: ExposeLoadBalancer}}
 		}, "NodePort and LoadBalancer cannot be mixed"},
+		{"ClusterIP without peers", func(d *DefinitionSpec) { d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP}} },
+			"expose[0].from: a ClusterIP exposure admits only the Pods it names"},
+		{"peers on NodePort", func(d *DefinitionSpec) { d.Expose[1].From = []ExposePeer{{Namespace: "bots"}} },
+			"expose[1].from: only ClusterIP exposures name their peers; NodePort traffic comes from outside the cluster"},
+		{"peers on HTTP", func(d *DefinitionSpec) { d.Expose[0].From = []ExposePeer{{Namespace: "bots"}} },
+			"HTTP traffic comes from the ingress controller"},
+		{"empty peer", func(d *DefinitionSpec) {
+			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{}}}}
+		},
+			"expose[0].from[0]: set namespace, podLabels or both"},
+		{"bad peer namespace", func(d *DefinitionSpec) {
+			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{Namespace: "Bots"}}}}
+		}, `expose[0].from[0].namespace "Bots"`},
+		{"bad peer label key", func(d *DefinitionSpec) {
+			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{PodLabels: map[string]string{"app": "bot", "-x": "y"}}}}}
+		}, `expose[0].from[0].podLabels: key "-x"`},
+		{"bad peer label value", func(d *DefinitionSpec) {
+			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{PodLabels: map[string]string{"app": "admin bot"}}}}}
+		}, `expose[0].from[0].podLabels["app"]: value "admin bot"`},
 		{"bad timeout", func(d *DefinitionSpec) { d.Timeout = "30 minutes" }, `timeout: "30 minutes" is not a positive duration`},
 		{"timeout above maxLifetime", func(d *DefinitionSpec) { d.Timeout = "3h" }, "timeout 3h is longer than maxLifetime 2h"},
 		{"flag with value and dynamic", func(d *DefinitionSpec) { d.Flag.Value = "CTF{x}" }, "flag: set exactly one of value and dynamic: true"},

@@ -18,12 +18,15 @@ var update = flag.Bool("update", false, "rewrite testdata/*/response.json from t
 // goldenNow is the clock of every golden case, the same as `make run`'s (testdata/dev.flags).
 var goldenNow = time.Date(2026, 11, 1, 12, 5, 0, 0, time.UTC)
 
-// goldenConfig is the default configuration with the demo flag key, as `make run` serves.
+// goldenConfig is the default configuration with the demo flag key and a typical cluster's Pod
+// and Service CIDRs, as `make run` serves (testdata/dev.flags).
 func goldenConfig(t testing.TB) Config {
 	key, err := os.ReadFile("../testdata/flag.key")
 	require.NoError(t, err)
 	cfg := DefaultConfig()
 	cfg.FlagKey = bytes.TrimSpace(key)
+	cfg.PodCIDRs = []string{"10.244.0.0/16"}
+	cfg.ServiceCIDRs = []string{"10.96.0.0/12"}
 	return cfg
 }
 

@@ -103,7 +103,7 @@ func buildPodSpec(in instance) *corev1ac.PodSpecApplyConfiguration {
 			WithResources(corev1ac.ResourceRequirements().WithRequests(requests).WithLimits(limits)).
 			WithVolumeMounts(mounts...).
 			WithSecurityContext(corev1ac.SecurityContext().
-				WithAllowPrivilegeEscalation(false).
+				WithAllowPrivilegeEscalation(t.Security != nil && t.Security.AllowPrivilegeEscalation).
 				WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
 				WithReadOnlyRootFilesystem(readOnlyRoot))
 		if probe := readinessProbe(c); probe != nil {

@@ -51,15 +51,15 @@ func observe(req Request, in instance, now time.Time, endpoints []Endpoint, miss
 		return v, time.Time{}
 	}
 	if !podReady(pod) {
-		created := parseTime(pod.Metadata.CreationTimestamp)
-		if created.IsZero() {
+		since := unreadySince(pod)
+		if since.IsZero() {
 			return verdict{PhaseCreating, ReasonStarting, "waiting for the pod to become ready"}, time.Time{}
 		}
-		deadline := created.Add(progressDeadline)
+		deadline := since.Add(progressDeadline)
 		if !now.Before(deadline) {
 			return verdict{PhaseError, ReasonProgressDeadlineExceeded, fmt.Sprintf(
-				"Pod %s is not ready %ds after its creation: check the readiness probe and the containers' logs (kubectl logs -n %s %s)",
-				pod.Metadata.Name, int(progressDeadline.Seconds()), in.namespace, pod.Metadata.Name)}, time.Time{}
+				"Pod %s has not been ready for %ds (since %s): check the readiness probe and the containers' logs (kubectl logs -n %s %s)",
+				pod.Metadata.Name, int(progressDeadline.Seconds()), formatTime(since), in.namespace, pod.Metadata.Name)}, time.Time{}
 		}
 		return verdict{PhaseCreating, ReasonStarting, "waiting for the pod to become ready"}, deadline
 	}
@@ -86,6 +86,23 @@ func findPod(pods []ObservedPod, name string) (ObservedPod, bool) {
 // down, and the API server never restarts it.
 func podFinished(pod ObservedPod) bool {
 	return pod.Status.Phase == "Failed" || pod.Status.Phase == "Succeeded"
+}
+
+// unreadySince is when the Pod's progress deadline starts counting: its creation, or the moment its
+// Ready condition last turned False when that is later. The kubelet sets Ready False when it starts
+// the Pod, a few seconds after its creation; a Pod that was ready and lost it (a probe failing for a
+// while, a node going NotReady) thus gets the whole deadline again before the instance shows Error,
+// instead of an Error at the first blip.
+func unreadySince(pod ObservedPod) time.Time {
+	since := parseTime(pod.Metadata.CreationTimestamp)
+	for _, c := range pod.Status.Conditions {
+		if c.Type == "Ready" && c.Status == "False" {
+			if t := parseTime(c.LastTransitionTime); t.After(since) {
+				since = t
+			}
+		}
+	}
+	return since
 }
 
 func podReady(pod ObservedPod) bool {

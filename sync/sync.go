@@ -120,7 +120,7 @@ func surroundingChildren(in instance, cfg Config) []any {
 	if ing := buildIngress(in, cfg); ing != nil {
 		children = append(children, ing)
 	}
-	children = append(children, buildNetworkPolicy(in))
+	children = append(children, buildNetworkPolicy(in, cfg))
 	if sec := buildFlagSecret(in, cfg); sec != nil {
 		children = append(children, sec)
 	}

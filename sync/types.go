@@ -53,6 +53,31 @@ type Config struct {
 	// DynamicFlagPlaceholder, when FlagKey is empty, is every dynamic flag instead of a refusal: for
 	// `render` without a key, never for a serving hook.
 	DynamicFlagPlaceholder string
+
+	// Where the cluster's networks and platform Pods are, for each instance's NetworkPolicy.
+	// CIDRs are IPv4 prefixes in canonical form (the hook's flags check them).
+
+	// PodCIDRs are the cluster's Pod networks: never an egress destination, and the sources a
+	// NodePort or LoadBalancer exposure refuses. Empty: every private and CGNAT range stands in.
+	PodCIDRs []string
+	// ServiceCIDRs are the cluster's Service networks: never an egress destination.
+	ServiceCIDRs []string
+	// NodeCIDRs and APIServerCIDRs are the nodes' and the API server's addresses, never an egress
+	// destination; needed only where they are public (private ranges are refused anyway).
+	NodeCIDRs      []string
+	APIServerCIDRs []string
+	// DNS selects the cluster DNS Pods, the only in-cluster egress destination (port 53).
+	DNS PodPeer
+	// NodeLocalDNS is the address of a node-local DNS cache, also allowed on port 53; empty: none.
+	NodeLocalDNS string
+	// IngressController selects the ingress controller's Pods, the only source of HTTP exposures.
+	IngressController PodPeer
+}
+
+// PodPeer selects Pods by namespace and, optionally, labels.
+type PodPeer struct {
+	Namespace string
+	Labels    map[string]string
 }
 
 // DefaultConfig returns the configuration the binary starts with when nothing is set.
@@ -65,6 +90,8 @@ func DefaultConfig() Config {
 		DefaultTimeout:     30 * time.Minute,
 		DefaultMaxLifetime: 24 * time.Hour,
 		ExpiryWarning:      5 * time.Minute,
+		DNS:                PodPeer{Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
+		IngressController:  PodPeer{Namespace: "ingress-nginx"},
 	}
 }
 
@@ -197,10 +224,11 @@ type ObservedIngress struct {
 
 // ObservedCondition is a Kubernetes status condition as read from a Pod.
 type ObservedCondition struct {
-	Type    string `json:"type"`
-	Status  string `json:"status"`
-	Reason  string `json:"reason"`
-	Message string `json:"message"`
+	Type               string `json:"type"`
+	Status             string `json:"status"`
+	Reason             string `json:"reason"`
+	Message            string `json:"message"`
+	LastTransitionTime string `json:"lastTransitionTime"`
 }
 
 // ObservedPod is the instance's workload: its status is what the phase is computed from.
@@ -369,6 +397,16 @@ const (
 type Expose struct {
 	Port int32  `json:"port"`
 	Type string `json:"type"`
+	// From names the in-cluster Pods a ClusterIP exposure admits (an admin bot, a checker); only
+	// ClusterIP exposures have it, and they need it.
+	From []ExposePeer `json:"from,omitempty"`
+}
+
+// ExposePeer selects Pods by namespace (default: the Challenge's) and labels (default: every Pod
+// of the namespace). Another instance's Pod is never selected.
+type ExposePeer struct {
+	Namespace string            `json:"namespace,omitempty"`
+	PodLabels map[string]string `json:"podLabels,omitempty"`
 }
 
 // Flag is the secret players hunt for: a static value, or one derived per owner.
@@ -390,6 +428,8 @@ type Security struct {
 	RunAsUser *int64 `json:"runAsUser,omitempty"`
 	// ReadOnlyRootFilesystem defaults to true; false opts out.
 	ReadOnlyRootFilesystem *bool `json:"readOnlyRootFilesystem,omitempty"`
+	// AllowPrivilegeEscalation lets setuid binaries raise privileges (setuid challenges).
+	AllowPrivilegeEscalation bool `json:"allowPrivilegeEscalation,omitempty"`
 }
 
 // Phases of a Challenge.

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
@@ -110,6 +114,16 @@ func addHookFlags(c *configFlags, cfg *hookConfig) {
 	c.env((*positiveDuration)(&cfg.sync.DefaultMaxLifetime), "default-max-lifetime", "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime")
 	c.env((*nonNegativeDuration)(&cfg.sync.ExpiryWarning), "expiry-warning", "how long (`duration`) before expiry the ExpiringSoon condition is True; the hook asks to be woken then (0s: never)")
 	c.env((*stringValue)(&cfg.flagKeyFile), "flag-key-file", "`file` holding the HMAC key of dynamic flags (read once at start-up; empty: the server refuses dynamic flags, render prints a placeholder)")
+	// Where the cluster's networks and platform Pods are, for each instance's NetworkPolicy.
+	c.env((*cidrList)(&cfg.sync.PodCIDRs), "pod-cidrs", "the cluster's Pod `CIDRs`, comma-separated: refused as egress destinations and as NodePort/LoadBalancer sources (empty: every private and CGNAT range)")
+	c.env((*cidrList)(&cfg.sync.ServiceCIDRs), "service-cidrs", "the cluster's Service `CIDRs`, comma-separated: refused as egress destinations")
+	c.env((*cidrList)(&cfg.sync.NodeCIDRs), "node-cidrs", "the nodes' `CIDRs`, comma-separated: refused as egress destinations (needed where nodes have public addresses)")
+	c.env((*cidrList)(&cfg.sync.APIServerCIDRs), "api-server-cidrs", "the API server's `CIDRs`, comma-separated: refused as egress destinations (needed where its endpoint is public)")
+	c.env((*namespaceValue)(&cfg.sync.DNS.Namespace), "dns-namespace", "`namespace` of the cluster DNS Pods, the only in-cluster egress destination (port 53)")
+	c.env((*labelsValue)(&cfg.sync.DNS.Labels), "dns-pod-labels", "`labels` (k=v,...) of the cluster DNS Pods")
+	c.env((*ipv4Value)(&cfg.sync.NodeLocalDNS), "node-local-dns", "`address` of a node-local DNS cache, also allowed on port 53 (empty: none)")
+	c.env((*namespaceValue)(&cfg.sync.IngressController.Namespace), "ingress-controller-namespace", "`namespace` of the ingress controller's Pods, the only source of HTTP exposures")
+	c.env((*labelsValue)(&cfg.sync.IngressController.Labels), "ingress-controller-pod-labels", "`labels` (k=v,...) of the ingress controller's Pods (empty: every Pod of its namespace)")
 }
 
 // parseServerConfig parses the server's flags (args without the program name).
@@ -187,6 +201,93 @@ type stringValue string
 
 func (s *stringValue) String() string     { return string(*s) }
 func (s *stringValue) Set(v string) error { *s = stringValue(v); return nil }
+
+// cidrList is a comma-separated list of IPv4 CIDRs, each its network address (10.244.0.0/16, not
+// 10.244.1.0/16): instances get no IPv6 ingress or egress, so IPv6 ranges would have no effect.
+type cidrList []string
+
+func (c *cidrList) String() string { return strings.Join(*c, ",") }
+func (c *cidrList) Set(v string) error {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(item)
+		if err != nil || !p.Addr().Is4() {
+			return fmt.Errorf("%q: expected IPv4 CIDRs such as 10.244.0.0/16,10.245.0.0/16", item)
+		}
+		if p.Masked() != p {
+			return fmt.Errorf("%q has host bits set: did you mean %s?", item, p.Masked())
+		}
+		out = append(out, p.String())
+	}
+	*c = out
+	return nil
+}
+
+// labelsValue is a comma-separated list of label=value pairs; empty means no labels.
+type labelsValue map[string]string
+
+func (l *labelsValue) String() string {
+	var pairs []string
+	for _, k := range slices.Sorted(maps.Keys(*l)) {
+		pairs = append(pairs, k+"="+(*l)[k])
+	}
+	return strings.Join(pairs, ",")
+}
+
+func (l *labelsValue) Set(v string) error {
+	out := map[string]string{}
+	for _, pair := range strings.Split(v, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		key, value, ok := strings.Cut(pair, "=")
+		if !ok {
+			return fmt.Errorf("%q: expected label=value pairs such as app.kubernetes.io/name=ingress-nginx", pair)
+		}
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			return fmt.Errorf("label %q: %s", key, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+			return fmt.Errorf("label value %q: %s", value, strings.Join(errs, "; "))
+		}
+		out[key] = value
+	}
+	*l = out
+	return nil
+}
+
+type namespaceValue string
+
+func (n *namespaceValue) String() string { return string(*n) }
+func (n *namespaceValue) Set(v string) error {
+	if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
+		return fmt.Errorf("expected a namespace name: %s", strings.Join(errs, "; "))
+	}
+	*n = namespaceValue(v)
+	return nil
+}
+
+// ipv4Value is one IPv4 address, or empty.
+type ipv4Value string
+
+func (a *ipv4Value) String() string { return string(*a) }
+func (a *ipv4Value) Set(v string) error {
+	if v == "" {
+		*a = ""
+		return nil
+	}
+	addr, err := netip.ParseAddr(v)
+	if err != nil || !addr.Is4() {
+		return errors.New("expected an IPv4 address such as 169.254.20.10, or empty for none")
+	}
+	*a = ipv4Value(addr.String())
+	return nil
+}
 
 type listenValue string
 

@@ -75,6 +75,13 @@ func TestConfigErrorsNameTheFlagAndWhatIsExpected(t *testing.T) {
 		{"positional argument", []string{"serve"}, nil, []string{`"serve"`, "render", "flag"}},
 		{"cert without key", []string{"--tls-cert-file=a.pem"}, nil, []string{"--tls-cert-file", "--tls-key-file", "together"}},
 		{"delay not shorter than timeout", []string{"--shutdown-delay=30s"}, nil, []string{"--shutdown-delay", "--shutdown-timeout"}},
+		{"bad CIDR", []string{"--pod-cidrs=10.244.0.0/16,10.244.0.0"}, nil, []string{"pod-cidrs", `"10.244.0.0"`, "IPv4 CIDRs"}},
+		{"IPv6 CIDR", []string{"--service-cidrs=fd00::/108"}, nil, []string{"service-cidrs", "IPv4 CIDRs"}},
+		{"CIDR with host bits", nil, map[string]string{"CHALLENGE_HOOK_NODE_CIDRS": "192.168.1.7/24"}, []string{"CHALLENGE_HOOK_NODE_CIDRS", "did you mean 192.168.1.0/24"}},
+		{"bad labels", []string{"--dns-pod-labels=k8s-app"}, nil, []string{"dns-pod-labels", "label=value"}},
+		{"bad label value", []string{"--ingress-controller-pod-labels=app=a b"}, nil, []string{"ingress-controller-pod-labels", `"a b"`}},
+		{"empty namespace", []string{"--ingress-controller-namespace="}, nil, []string{"ingress-controller-namespace", "namespace name"}},
+		{"bad node-local DNS", []string{"--node-local-dns=169.254.20.10/32"}, nil, []string{"node-local-dns", "IPv4 address"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,6 +92,23 @@ func TestConfigErrorsNameTheFlagAndWhatIsExpected(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestNetworkConfig(t *testing.T) {
+	env := envMap(map[string]string{"CHALLENGE_HOOK_SERVICE_CIDRS": "10.96.0.0/12", "CHALLENGE_HOOK_DNS_POD_LABELS": "k8s-app=coredns"})
+	cfg, _, err := parseServerConfig([]string{
+		"--pod-cidrs=10.244.0.0/16, 10.245.0.0/16", "--api-server-cidrs=203.0.113.10/32", "--node-local-dns=169.254.20.10",
+		"--ingress-controller-namespace=traefik", "--ingress-controller-pod-labels=app.kubernetes.io/name=traefik,role=edge",
+	}, env)
+	require.NoError(t, err)
+	got := cfg.hook.sync
+	assert.Equal(t, []string{"10.244.0.0/16", "10.245.0.0/16"}, got.PodCIDRs)
+	assert.Equal(t, []string{"10.96.0.0/12"}, got.ServiceCIDRs)
+	assert.Equal(t, []string{"203.0.113.10/32"}, got.APIServerCIDRs)
+	assert.Empty(t, got.NodeCIDRs)
+	assert.Equal(t, hooksync.PodPeer{Namespace: "kube-system", Labels: map[string]string{"k8s-app": "coredns"}}, got.DNS)
+	assert.Equal(t, "169.254.20.10", got.NodeLocalDNS)
+	assert.Equal(t, hooksync.PodPeer{Namespace: "traefik", Labels: map[string]string{"app.kubernetes.io/name": "traefik", "role": "edge"}}, got.IngressController)
 }
 
 func TestHelpPrintsUsageAndSucceeds(t *testing.T) {
