@@ -30,10 +30,11 @@ type problem struct {
 // mistakes at admission; these checks are the hook's own, because it must not trust its input.
 func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *problem) {
 	in := instance{
-		name:      parent.Metadata.Name,
-		namespace: parent.Metadata.Namespace,
-		id:        instanceID(parent),
-		owner:     parent.Spec.Owner,
+		name:        parent.Metadata.Name,
+		namespace:   parent.Metadata.Namespace,
+		id:          instanceID(parent),
+		owner:       parent.Spec.Owner,
+		restartedAt: parent.Spec.RestartedAt,
 	}
 	if err := validateChallengeSpec(parent); err != nil {
 		return in, &problem{ReasonInvalidSpec, err.Error(), nil}
@@ -106,9 +107,9 @@ func validateChallengeSpec(parent Challenge) error {
 			return fmt.Errorf("spec.timeout: %w", err)
 		}
 	}
-	if spec.ExpiresAt != "" {
-		if _, err := time.Parse(time.RFC3339, spec.ExpiresAt); err != nil {
-			return fmt.Errorf("spec.expiresAt %q is not an RFC 3339 time such as 2026-11-01T12:00:00Z", spec.ExpiresAt)
+	for _, field := range [][2]string{{"expiresAt", spec.ExpiresAt}, {"restartedAt", spec.RestartedAt}} {
+		if _, err := time.Parse(time.RFC3339, field[1]); field[1] != "" && err != nil {
+			return fmt.Errorf("spec.%s %q is not an RFC 3339 time such as 2026-11-01T12:00:00Z", field[0], field[1])
 		}
 	}
 	return nil
@@ -433,7 +434,7 @@ func validateFlag(flag *Flag, containers []Container) error {
 			return fmt.Errorf("flag.path %q must be a clean absolute file path such as /flag.txt", flag.Path)
 		}
 	}
-	if flag.Prefix != "" && (len(flag.Prefix) > maxFlagPrefix || !flagPrefixPattern.MatchString(flag.Prefix)) {
+	if flag.Prefix != "" && !ValidFlagPrefix(flag.Prefix) {
 		return fmt.Errorf("flag.prefix %q: at most %d letters, digits or underscores", flag.Prefix, maxFlagPrefix)
 	}
 	return nil

@@ -109,8 +109,22 @@ func expiry(parent Challenge, expires, now time.Time) (time.Time, bool) {
 	return expires, !now.Before(expires)
 }
 
-// resyncAfter wakes Metacontroller when the instance expires; whole seconds, rounded up, so that
-// the wake-up is never early.
+// nextWake is when the clock alone changes the answer next, in seconds: the start of the expiry
+// warning while it is ahead, else the deadline, or progress when that comes first (a Pod's
+// progress deadline; zero when there is none).
+func nextWake(now, expires time.Time, warning time.Duration, progress time.Time) float64 {
+	at := expires
+	if warnAt := expires.Add(-warning); now.Before(warnAt) {
+		at = warnAt
+	}
+	if !progress.IsZero() && progress.Before(at) {
+		at = progress
+	}
+	return resyncAfter(now, at)
+}
+
+// resyncAfter wakes Metacontroller at a time; whole seconds, rounded up, so that the wake-up is
+// never early.
 func resyncAfter(now, expires time.Time) float64 {
 	left := expires.Sub(now)
 	if left <= 0 {

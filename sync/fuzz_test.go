@@ -205,3 +205,29 @@ func FuzzValidateDefinition(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFlagVerification: any body either fails to decode with ErrBadRequest, or decodes into a
+// subject whose own dynamic flag verifies, and a submission that verifies carries that flag's hex
+// part: nothing else is accepted, whatever the body holds.
+func FuzzFlagVerification(f *testing.F) {
+	f.Add([]byte(`{"definition":"ctf/web-sqli","owner":"team-42","flag":"CTF{0123456789abcdef0123456789abcdef}"}`))
+	f.Add([]byte(`{"definition":"inline/ctf/pwn-team7","owner":"team-7","flag":"flag{}"}`))
+	f.Add([]byte(`{"definition":"ctf/web","owner":"t","flag":"x{y}","extra":1}`))
+	key := fuzzConfig().FlagKey
+	f.Fuzz(func(t *testing.T, body []byte) {
+		v, err := hooksync.DecodeFlagVerification(body)
+		if err != nil {
+			if !errors.Is(err, hooksync.ErrBadRequest) {
+				t.Fatalf("decode error does not wrap ErrBadRequest: %v", err)
+			}
+			return
+		}
+		own := hooksync.DynamicFlag(key, v.Definition, v.Owner, "flag")
+		if !hooksync.VerifyDynamicFlag(key, v.Definition, v.Owner, own) {
+			t.Fatalf("the subject's own flag %q does not verify", own)
+		}
+		if hooksync.VerifyDynamicFlag(key, v.Definition, v.Owner, v.Flag) && !strings.HasSuffix(v.Flag, own[len("flag"):]) {
+			t.Fatalf("%q verifies but is not %q under another prefix", v.Flag, own)
+		}
+	})
+}

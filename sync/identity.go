@@ -26,6 +26,7 @@ type instance struct {
 	namespace           string
 	id                  string
 	owner               string
+	restartedAt         string // spec.restartedAt, the Pod's AnnotationRestartedAt
 	definition          string // the referenced definition's name, empty for inline templates
 	definitionNamespace string
 	template            DefinitionSpec
@@ -35,13 +36,17 @@ type instance struct {
 
 func (in instance) flagSecretName() string { return in.name + "-flag" }
 
-// definitionKey identifies the template for dynamic flags: the referenced definition, or for an
-// inline template the Challenge itself.
+// inlineDefinitionPrefix starts the definition key of an inline template.
+const inlineDefinitionPrefix = "inline"
+
+// definitionKey identifies the template for dynamic flags: the referenced definition
+// "<namespace>/<name>", or for an inline template the Challenge itself, "inline/<namespace>/<name>"
+// (a platform verifying such a flag names the Challenge, which it created).
 func (in instance) definitionKey() string {
 	if in.definition != "" {
 		return in.definitionNamespace + "/" + in.definition
 	}
-	return "inline/" + in.namespace + "/" + in.name
+	return inlineDefinitionPrefix + "/" + in.namespace + "/" + in.name
 }
 
 // withLabels fills in the labels put on every child and on the Pod template, and the selector of

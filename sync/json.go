@@ -230,6 +230,27 @@ func DecodeCustomizeRequest(body []byte) (CustomizeRequest, error) {
 	return CustomizeRequest{Parent: *wire.Parent}, nil
 }
 
+// DecodeFlagVerification decodes a flag verification request strictly: a key the hook does not know
+// is a mistake the platform should hear of. Errors wrap ErrBadRequest and never quote the flag.
+func DecodeFlagVerification(body []byte) (FlagVerification, error) {
+	var v FlagVerification
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return FlagVerification{}, badRequest("request: %v", err)
+	}
+	if err := expectEnd(dec); err != nil {
+		return FlagVerification{}, err
+	}
+	if v.Flag == "" {
+		return FlagVerification{}, badRequest(`flag is required: {"definition": "<namespace>/<name>", "owner": "...", "flag": "..."}`)
+	}
+	if err := CheckFlagSubject(v.Definition, v.Owner); err != nil {
+		return FlagVerification{}, badRequest("%v", err)
+	}
+	return v, nil
+}
+
 func compareMeta(a, b ObjectMeta) int {
 	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }

@@ -30,13 +30,21 @@ func itoa(n int32) string { return strconv.Itoa(int(n)) }
 // buildPod returns the instance's workload: one Pod named after the Challenge, which passes Pod
 // Security "restricted" unless the template opts out. The CompositeController declares Pods with
 // updateStrategy Recreate: Metacontroller deletes and creates the Pod again when this answer
-// changes it (a new definition, or a new flag through the flag hash annotation), never otherwise.
+// changes it (a new definition, a new flag through the flag hash annotation, a restart through
+// the restarted-at annotation), never otherwise.
 func buildPod(in instance, cfg Config) *corev1ac.PodApplyConfiguration {
 	pod := corev1ac.Pod(in.name, in.namespace).
 		WithLabels(in.labels).
 		WithSpec(buildPodSpec(in).WithRestartPolicy(corev1.RestartPolicyAlways))
+	annotations := map[string]string{}
 	if in.template.Flag != nil {
-		pod.WithAnnotations(map[string]string{AnnotationFlagHash: flagHash(in, cfg)})
+		annotations[AnnotationFlagHash] = flagHash(in, cfg)
+	}
+	if in.restartedAt != "" {
+		annotations[AnnotationRestartedAt] = in.restartedAt
+	}
+	if len(annotations) > 0 {
+		pod.WithAnnotations(annotations)
 	}
 	return pod
 }

@@ -11,15 +11,21 @@ import (
 func podOf(t *testing.T, resp Response) map[string]any {
 	t.Helper()
 	for _, child := range resp.Children {
-		out, err := EncodeResponse(child)
-		require.NoError(t, err)
-		var obj map[string]any
-		require.NoError(t, json.Unmarshal(out, &obj))
-		if obj["kind"] == "Pod" {
+		if obj := decodedChild(t, child); obj["kind"] == "Pod" {
 			return obj
 		}
 	}
 	return nil
+}
+
+// decodedChild is a child of a sync answer as it goes on the wire, decoded.
+func decodedChild(t *testing.T, child any) map[string]any {
+	t.Helper()
+	out, err := EncodeResponse(child)
+	require.NoError(t, err)
+	var obj map[string]any
+	require.NoError(t, json.Unmarshal(out, &obj))
+	return obj
 }
 
 // A Pod that will not run again by itself is left out of the answer, whatever ended it; any other

@@ -10,8 +10,9 @@ import (
 
 // Condition types on the Challenge.
 const (
-	ConditionReady   = "Ready"
-	ConditionExpired = "Expired"
+	ConditionReady        = "Ready"
+	ConditionExpiringSoon = "ExpiringSoon"
+	ConditionExpired      = "Expired"
 )
 
 // verdict is the phase the observed children put the instance in, and why.
@@ -34,6 +35,10 @@ func observe(req Request, in instance, now time.Time, endpoints []Endpoint, miss
 	if pod.Metadata.DeletionTimestamp != "" {
 		return verdict{PhaseCreating, ReasonStarting, fmt.Sprintf(
 			"Pod %s is being deleted (replaced after a change, drained or evicted); it is created again once it is gone", pod.Metadata.Name)}, time.Time{}
+	}
+	if restarted := pod.Metadata.Annotations.RestartedAt; restarted != in.restartedAt {
+		return verdict{PhaseCreating, ReasonStarting, fmt.Sprintf(
+			"restarting: Pod %s is replaced because spec.restartedAt changed; the host, instance id and flag stay", pod.Metadata.Name)}, time.Time{}
 	}
 	if podFinished(pod) {
 		why := pod.Status.Phase
@@ -316,9 +321,9 @@ func loadBalancerHost(ingress []LoadBalancerIngress) string {
 	return ""
 }
 
-// conditions computes the Ready and Expired conditions. A condition's lastTransitionTime moves only
-// when its status flips; otherwise it is kept from the previous status, so a steady state gives the
-// same status on every sync.
+// conditions completes the current conditions of an answer. A condition's lastTransitionTime moves
+// only when its status flips; otherwise it is kept from the previous status, so a steady state
+// gives the same status on every sync.
 func conditions(previous []Condition, generation int64, now time.Time, current ...Condition) []Condition {
 	out := make([]Condition, 0, len(current))
 	for _, c := range current {
@@ -340,6 +345,32 @@ func readyCondition(v verdict) Condition {
 		status = "True"
 	}
 	return Condition{Type: ConditionReady, Status: status, Reason: v.reason, Message: v.message}
+}
+
+// instanceConditions are the conditions of every answer before deletion: Ready from the verdict,
+// ExpiringSoon and Expired from the deadline.
+func instanceConditions(parent Challenge, v verdict, expires, now time.Time, cfg Config, expired bool) []Condition {
+	return conditions(parent.Status.Conditions, parent.Metadata.Generation, now,
+		readyCondition(v), expiringSoonCondition(expires, now, cfg.ExpiryWarning, expired), expiredCondition(expires, expired))
+}
+
+// expiringSoonCondition is True during the last warning before the deadline, so that a UI can
+// warn the player; its message names the deadline, never the time left, which would change the
+// status on every sync.
+func expiringSoonCondition(expires, now time.Time, warning time.Duration, expired bool) Condition {
+	c := Condition{Type: ConditionExpiringSoon, Status: "False"}
+	switch {
+	case expired:
+		c.Reason, c.Message = ReasonExpired, "expired at "+formatTime(expires)
+	case warning > 0 && !now.Before(expires.Add(-warning)):
+		c.Status, c.Reason = "True", ConditionExpiringSoon
+		c.Message = fmt.Sprintf("expires at %s, in less than %s: the workload is removed then unless spec.expiresAt is extended", formatTime(expires), warning)
+	case warning > 0:
+		c.Reason, c.Message = "NotExpiringSoon", fmt.Sprintf("expires at %s; expiring soon from %s", formatTime(expires), formatTime(expires.Add(-warning)))
+	default:
+		c.Reason, c.Message = "NotExpiringSoon", fmt.Sprintf("expires at %s; the hook gives no warning (--expiry-warning=0s)", formatTime(expires))
+	}
+	return c
 }
 
 func expiredCondition(expires time.Time, expired bool) Condition {

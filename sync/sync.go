@@ -51,10 +51,13 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 	expires, expired := expiry(parent, deadline(parent, timing, started, cfg), now)
 	if expired {
 		// Expiry wins over every error: past the deadline the workload goes, whatever else is wrong.
-		return expire(parent, prob, started, expires, now)
+		return expire(parent, prob, cfg, started, expires, now)
+	}
+	if parent.Spec.Stopped {
+		return stop(req, in, prob, cfg, started, expires, now)
 	}
 	if prob != nil {
-		return keepChildren(req, *prob, started, expires, now)
+		return keepChildren(req, *prob, cfg, started, expires, now)
 	}
 
 	eps, missing, refused := endpoints(req, in, cfg)
@@ -64,26 +67,23 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 	if v.phase == PhaseRunning && status.ReadyAt == "" {
 		status.ReadyAt = formatTime(now)
 	}
-	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, false))
-	// Metacontroller wakes the hook at expiry, or earlier when the progress deadline comes first.
-	wakeAt := expires
-	if !wake.IsZero() && wake.Before(wakeAt) {
-		wakeAt = wake
-	}
-	return Response{Status: status, Children: desiredChildren(req, in, cfg), ResyncAfterSeconds: resyncAfter(now, wakeAt)}
+	status.Conditions = instanceConditions(parent, v, expires, now, cfg, false)
+	// Metacontroller wakes the hook at the expiry warning, at expiry, or earlier when the progress
+	// deadline comes first.
+	return Response{Status: status, Children: desiredChildren(req, in, cfg), ResyncAfterSeconds: nextWake(now, expires, cfg.ExpiryWarning, wake)}
 }
 
 // expire answers past the deadline: no children, so Metacontroller deletes them all; the Challenge
 // stays as the record of the instance. A problem that stands as well (missing or invalid
 // definition, invalid spec, no flag key) is named in the message, but keeps nothing.
-func expire(parent Challenge, prob *problem, started, expires, now time.Time) Response {
+func expire(parent Challenge, prob *problem, cfg Config, started, expires, now time.Time) Response {
 	message := fmt.Sprintf("expired at %s and its workload was removed; delete the Challenge to remove its record", formatTime(expires))
 	if prob != nil {
 		message += fmt.Sprintf(" (also %s: %s)", prob.reason, prob.message)
 	}
 	v := verdict{PhaseExpired, ReasonExpired, message}
 	status := instanceStatus(parent, v, started, expires)
-	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, true))
+	status.Conditions = instanceConditions(parent, v, expires, now, cfg, true)
 	return Response{Status: status, Children: []any{}}
 }
 
@@ -110,6 +110,13 @@ func desiredChildren(req Request, in instance, cfg Config) []any {
 	if pod, found := findPod(req.Children.Pods, in.name); !found || !podFinished(pod) {
 		children = append(children, buildPod(in, cfg))
 	}
+	return append(children, surroundingChildren(in, cfg)...)
+}
+
+// surroundingChildren are every child but the workload: what reaches it, isolates it and holds its
+// flag.
+func surroundingChildren(in instance, cfg Config) []any {
+	var children []any
 	if svc := buildService(in); svc != nil {
 		children = append(children, svc)
 	}
@@ -134,22 +141,28 @@ func desiredChildren(req Request, in instance, cfg Config) []any {
 // keepChildren answers when the hook cannot build the instance (missing or invalid definition,
 // invalid spec, no flag key) before its deadline: every observed child is returned exactly as
 // Metacontroller last applied it, so nothing running is deleted or rewritten, the status says what
-// to fix, and Metacontroller wakes the hook at the deadline, when the workload goes anyway.
-func keepChildren(req Request, prob problem, started, expires, now time.Time) Response {
+// to fix, and Metacontroller wakes the hook when the expiry warning begins and at the deadline,
+// when the workload goes anyway.
+func keepChildren(req Request, prob problem, cfg Config, started, expires, now time.Time) Response {
 	parent := req.Parent
 	v := verdict{PhaseError, prob.reason, prob.message}
 	status := instanceStatus(parent, v, started, expires)
 	status.Endpoints = parent.Status.Endpoints
-	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, false))
+	status.Conditions = instanceConditions(parent, v, expires, now, cfg, false)
+	return Response{Status: status, Children: keptChildren(req.Children.Objects()), ResyncAfterSeconds: nextWake(now, expires, cfg.ExpiryWarning, time.Time{})}
+}
+
+// keptChildren returns observed children exactly as Metacontroller last applied them.
+func keptChildren(objs []ObservedObject) []any {
 	children := []any{}
-	for _, obj := range req.Children.Objects() {
+	for _, obj := range objs {
 		children = append(children, keptChild{obj})
 	}
-	return Response{Status: status, Children: children, ResyncAfterSeconds: resyncAfter(now, expires)}
+	return children
 }
 
 // settledStatus is the status of an instance being deleted: the verdict, and what the previous
-// status knew: its times and its Expired condition.
+// status knew: its times and its ExpiringSoon and Expired conditions.
 func settledStatus(parent Challenge, v verdict, now time.Time) ChallengeStatus {
 	status := ChallengeStatus{
 		Phase:              v.phase,
@@ -162,8 +175,10 @@ func settledStatus(parent Challenge, v verdict, now time.Time) ChallengeStatus {
 		ObservedGeneration: parent.Metadata.Generation,
 	}
 	current := []Condition{readyCondition(v)}
-	if prev := findCondition(parent.Status.Conditions, ConditionExpired); prev != nil {
-		current = append(current, *prev)
+	for _, conditionType := range []string{ConditionExpiringSoon, ConditionExpired} {
+		if prev := findCondition(parent.Status.Conditions, conditionType); prev != nil {
+			current = append(current, *prev)
+		}
 	}
 	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, current...)
 	return status

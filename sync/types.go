@@ -21,6 +21,9 @@ const (
 
 	// AnnotationFlagHash on the Pod changes with the flag (see flagHash).
 	AnnotationFlagHash = LabelPrefix + "flag-hash"
+	// AnnotationRestartedAt on the Pod is the Challenge's spec.restartedAt: a new value changes the
+	// Pod, and Metacontroller (updateStrategy Recreate) replaces it.
+	AnnotationRestartedAt = LabelPrefix + "restarted-at"
 
 	// LastAppliedAnnotation is where Metacontroller keeps the child exactly as a hook last returned it.
 	LastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"
@@ -42,6 +45,9 @@ type Config struct {
 	DefaultTimeout time.Duration
 	// DefaultMaxLifetime caps the lifetime, extensions included, when the definition sets no maxLifetime.
 	DefaultMaxLifetime time.Duration
+	// ExpiryWarning is how long before its deadline an instance's ExpiringSoon condition is True
+	// (and the hook asks to be woken then); zero never warns.
+	ExpiryWarning time.Duration
 	// FlagKey is the HMAC key for dynamic flags; empty means dynamic flags are refused.
 	FlagKey []byte
 	// DynamicFlagPlaceholder, when FlagKey is empty, is every dynamic flag instead of a refusal: for
@@ -100,6 +106,7 @@ func DefaultConfig() Config {
 		ClusterDomain:      "cluster.local",
 		DefaultTimeout:     30 * time.Minute,
 		DefaultMaxLifetime: 24 * time.Hour,
+		ExpiryWarning:      5 * time.Minute,
 		DNS:                PodPeer{Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
 		IngressController:  PodPeer{Namespace: "ingress-nginx"},
 		GatewayTLSPort:     443,
@@ -208,10 +215,12 @@ type ObservedMeta struct {
 	Annotations ObservedAnnotations `json:"annotations"`
 }
 
-// ObservedAnnotations holds the annotation in which Metacontroller keeps the child exactly as a
-// hook last returned it (JSON).
+// ObservedAnnotations holds the annotations the hook reads: the one in which Metacontroller keeps
+// the child exactly as a hook last returned it (JSON), and the Pod's restart.
 type ObservedAnnotations struct {
 	LastApplied string `json:"metacontroller.k8s.io/last-applied-configuration"`
+	// RestartedAt is the restart a Pod was created for (see AnnotationRestartedAt).
+	RestartedAt string `json:"ctf.challenge-hook.dev/restarted-at"`
 }
 
 // ObservedService adds the allocated node ports and load-balancer addresses.
@@ -366,6 +375,12 @@ type ChallengeSpec struct {
 	Owner         string          `json:"owner,omitempty"`
 	Timeout       string          `json:"timeout,omitempty"`
 	ExpiresAt     string          `json:"expiresAt,omitempty"`
+	// Stopped removes the workload and keeps the record, host and flag; false starts it again
+	// within its lifetime, which keeps running while stopped.
+	Stopped bool `json:"stopped,omitempty"`
+	// RestartedAt is a time the platform sets (RFC 3339) to restart the Pod: any change replaces it,
+	// with the same host, instance id and flag.
+	RestartedAt string `json:"restartedAt,omitempty"`
 }
 
 // DefinitionRef names a ChallengeDefinition; the namespace defaults to the Challenge's.
@@ -506,6 +521,7 @@ const (
 	PhaseCreating    = "Creating"
 	PhaseRunning     = "Running"
 	PhaseError       = "Error"
+	PhaseStopped     = "Stopped"
 	PhaseExpired     = "Expired"
 	PhaseTerminating = "Terminating"
 	PhaseDeleted     = "Deleted"
@@ -529,6 +545,7 @@ const (
 	ReasonFlagKeyMissing             = "FlagKeyMissing"
 	ReasonGatewayAPINotEnabled       = "GatewayAPINotEnabled"
 	ReasonRouteNotAccepted           = "RouteNotAccepted"
+	ReasonStopped                    = "Stopped"
 	ReasonExpired                    = "Expired"
 	ReasonTerminating                = "Terminating"
 	ReasonDeleted                    = "Deleted"
@@ -574,6 +591,19 @@ type Response struct {
 	Children           []any           `json:"children"`
 	ResyncAfterSeconds float64         `json:"resyncAfterSeconds"`
 	Finalized          bool            `json:"finalized"`
+}
+
+// FlagVerification is a platform's question to POST /flags/verify: is flag owner's dynamic flag on
+// the definition (a definition key, see CheckFlagSubject)?
+type FlagVerification struct {
+	Definition string `json:"definition"`
+	Owner      string `json:"owner"`
+	Flag       string `json:"flag"`
+}
+
+// FlagVerdict is the answer to a FlagVerification.
+type FlagVerdict struct {
+	Correct bool `json:"correct"`
 }
 
 // CustomizeRequest is what Metacontroller sends to the customize hook.

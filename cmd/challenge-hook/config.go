@@ -119,6 +119,7 @@ func addHookFlags(c *configFlags, cfg *hookConfig) {
 	c.env((*stringValue)(&cfg.sync.ClusterDomain), "cluster-domain", "cluster DNS `suffix`, for ClusterIP endpoints")
 	c.env((*positiveDuration)(&cfg.sync.DefaultTimeout), "default-timeout", "instance lifetime (`duration`) when neither the Challenge nor its definition sets one")
 	c.env((*positiveDuration)(&cfg.sync.DefaultMaxLifetime), "default-max-lifetime", "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime")
+	c.env((*nonNegativeDuration)(&cfg.sync.ExpiryWarning), "expiry-warning", "how long (`duration`) before expiry the ExpiringSoon condition is True; the hook asks to be woken then (0s: never)")
 	c.env((*stringValue)(&cfg.flagKeyFile), "flag-key-file", "`file` holding the HMAC key of dynamic flags (read once at start-up; empty: the server refuses dynamic flags, render prints a placeholder)")
 	// Where the cluster's networks and platform Pods are, for each instance's NetworkPolicy.
 	c.env((*cidrList)(&cfg.sync.PodCIDRs), "pod-cidrs", "the cluster's Pod `CIDRs`, comma-separated: refused as egress destinations and as NodePort/LoadBalancer sources (empty: every private and CGNAT range)")
@@ -163,7 +164,7 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 		return cfg, c, err
 	}
 	if c.fs.NArg() > 0 {
-		return cfg, c, fmt.Errorf("unexpected argument %q: the server takes flags only (the one subcommand is render)", c.fs.Arg(0))
+		return cfg, c, fmt.Errorf("unexpected argument %q: the server takes flags only (the subcommands are render and flag)", c.fs.Arg(0))
 	}
 	if (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == "") {
 		return cfg, c, errors.New("--tls-cert-file and --tls-key-file (CHALLENGE_HOOK_TLS_CERT_FILE, CHALLENGE_HOOK_TLS_KEY_FILE) must be set together")

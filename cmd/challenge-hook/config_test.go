@@ -39,6 +39,7 @@ func TestConfigPrecedence(t *testing.T) {
 		"CHALLENGE_HOOK_MAX_REQUEST_BYTES": "1Mi",
 		"CHALLENGE_HOOK_CLOCK":             "2026-11-01T12:05:00Z",
 		"CHALLENGE_HOOK_LOG_LEVEL":         "debug",
+		"CHALLENGE_HOOK_EXPIRY_WARNING":    "2m",
 	})
 	cfg, _, err := parseServerConfig([]string{"--ingress-domain=flag.example", "--default-timeout", "10m"}, env)
 	require.NoError(t, err)
@@ -48,6 +49,7 @@ func TestConfigPrecedence(t *testing.T) {
 	assert.Equal(t, int64(1<<20), cfg.maxRequestBytes)
 	assert.Equal(t, time.Date(2026, 11, 1, 12, 5, 0, 0, time.UTC), cfg.clock)
 	assert.Equal(t, slog.LevelDebug, cfg.logLevel)
+	assert.Equal(t, 2*time.Minute, cfg.hook.sync.ExpiryWarning, "env over default")
 	assert.Equal(t, "http", cfg.hook.sync.IngressScheme, "default")
 }
 
@@ -63,6 +65,7 @@ func TestConfigErrorsNameTheFlagAndWhatIsExpected(t *testing.T) {
 		{"bad duration env", nil, map[string]string{"CHALLENGE_HOOK_IDLE_TIMEOUT": "forever"}, []string{"CHALLENGE_HOOK_IDLE_TIMEOUT", "--idle-timeout", "positive duration"}},
 		{"bad clock", []string{"--clock=yesterday"}, nil, []string{"clock", "RFC 3339"}},
 		{"bad clock env", nil, map[string]string{"CHALLENGE_HOOK_CLOCK": "2026-11-01"}, []string{"CHALLENGE_HOOK_CLOCK", "RFC 3339"}},
+		{"negative expiry warning", []string{"--expiry-warning=-5m"}, nil, []string{"expiry-warning", "duration"}},
 		{"bad listen", []string{"--listen=8080"}, nil, []string{"listen", "host:port"}},
 		{"bad scheme", []string{"--ingress-scheme=ftp"}, nil, []string{"ingress-scheme", "http, https"}},
 		{"gateway without namespace", []string{"--gateway=ctf"}, nil, []string{"gateway", "<namespace>/<name>"}},
@@ -72,7 +75,7 @@ func TestConfigErrorsNameTheFlagAndWhatIsExpected(t *testing.T) {
 		{"bad size", []string{"--max-request-bytes=lots"}, nil, []string{"max-request-bytes", "positive size"}},
 		{"zero size", []string{"--max-request-bytes=0"}, nil, []string{"max-request-bytes", "positive size"}},
 		{"unknown flag", []string{"--colour=red"}, nil, []string{"colour"}},
-		{"positional argument", []string{"serve"}, nil, []string{`"serve"`, "render"}},
+		{"positional argument", []string{"serve"}, nil, []string{`"serve"`, "render", "flag"}},
 		{"cert without key", []string{"--tls-cert-file=a.pem"}, nil, []string{"--tls-cert-file", "--tls-key-file", "together"}},
 		{"delay not shorter than timeout", []string{"--shutdown-delay=30s"}, nil, []string{"--shutdown-delay", "--shutdown-timeout"}},
 		{"bad CIDR", []string{"--pod-cidrs=10.244.0.0/16,10.244.0.0"}, nil, []string{"pod-cidrs", `"10.244.0.0"`, "IPv4 CIDRs"}},

@@ -308,17 +308,8 @@ func flagFromResponse(t *testing.T, body []byte) string {
 }
 
 func TestBearerToken(t *testing.T) {
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte("right-token\n"), 0o600))
-	keyFile := filepath.Join(dir, "flag.key")
-	require.NoError(t, os.WriteFile(keyFile, []byte("auth-test-key"), 0o600))
-	srv, _ := newTestServer(t, "--token-file="+tokenFile, "--flag-key-file="+keyFile)
-	request := dynamicFlagRequest(t)
-
-	resp, body := post(t, srv.URL+"/sync", "application/json", request, "Authorization", "Bearer right-token")
-	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
-	flag := flagFromResponse(t, body)
+	ts := newTokenServer(t)
+	request, flag := dynamicFlagRequest(t), ts.flag
 	require.NotEmpty(t, flag)
 	encodedFlag := base64.StdEncoding.EncodeToString([]byte(flag))
 
@@ -331,14 +322,14 @@ func TestBearerToken(t *testing.T) {
 		{"basic scheme", "Basic " + base64.StdEncoding.EncodeToString([]byte("user:right-token"))},
 		{"token without scheme", "right-token"},
 	}
-	for _, path := range []string{"/sync", "/finalize", "/customize"} {
+	for _, path := range []string{"/sync", "/finalize", "/customize", "/flags/verify"} {
 		for _, tt := range refused {
 			t.Run(path+" "+tt.name, func(t *testing.T) {
 				var header []string
 				if tt.authorization != "" {
 					header = []string{"Authorization", tt.authorization}
 				}
-				resp, body := post(t, srv.URL+path, "application/json", request, header...)
+				resp, body := post(t, ts.url+path, "application/json", request, header...)
 				require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "body: %s", body)
 				assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 				assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "Bearer")
@@ -349,12 +340,12 @@ func TestBearerToken(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"/finalize", "/customize"} {
-		resp, body := post(t, srv.URL+path, "application/json", request, "Authorization", "bearer right-token")
+		resp, body := post(t, ts.url+path, "application/json", request, "Authorization", "bearer right-token")
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s with the right token (scheme is case-insensitive): %s", path, body)
 	}
 	// Probes and metrics need no token.
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
-		resp, err := http.Get(srv.URL + path)
+		resp, err := http.Get(ts.url + path)
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.NotEqual(t, http.StatusUnauthorized, resp.StatusCode, path)
