@@ -1,9 +1,9 @@
-# challenge-hook: every command a developer or CI needs. A fresh machine needs only Go:
-# the targets below install or build anything else they use.
+# challenge-hook: every command a developer or CI needs. run, test and update need only Go: their one
+# other tool, staticcheck, is pinned by go.mod's tool directive. e2e needs openssl, curl and setsid;
+# bench installs wrk with apt-get when it is missing.
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/challenge-hook
-STATICCHECK_VERSION ?= 2025.1.1
 # The flags `make run` serves with: a pinned clock and a demo flag key, the same configuration the
 # golden files were computed with, so that curl of any testdata request answers its response.json.
 DEV_FLAGS := $(shell cat testdata/dev.flags 2>/dev/null)
@@ -15,8 +15,9 @@ all: test build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/challenge-hook
 
+# RUN_FLAGS adds flags, e.g. a golden case's own: make run RUN_FLAGS="$(cat testdata/<case>/hook.flags)"
 run:
-	$(GO) run ./cmd/challenge-hook --listen=127.0.0.1:8080 $(DEV_FLAGS)
+	$(GO) run ./cmd/challenge-hook --listen=127.0.0.1:8080 $(DEV_FLAGS) $(RUN_FLAGS)
 
 # Unit, golden, HTTP (bad-input matrix, auth, graceful shutdown, TLS) tests, then a short run of
 # every fuzz target (FUZZTIME each; `make fuzz` runs them longer).
@@ -31,11 +32,11 @@ lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e,scale ./...
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags e2e,scale ./...
+	$(GO) tool staticcheck -tags e2e,scale ./...
 
-# Regenerate the golden files; read every changed line before committing.
+# Regenerate the golden files and the NetworkPolicy truth table; read every changed line before committing.
 update:
-	$(GO) test ./sync -run TestGolden -update
+	$(GO) test ./sync -run 'TestGolden|TestNetworkPolicyTruthTable' -update
 
 # The hook under the real Metacontroller on a loopback control plane. METACONTROLLER_SOURCE: where
 # Metacontroller's source archive comes from (default: GitHub's archive of the release tag).

@@ -21,6 +21,8 @@ type goldenCase struct {
 	name     string
 	request  []byte
 	response []byte
+	// flags are the case's hook flags beyond testdata/dev.flags (testdata/<case>/hook.flags).
+	flags []string
 }
 
 func (g goldenCase) customize() bool { return strings.HasPrefix(g.name, "customize-") }
@@ -47,7 +49,13 @@ func goldenCases(t *testing.T, root string) []goldenCase {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cases = append(cases, goldenCase{name: filepath.Base(dir), request: request, response: response})
+		gc := goldenCase{name: filepath.Base(dir), request: request, response: response}
+		flags, err := os.ReadFile(filepath.Join(dir, "hook.flags"))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		gc.flags = strings.Fields(string(flags))
+		cases = append(cases, gc)
 	}
 	if len(cases) == 0 {
 		t.Fatal("no golden cases (testdata/*/request.json with response.json)")
@@ -65,14 +73,19 @@ func decodeJSONObject(t *testing.T, data []byte, what string) map[string]any {
 	return obj
 }
 
-// TestGoldenResponsesFromBinary: the built binary, served over HTTP with testdata/dev.flags,
-// answers every golden request with its response.json (the golden test checks the sync package;
-// this checks the server and flags in front of it).
+// TestGoldenResponsesFromBinary: the built binary, served over HTTP with testdata/dev.flags (and
+// a case's hook.flags), answers every golden request with its response.json (the golden test
+// checks the sync package; this checks the server and flags in front of it).
 func TestGoldenResponsesFromBinary(t *testing.T) {
 	root := repoRoot(t)
-	hook := startHook(t, root, devFlags(t, root)...)
+	hooks := map[string]*hookServer{}
 	ctx := testContext(t)
 	for _, gc := range goldenCases(t, root) {
+		key := strings.Join(gc.flags, " ")
+		if hooks[key] == nil {
+			hooks[key] = startHook(t, root, append(devFlags(t, root), gc.flags...)...)
+		}
+		hook := hooks[key]
 		t.Run(gc.name, func(t *testing.T) {
 			path := "/sync"
 			req := decodeJSONObject(t, gc.request, "request.json")
@@ -125,11 +138,14 @@ func relatedDefinitions(request map[string]any) []map[string]any {
 	return out
 }
 
-// runsAsRoot: the template opts out of runAsNonRoot, which Pod Security "restricted" forbids.
-func runsAsRoot(request map[string]any) bool {
+// needsBaseline: the template opts out of runAsNonRoot or allows privilege escalation (setuid),
+// which Pod Security "restricted" forbids and "baseline" admits.
+func needsBaseline(request map[string]any) bool {
 	for _, spec := range templateSpecs(request) {
-		if root, _, _ := unstructured.NestedBool(spec, "security", "runAsRoot"); root {
-			return true
+		for _, optOut := range []string{"runAsRoot", "allowPrivilegeEscalation"} {
+			if set, _, _ := unstructured.NestedBool(spec, "security", optOut); set {
+				return true
+			}
 		}
 	}
 	return false
@@ -167,7 +183,7 @@ func cleanForCreate(obj *unstructured.Unstructured, ns string) *unstructured.Uns
 type goldenInstance struct {
 	parent      *unstructured.Unstructured
 	definitions []*unstructured.Unstructured
-	// podSecurity is the level its Pods need: restricted, or baseline for a runAsRoot opt-out.
+	// podSecurity is the level its Pods need: restricted, or baseline for an opt-out (needsBaseline).
 	podSecurity      string
 	runtimeClasses   []string
 	hasSpecExpiresAt bool
@@ -182,7 +198,7 @@ func goldenInstanceOf(t *testing.T, gc goldenCase) goldenInstance {
 		t.Fatalf("%s: a definitionRef to another namespace; the test would have to create that namespace", gc.name)
 	}
 	g := goldenInstance{parent: parent, podSecurity: podSecurityRestricted, runtimeClasses: runtimeClasses(request)}
-	if runsAsRoot(request) {
+	if needsBaseline(request) {
 		g.podSecurity = podSecurityBaseline
 	}
 	_, g.hasSpecExpiresAt, _ = unstructured.NestedString(parent.Object, "spec", "expiresAt")
@@ -205,40 +221,47 @@ func (g goldenInstance) create(ctx context.Context, t *testing.T, c *cluster, ns
 	return startChallenge(ctx, t, c, ns, g.parent)
 }
 
-// TestPodSecurityRefusesRoot: the golden case that opts into runAsRoot, created in a namespace
-// enforcing "restricted" instead of "baseline", has its Pod refused by Pod Security admission and
-// never runs. (TestInstancesRunAndSettle runs the same case in a baseline namespace.) This is what
-// the other instances' Running under "restricted" proves they passed.
-func TestPodSecurityRefusesRoot(t *testing.T) {
+// TestPodSecurityRefusesOptOuts: each golden case that opts into runAsRoot or
+// allowPrivilegeEscalation, created in a namespace enforcing "restricted" instead of "baseline",
+// has its Pod refused by Pod Security admission (an event says so) and never runs.
+// (TestInstancesRunAndSettle runs the same cases in baseline namespaces.) This is what the other
+// instances' Running under "restricted" proves they passed.
+func TestPodSecurityRefusesOptOuts(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	ctx := testContext(t)
+	checked := 0
 	for _, gc := range goldenCases(t, c.root) {
-		if gc.customize() || !runsAsRoot(decodeJSONObject(t, gc.request, gc.name)) {
+		if gc.customize() || !needsBaseline(decodeJSONObject(t, gc.request, gc.name)) {
 			continue
 		}
-		g := goldenInstanceOf(t, gc)
-		ns := c.createNamespace(ctx, t, "psa-"+gc.name, podSecurityRestricted)
-		w, _ := g.create(ctx, t, c, ns)
-		var refusal string
-		waitFor(ctx, t, 60*time.Second, "an event saying Pod Security refused the instance's Pod", func() (bool, error) {
-			events, err := c.dyn.Resource(eventGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, err
-			}
-			for _, ev := range events.Items {
-				if message, _, _ := unstructured.NestedString(ev.Object, "message"); strings.Contains(message, "violates PodSecurity") {
-					refusal = message
-					return true, nil
+		checked++
+		t.Run(gc.name, func(t *testing.T) {
+			t.Parallel()
+			g := goldenInstanceOf(t, gc)
+			ns := c.createNamespace(ctx, t, "psa-"+gc.name, podSecurityRestricted)
+			w, _ := g.create(ctx, t, c, ns)
+			var refusal string
+			waitFor(ctx, t, 60*time.Second, "an event saying Pod Security refused the instance's Pod", func() (bool, error) {
+				events, err := c.dyn.Resource(eventGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false, err
 				}
+				for _, ev := range events.Items {
+					if message, _, _ := unstructured.NestedString(ev.Object, "message"); strings.Contains(message, "violates PodSecurity") {
+						refusal = message
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			t.Logf("%s", refusal)
+			if phases := w.phases(); slices.Contains(phases, "Running") {
+				t.Errorf("ran in a restricted namespace: phases %v", phases)
 			}
-			return false, nil
 		})
-		t.Logf("%s: %s", gc.name, refusal)
-		if phases := w.phases(); slices.Contains(phases, "Running") {
-			t.Errorf("%s ran in a restricted namespace: phases %v", gc.name, phases)
-		}
-		return
 	}
-	t.Fatal("no golden case runs as root")
+	if checked < 2 {
+		t.Fatalf("%d golden cases opt into runAsRoot or allowPrivilegeEscalation, want at least 2 (one of each)", checked)
+	}
 }

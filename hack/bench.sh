@@ -29,10 +29,10 @@ fi
 # Pods, managedFields included); loadrun compacts it, as Metacontroller sends it.
 body=${BENCH_BODY:-}
 if [ -z "$body" ]; then
-	body=$(ls -S testdata/running-*/request.json 2>/dev/null | head -n 1 || true)
+	body=$(ls -S testdata/running-*-fixed-point/request.json 2>/dev/null | head -n 1 || true)
 fi
 if [ -z "$body" ]; then
-	echo "bench: no testdata/running-*/request.json to load with" >&2
+	echo "bench: no testdata/running-*-fixed-point/request.json to load with" >&2
 	exit 2
 fi
 

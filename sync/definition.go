@@ -15,10 +15,14 @@ import (
 )
 
 // problem is why the hook cannot build an instance: a reason from the fixed vocabulary and a
-// message that says what to fix. The hook then keeps the children exactly as they are.
+// message that says what to fix. The hook then keeps the children exactly as they are, until the
+// instance's deadline.
 type problem struct {
 	reason  string
 	message string
+	// template is the template found before the problem, if any: its timeout and maxLifetime still
+	// give the instance's deadline (see deadline).
+	template *DefinitionSpec
 }
 
 // resolveInstance finds the instance's template (inline, or the related ChallengeDefinition) and
@@ -26,18 +30,19 @@ type problem struct {
 // mistakes at admission; these checks are the hook's own, because it must not trust its input.
 func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *problem) {
 	in := instance{
-		name:      parent.Metadata.Name,
-		namespace: parent.Metadata.Namespace,
-		id:        instanceID(parent),
-		owner:     parent.Spec.Owner,
+		name:        parent.Metadata.Name,
+		namespace:   parent.Metadata.Namespace,
+		id:          instanceID(parent),
+		owner:       parent.Spec.Owner,
+		restartedAt: parent.Spec.RestartedAt,
 	}
 	if err := validateChallengeSpec(parent); err != nil {
-		return in, &problem{ReasonInvalidSpec, err.Error()}
+		return in, &problem{ReasonInvalidSpec, err.Error(), nil}
 	}
 	if parent.Spec.Template != nil {
 		in.template = *parent.Spec.Template
 		if err := ValidateDefinition(in.template); err != nil {
-			return in, &problem{ReasonInvalidSpec, "spec.template: " + err.Error()}
+			return in, &problem{ReasonInvalidSpec, "spec.template: " + err.Error(), &in.template}
 		}
 	} else {
 		ref := *parent.Spec.DefinitionRef
@@ -47,17 +52,17 @@ func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *
 		def, found := findDefinition(related.Definitions, ref)
 		if !found {
 			return in, &problem{ReasonDefinitionNotFound, fmt.Sprintf(
-				"ChallengeDefinition %s/%s not found: create it, or fix spec.definitionRef", ref.Namespace, ref.Name)}
+				"ChallengeDefinition %s/%s not found: create it, or fix spec.definitionRef", ref.Namespace, ref.Name), nil}
 		}
 		in.definition, in.definitionNamespace = ref.Name, ref.Namespace
 		in.template = def.Spec
 		if err := ValidateDefinition(in.template); err != nil {
-			return in, &problem{ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, err)}
+			return in, &problem{ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, err), &in.template}
 		}
 	}
-	if flag := in.template.Flag; flag != nil && flag.Dynamic && len(cfg.FlagKey) == 0 {
+	if flag := in.template.Flag; flag != nil && flag.Dynamic && len(cfg.FlagKey) == 0 && cfg.DynamicFlagPlaceholder == "" {
 		return in, &problem{ReasonFlagKeyMissing,
-			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook"}
+			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook", &in.template}
 	}
 	return in.withLabels(), nil
 }
@@ -102,9 +107,9 @@ func validateChallengeSpec(parent Challenge) error {
 			return fmt.Errorf("spec.timeout: %w", err)
 		}
 	}
-	if spec.ExpiresAt != "" {
-		if _, err := time.Parse(time.RFC3339, spec.ExpiresAt); err != nil {
-			return fmt.Errorf("spec.expiresAt %q is not an RFC 3339 time such as 2026-11-01T12:00:00Z", spec.ExpiresAt)
+	for _, field := range [][2]string{{"expiresAt", spec.ExpiresAt}, {"restartedAt", spec.RestartedAt}} {
+		if _, err := time.Parse(time.RFC3339, field[1]); field[1] != "" && err != nil {
+			return fmt.Errorf("spec.%s %q is not an RFC 3339 time such as 2026-11-01T12:00:00Z", field[0], field[1])
 		}
 	}
 	return nil
@@ -122,6 +127,8 @@ func parsePositiveDuration(s string) (time.Duration, error) {
 const (
 	maxContainers = 8
 	maxExpose     = 8
+	maxExposeFrom = 8
+	maxPeerLabels = 16
 	maxFlagPrefix = 32
 )
 
@@ -320,7 +327,8 @@ func validateExpose(expose []Expose, portProtocol map[int32]string) error {
 		return fmt.Errorf("expose: at most %d entries, got %d", maxExpose, len(expose))
 	}
 	seen := map[int32]bool{}
-	serviceType, httpCount := "", 0
+	serviceType := ""
+	routedCount := map[string]int{}
 	for i, e := range expose {
 		field := fmt.Sprintf("expose[%d]", i)
 		protocol, ok := portProtocol[e.Port]
@@ -332,21 +340,68 @@ func validateExpose(expose []Expose, portProtocol map[int32]string) error {
 		}
 		seen[e.Port] = true
 		switch e.Type {
-		case ExposeHTTP:
-			httpCount++
-			if httpCount > 1 {
-				return fmt.Errorf("%s: at most one HTTP exposure per instance", field)
+		case ExposeHTTP, ExposeTLS:
+			// Both are routed by the instance's one host: one of each at most.
+			routedCount[e.Type]++
+			if routedCount[e.Type] > 1 {
+				return fmt.Errorf("%s: at most one %s exposure per instance", field, e.Type)
 			}
 			if protocol != "TCP" {
-				return fmt.Errorf("%s: HTTP needs a TCP port, port %d is %s", field, e.Port, protocol)
+				return fmt.Errorf("%s: %s needs a TCP port, port %d is %s", field, e.Type, e.Port, protocol)
 			}
 		case ExposeNodePort, ExposeLoadBalancer, ExposeClusterIP:
 			if serviceType != "" && serviceType != e.Type {
-				return fmt.Errorf("%s.type: %s and %s cannot be mixed: all non-HTTP exposures share one Service", field, serviceType, e.Type)
+				return fmt.Errorf("%s.type: %s and %s cannot be mixed: all exposures other than HTTP and TLS share one Service", field, serviceType, e.Type)
 			}
 			serviceType = e.Type
 		default:
-			return fmt.Errorf("%s.type: %q is not NodePort, LoadBalancer, HTTP or ClusterIP", field, e.Type)
+			return fmt.Errorf("%s.type: %q is not NodePort, LoadBalancer, HTTP, TLS or ClusterIP", field, e.Type)
+		}
+		if err := validateExposeFrom(e, field); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateExposeFrom checks the peers of a ClusterIP exposure: its only sources, so it needs at
+// least one, and each must say which Pods it means.
+func validateExposeFrom(e Expose, field string) error {
+	if e.Type != ExposeClusterIP {
+		if len(e.From) > 0 {
+			source := "outside the cluster"
+			if e.Type == ExposeHTTP {
+				source = "the ingress controller"
+			}
+			return fmt.Errorf("%s.from: only ClusterIP exposures name their peers; %s traffic comes from %s", field, e.Type, source)
+		}
+		return nil
+	}
+	if len(e.From) == 0 || len(e.From) > maxExposeFrom {
+		return fmt.Errorf("%s.from: a ClusterIP exposure admits only the Pods it names (an admin bot, a checker): need 1 to %d peers, got %d",
+			field, maxExposeFrom, len(e.From))
+	}
+	for j, peer := range e.From {
+		peerField := fmt.Sprintf("%s.from[%d]", field, j)
+		if peer.Namespace == "" && len(peer.PodLabels) == 0 {
+			return fmt.Errorf("%s: set namespace, podLabels or both", peerField)
+		}
+		if peer.Namespace != "" {
+			if errs := validation.IsDNS1123Label(peer.Namespace); len(errs) > 0 {
+				return fmt.Errorf("%s.namespace %q: %s", peerField, peer.Namespace, strings.Join(errs, "; "))
+			}
+		}
+		if len(peer.PodLabels) > maxPeerLabels {
+			return fmt.Errorf("%s.podLabels: at most %d labels, got %d", peerField, maxPeerLabels, len(peer.PodLabels))
+		}
+		// Sorted, so that the first error reported is the same on every sync.
+		for _, key := range slices.Sorted(maps.Keys(peer.PodLabels)) {
+			if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+				return fmt.Errorf("%s.podLabels: key %q: %s", peerField, key, strings.Join(errs, "; "))
+			}
+			if errs := validation.IsValidLabelValue(peer.PodLabels[key]); len(errs) > 0 {
+				return fmt.Errorf("%s.podLabels[%q]: value %q: %s", peerField, key, peer.PodLabels[key], strings.Join(errs, "; "))
+			}
 		}
 	}
 	return nil
@@ -379,7 +434,7 @@ func validateFlag(flag *Flag, containers []Container) error {
 			return fmt.Errorf("flag.path %q must be a clean absolute file path such as /flag.txt", flag.Path)
 		}
 	}
-	if flag.Prefix != "" && (len(flag.Prefix) > maxFlagPrefix || !flagPrefixPattern.MatchString(flag.Prefix)) {
+	if flag.Prefix != "" && !ValidFlagPrefix(flag.Prefix) {
 		return fmt.Errorf("flag.prefix %q: at most %d letters, digits or underscores", flag.Prefix, maxFlagPrefix)
 	}
 	return nil

@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -52,11 +51,35 @@ func TestValidateDefinition(t *testing.T) {
 			d.Containers[0].ReadinessProbe = &Probe{TCPSocket: &TCPSocketAction{Port: 8080}, Exec: &ExecAction{Command: []string{"true"}}}
 		}, "set exactly one of tcpSocket, httpGet and exec"},
 		{"expose unknown port", func(d *DefinitionSpec) { d.Expose[0].Port = 9090 }, "expose[0].port: 9090 is not a containerPort of any container"},
-		{"expose unknown type", func(d *DefinitionSpec) { d.Expose[0].Type = "Route" }, `expose[0].type: "Route" is not NodePort, LoadBalancer, HTTP or ClusterIP`},
+		{"expose unknown type", func(d *DefinitionSpec) { d.Expose[0].Type = "Route" }, `expose[0].type: "Route" is not NodePort, LoadBalancer, HTTP, TLS or ClusterIP`},
 		{"HTTP on UDP", func(d *DefinitionSpec) { d.Expose = []Expose{{Port: 5353, Type: ExposeHTTP}} }, "HTTP needs a TCP port"},
+		{"TLS on UDP", func(d *DefinitionSpec) { d.Expose = []Expose{{Port: 5353, Type: ExposeTLS}} }, "TLS needs a TCP port"},
+		{"two TLS exposures", func(d *DefinitionSpec) {
+			d.Containers[0].Ports = append(d.Containers[0].Ports, ContainerPort{ContainerPort: 1337})
+			d.Expose = []Expose{{Port: 8080, Type: ExposeTLS}, {Port: 1337, Type: ExposeTLS}}
+		}, "expose[1]: at most one TLS exposure per instance"},
 		{"mixed service types", func(d *DefinitionSpec) {
 			d.Expose = []Expose{{Port: 8080, Type: ExposeNodePort}, {Port: 5353, Type: ExposeLoadBalancer}}
 		}, "NodePort and LoadBalancer cannot be mixed"},
+		{"ClusterIP without peers", func(d *DefinitionSpec) { d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP}} },
+			"expose[0].from: a ClusterIP exposure admits only the Pods it names"},
+		{"peers on NodePort", func(d *DefinitionSpec) { d.Expose[1].From = []ExposePeer{{Namespace: "bots"}} },
+			"expose[1].from: only ClusterIP exposures name their peers; NodePort traffic comes from outside the cluster"},
+		{"peers on HTTP", func(d *DefinitionSpec) { d.Expose[0].From = []ExposePeer{{Namespace: "bots"}} },
+			"HTTP traffic comes from the ingress controller"},
+		{"empty peer", func(d *DefinitionSpec) {
+			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{}}}}
+		},
+			"expose[0].from[0]: set namespace, podLabels or both"},
+		{"bad peer namespace", func(d *DefinitionSpec) {
+			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{Namespace: "Bots"}}}}
+		}, `expose[0].from[0].namespace "Bots"`},
+		{"bad peer label key", func(d *DefinitionSpec) {
+			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{PodLabels: map[string]string{"app": "bot", "-x": "y"}}}}}
+		}, `expose[0].from[0].podLabels: key "-x"`},
+		{"bad peer label value", func(d *DefinitionSpec) {
+			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{PodLabels: map[string]string{"app": "admin bot"}}}}}
+		}, `expose[0].from[0].podLabels["app"]: value "admin bot"`},
 		{"bad timeout", func(d *DefinitionSpec) { d.Timeout = "30 minutes" }, `timeout: "30 minutes" is not a positive duration`},
 		{"timeout above maxLifetime", func(d *DefinitionSpec) { d.Timeout = "3h" }, "timeout 3h is longer than maxLifetime 2h"},
 		{"flag with value and dynamic", func(d *DefinitionSpec) { d.Flag.Value = "CTF{x}" }, "flag: set exactly one of value and dynamic: true"},
@@ -94,7 +117,9 @@ func TestDynamicFlagWithoutKey(t *testing.T) {
 		require.Len(t, resp.Children, wantChildren, name)
 		observed := req.Children.Objects()
 		for i, child := range resp.Children {
-			require.Equal(t, json.RawMessage(observed[i].LastApplied), child, "kept children are what Metacontroller last applied")
+			out, err := EncodeResponse(child)
+			require.NoError(t, err)
+			require.JSONEq(t, observed[i].Metadata.Annotations.LastApplied, string(out), "kept children are what Metacontroller last applied")
 		}
 	}
 }
@@ -112,14 +137,19 @@ func goldenCaseNamed(t *testing.T, name string) goldenCase {
 // A child without a last-applied annotation (created by hand, or by an older tool) is kept by
 // identity alone, which Metacontroller's merge leaves untouched.
 func TestKeepChildWithoutLastApplied(t *testing.T) {
-	obj := ObservedObject{APIVersion: "v1", Kind: "Service", Metadata: ObjectMeta{Name: "svc", Namespace: "ctf"}}
-	out, err := EncodeResponse(lastApplied(obj))
+	obj := ObservedObject{APIVersion: "v1", Kind: "Service", Metadata: ObservedMeta{ObjectMeta: ObjectMeta{Name: "svc", Namespace: "ctf"}}}
+	identity := `{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc","namespace":"ctf"}}`
+	out, err := EncodeResponse(keptChild{obj})
 	require.NoError(t, err)
-	require.JSONEq(t, `{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc","namespace":"ctf"}}`, string(out))
-	obj.LastApplied = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc","namespace":"ctf"},"spec":{"type":"NodePort"}}`
-	out, err = EncodeResponse(lastApplied(obj))
+	require.JSONEq(t, identity, string(out))
+	obj.Metadata.Annotations.LastApplied = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"svc","namespace":"ctf"},"spec":{"type":"NodePort"}}`
+	out, err = EncodeResponse(keptChild{obj})
 	require.NoError(t, err)
-	require.JSONEq(t, obj.LastApplied, string(out))
+	require.JSONEq(t, obj.Metadata.Annotations.LastApplied, string(out))
+	obj.Metadata.Annotations.LastApplied = `{"apiVersion":"v1",`
+	out, err = EncodeResponse(keptChild{obj})
+	require.NoError(t, err)
+	require.JSONEq(t, identity, string(out), "a last-applied configuration that is not JSON is not returned")
 }
 
 func TestDecodeRequestErrors(t *testing.T) {

@@ -59,8 +59,72 @@ func expiresAt(parent Challenge, t DefinitionSpec, started time.Time, cfg Config
 	return expires
 }
 
-// resyncAfter wakes Metacontroller when the instance expires; whole seconds, rounded up, so that
-// the wake-up is never early.
+// deadline is when the instance's workload goes, whether or not the hook can build the instance.
+// With a template whose durations it can read (a healthy instance; an invalid definition or inline
+// template; a missing flag key) it is expiresAt as usual. Without one (the definition is gone, the
+// spec is invalid, or the durations do not parse) there is no timeout to compute from and no
+// maxLifetime to cap an extension with: the deadline is the last one the hook computed,
+// status.expiresAt, which a readable spec.expiresAt may bring forward but never push back. An
+// instance that never had one gets the default timeout from its start, so that no path keeps a
+// workload without a deadline.
+func deadline(parent Challenge, template *DefinitionSpec, started time.Time, cfg Config) time.Time {
+	if template != nil && durationsReadable(*template) {
+		return expiresAt(parent, *template, started, cfg)
+	}
+	last := parseTime(parent.Status.ExpiresAt)
+	if last.IsZero() {
+		last = started.Add(cfg.DefaultTimeout)
+	}
+	if earlier := parseTime(parent.Spec.ExpiresAt); !earlier.IsZero() && earlier.Before(last) {
+		last = earlier
+	}
+	return last
+}
+
+// durationsReadable: the template's timeout and maxLifetime are absent or valid, so expiresAt
+// would not silently replace a broken cap by the default one.
+func durationsReadable(t DefinitionSpec) bool {
+	for _, s := range []string{t.Timeout, t.MaxLifetime} {
+		if s == "" {
+			continue
+		}
+		if _, err := parsePositiveDuration(s); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// expiry says whether the workload must go now, and the deadline to show. Expired is final: once
+// the hook answered Expired, the workload was deleted, and a later extension, edited definition or
+// a hook replica whose clock is behind must not bring it back; the deadline shown is then never
+// later than the one that expired it.
+func expiry(parent Challenge, expires, now time.Time) (time.Time, bool) {
+	if parent.Status.Phase == PhaseExpired {
+		if last := parseTime(parent.Status.ExpiresAt); !last.IsZero() && last.Before(expires) {
+			return last, true
+		}
+		return expires, true
+	}
+	return expires, !now.Before(expires)
+}
+
+// nextWake is when the clock alone changes the answer next, in seconds: the start of the expiry
+// warning while it is ahead, else the deadline, or progress when that comes first (a Pod's
+// progress deadline; zero when there is none).
+func nextWake(now, expires time.Time, warning time.Duration, progress time.Time) float64 {
+	at := expires
+	if warnAt := expires.Add(-warning); now.Before(warnAt) {
+		at = warnAt
+	}
+	if !progress.IsZero() && progress.Before(at) {
+		at = progress
+	}
+	return resyncAfter(now, at)
+}
+
+// resyncAfter wakes Metacontroller at a time; whole seconds, rounded up, so that the wake-up is
+// never early.
 func resyncAfter(now, expires time.Time) float64 {
 	left := expires.Sub(now)
 	if left <= 0 {

@@ -3,8 +3,14 @@ package sync
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 )
 
 const (
@@ -13,37 +19,107 @@ const (
 	dynamicFlagHexLength = 32
 )
 
-// flagValue is the instance's flag. A dynamic flag is an HMAC, under the hook's key, of the
-// definition and the owner: stable for one team on one challenge (so re-creating an instance keeps
-// its flag), different for every team (so a shared flag names who leaked it).
-func flagValue(in instance, key []byte) string {
+// flagValue is the instance's flag: the template's static value, or its dynamic flag (see
+// DynamicFlag).
+func flagValue(in instance, cfg Config) string {
 	f := in.template.Flag
 	if !f.Dynamic {
 		return f.Value
 	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(in.definitionKey()))
-	mac.Write([]byte{0})
-	mac.Write([]byte(in.owner))
+	if len(cfg.FlagKey) == 0 {
+		return cfg.DynamicFlagPlaceholder
+	}
 	prefix := f.Prefix
 	if prefix == "" {
 		prefix = defaultFlagPrefix
 	}
-	return prefix + "{" + hex.EncodeToString(mac.Sum(nil))[:dynamicFlagHexLength] + "}"
+	return DynamicFlag(cfg.FlagKey, in.definitionKey(), in.owner, prefix)
 }
 
-// buildFlagSecret holds the flag the Deployment delivers as an environment variable or file; nil
+// DynamicFlag is the dynamic flag of owner on a definition: <prefix>{<hex>}, the hex an HMAC under
+// key of the definition key (see instance.definitionKey) and the owner. It is stable for one team
+// on one challenge (so re-creating an instance keeps its flag), different for every team (so a
+// shared flag names who leaked it), and computable at any time without the instance, which is how
+// the hook verifies submissions (VerifyDynamicFlag) and prints flags for organizers.
+func DynamicFlag(key []byte, definitionKey, owner, prefix string) string {
+	return prefix + "{" + dynamicFlagHex(key, definitionKey, owner) + "}"
+}
+
+func dynamicFlagHex(key []byte, definitionKey, owner string) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(definitionKey))
+	mac.Write([]byte{0})
+	mac.Write([]byte(owner))
+	return hex.EncodeToString(mac.Sum(nil))[:dynamicFlagHexLength]
+}
+
+// VerifyDynamicFlag says whether submitted is owner's dynamic flag on the definition, comparing in
+// constant time. The hook does not know the definition's prefix, and the prefix is no secret: a
+// submission <any valid prefix>{<hex>} is checked by its hex part, the HMAC; anything of another
+// shape is simply not the flag.
+func VerifyDynamicFlag(key []byte, definitionKey, owner, submitted string) bool {
+	open := strings.IndexByte(submitted, '{')
+	if open < 0 || !strings.HasSuffix(submitted, "}") || !ValidFlagPrefix(submitted[:open]) {
+		return false
+	}
+	got := submitted[open+1 : len(submitted)-1]
+	want := dynamicFlagHex(key, definitionKey, owner)
+	return hmac.Equal([]byte(got), []byte(want))
+}
+
+// ValidFlagPrefix: letters, digits and underscores, 1 to 32 of them, as the CRD allows.
+func ValidFlagPrefix(prefix string) bool {
+	return len(prefix) <= maxFlagPrefix && flagPrefixPattern.MatchString(prefix)
+}
+
+// CheckFlagSubject checks what a flag is derived from, as a platform names it: a definition key
+// "<namespace>/<name>" of a ChallengeDefinition, or "inline/<namespace>/<challenge name>" for a
+// Challenge with an inline template, and an owner as spec.owner allows it.
+func CheckFlagSubject(definitionKey, owner string) error {
+	parts := strings.Split(definitionKey, "/")
+	var namespace, name string
+	switch {
+	case len(parts) == 2:
+		namespace, name = parts[0], parts[1]
+	case len(parts) == 3 && parts[0] == inlineDefinitionPrefix:
+		namespace, name = parts[1], parts[2]
+	default:
+		return fmt.Errorf("definition %q: expected <namespace>/<name> of a ChallengeDefinition, or %s/<namespace>/<challenge name> for an inline template",
+			definitionKey, inlineDefinitionPrefix)
+	}
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return fmt.Errorf("definition %q: namespace: %s", definitionKey, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("definition %q: name: %s", definitionKey, strings.Join(errs, "; "))
+	}
+	if owner == "" {
+		return errors.New("owner is required")
+	}
+	if errs := validation.IsValidLabelValue(owner); len(errs) > 0 {
+		return fmt.Errorf("owner %q: %s", owner, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// flagHash identifies the instance's flag without revealing it: the Pod carries it in an
+// annotation, so that a changed flag changes the Pod and Metacontroller recreates it (a running
+// container never sees a Secret's new value in its environment). The instance id salts it, so a
+// weak static flag cannot be looked up in a table of precomputed hashes.
+func flagHash(in instance, cfg Config) string {
+	sum := sha256.Sum256([]byte(in.id + "\x00" + flagValue(in, cfg)))
+	return hex.EncodeToString(sum[:])[:dynamicFlagHexLength]
+}
+
+// buildFlagSecret holds the flag the Pod receives as an environment variable or file; nil
 // when the template has no flag. It uses data, not stringData: the API server stores only data, so
 // stringData would differ from the live object on every sync.
-func buildFlagSecret(in instance, cfg Config) *secret {
+func buildFlagSecret(in instance, cfg Config) *corev1ac.SecretApplyConfiguration {
 	if in.template.Flag == nil {
 		return nil
 	}
-	return &secret{
-		APIVersion: "v1",
-		Kind:       "Secret",
-		Metadata:   in.meta(in.flagSecretName()),
-		Type:       "Opaque",
-		Data:       map[string]string{flagSecretKey: base64.StdEncoding.EncodeToString([]byte(flagValue(in, cfg.FlagKey)))},
-	}
+	return corev1ac.Secret(in.flagSecretName(), in.namespace).
+		WithLabels(in.labels).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(map[string][]byte{flagSecretKey: []byte(flagValue(in, cfg))})
 }

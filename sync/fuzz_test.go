@@ -150,13 +150,20 @@ func definitionSeeds(f *testing.F) [][]byte {
 }
 
 // FuzzValidateDefinition: validation never panics and is deterministic, and a template it accepts
-// builds an instance: an inline Challenge with it syncs to children with a Deployment, not to Error.
+// builds an instance: an inline Challenge with it syncs to children with a Pod, not to Error.
 func FuzzValidateDefinition(f *testing.F) {
 	for _, seed := range definitionSeeds(f) {
 		f.Add(seed)
 	}
 	f.Add([]byte(`{"containers":[{"name":"a","image":"b"}]}`))
+	// A hook with a Gateway, under a CompositeController with the Gateway API component: every
+	// valid exposure, TLS included, can be built.
 	cfg := fuzzConfig()
+	cfg.Gateway = &hooksync.GatewayRef{Namespace: "gateway-system", Name: "ctf"}
+	declared := []hooksync.ChildResource{
+		{APIVersion: "gateway.networking.k8s.io/v1", Resource: "httproutes"},
+		{APIVersion: "gateway.networking.k8s.io/v1", Resource: "tlsroutes"},
+	}
 	f.Fuzz(func(t *testing.T, specJSON []byte) {
 		var spec hooksync.DefinitionSpec
 		if json.Unmarshal(specJSON, &spec) != nil {
@@ -174,7 +181,7 @@ func FuzzValidateDefinition(f *testing.F) {
 		if err != nil {
 			return
 		}
-		req := hooksync.Request{Parent: hooksync.Challenge{
+		req := hooksync.Request{DeclaredChildTypes: declared, Parent: hooksync.Challenge{
 			APIVersion: hooksync.APIVersion,
 			Kind:       "Challenge",
 			Metadata:   hooksync.ObjectMeta{Name: "fuzz", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000000", Generation: 1},
@@ -193,8 +200,34 @@ func FuzzValidateDefinition(f *testing.F) {
 		if err := json.Unmarshal(out, &wire); err != nil {
 			t.Fatal(err)
 		}
-		if len(wire.Children) == 0 || wire.Children[0].Kind != "Deployment" {
-			t.Fatalf("a valid template built no Deployment: %s", out)
+		if len(wire.Children) == 0 || wire.Children[0].Kind != "Pod" {
+			t.Fatalf("a valid template built no Pod: %s", out)
+		}
+	})
+}
+
+// FuzzFlagVerification: any body either fails to decode with ErrBadRequest, or decodes into a
+// subject whose own dynamic flag verifies, and a submission that verifies carries that flag's hex
+// part: nothing else is accepted, whatever the body holds.
+func FuzzFlagVerification(f *testing.F) {
+	f.Add([]byte(`{"definition":"ctf/web-sqli","owner":"team-42","flag":"CTF{0123456789abcdef0123456789abcdef}"}`))
+	f.Add([]byte(`{"definition":"inline/ctf/pwn-team7","owner":"team-7","flag":"flag{}"}`))
+	f.Add([]byte(`{"definition":"ctf/web","owner":"t","flag":"x{y}","extra":1}`))
+	key := fuzzConfig().FlagKey
+	f.Fuzz(func(t *testing.T, body []byte) {
+		v, err := hooksync.DecodeFlagVerification(body)
+		if err != nil {
+			if !errors.Is(err, hooksync.ErrBadRequest) {
+				t.Fatalf("decode error does not wrap ErrBadRequest: %v", err)
+			}
+			return
+		}
+		own := hooksync.DynamicFlag(key, v.Definition, v.Owner, "flag")
+		if !hooksync.VerifyDynamicFlag(key, v.Definition, v.Owner, own) {
+			t.Fatalf("the subject's own flag %q does not verify", own)
+		}
+		if hooksync.VerifyDynamicFlag(key, v.Definition, v.Owner, v.Flag) && !strings.HasSuffix(v.Flag, own[len("flag"):]) {
+			t.Fatalf("%q verifies but is not %q under another prefix", v.Flag, own)
 		}
 	})
 }

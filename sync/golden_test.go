@@ -18,12 +18,15 @@ var update = flag.Bool("update", false, "rewrite testdata/*/response.json from t
 // goldenNow is the clock of every golden case, the same as `make run`'s (testdata/dev.flags).
 var goldenNow = time.Date(2026, 11, 1, 12, 5, 0, 0, time.UTC)
 
-// goldenConfig is the default configuration with the demo flag key, as `make run` serves.
+// goldenConfig is the default configuration with the demo flag key and a typical cluster's Pod
+// and Service CIDRs, as `make run` serves (testdata/dev.flags).
 func goldenConfig(t testing.TB) Config {
 	key, err := os.ReadFile("../testdata/flag.key")
 	require.NoError(t, err)
 	cfg := DefaultConfig()
 	cfg.FlagKey = bytes.TrimSpace(key)
+	cfg.PodCIDRs = []string{"10.244.0.0/16"}
+	cfg.ServiceCIDRs = []string{"10.96.0.0/12"}
 	return cfg
 }
 
@@ -31,6 +34,31 @@ type goldenCase struct {
 	name    string
 	dir     string
 	request []byte
+	// flags are the case's hook flags on top of the golden configuration (testdata/<case>/hook.flags),
+	// e.g. a Gateway.
+	flags []string
+}
+
+// caseFlagsFile holds a case's hook flags beyond testdata/dev.flags, one or more per line.
+const caseFlagsFile = "hook.flags"
+
+// withCaseFlags applies a case's hook flags to the golden configuration. Only the flags that the
+// golden cases need are known here; cmd/challenge-hook's TestGoldenReplay serves the same files
+// through the real flag parsing.
+func withCaseFlags(t testing.TB, cfg Config, args []string) Config {
+	fs := flag.NewFlagSet(caseFlagsFile, flag.ContinueOnError)
+	fs.Func("gateway", "", func(v string) error {
+		ref, err := ParseGatewayRef(v)
+		if err != nil {
+			return err
+		}
+		cfg.Gateway = &ref
+		return nil
+	})
+	fs.StringVar(&cfg.GatewaySectionName, "gateway-section-name", cfg.GatewaySectionName, "")
+	fs.StringVar(&cfg.GatewayTLSSectionName, "gateway-tls-section-name", cfg.GatewayTLSSectionName, "")
+	require.NoError(t, fs.Parse(args))
+	return cfg
 }
 
 func goldenCases(t testing.TB) []goldenCase {
@@ -42,14 +70,32 @@ func goldenCases(t testing.TB) []goldenCase {
 		body, err := os.ReadFile(path)
 		require.NoError(t, err)
 		dir := filepath.Dir(path)
-		cases = append(cases, goldenCase{name: filepath.Base(dir), dir: dir, request: body})
+		var flags []string
+		switch content, err := os.ReadFile(filepath.Join(dir, caseFlagsFile)); {
+		case err == nil:
+			flags = strings.Fields(string(content))
+		case !os.IsNotExist(err):
+			require.NoError(t, err)
+		}
+		cases = append(cases, goldenCase{name: filepath.Base(dir), dir: dir, request: body, flags: flags})
 	}
 	return cases
 }
 
-// answer runs a golden case's request through the hook the way the server does: decode, sync or
-// customize, encode.
+// with is the case with another request, e.g. the one Metacontroller sends after applying an answer.
+func (c goldenCase) with(request []byte) goldenCase {
+	c.request = request
+	return c
+}
+
+// answer runs a golden case's request through the hook the way the server does, at the golden
+// clock: decode, sync or customize, encode.
 func answer(t testing.TB, c goldenCase, cfg Config) []byte {
+	return answerAt(t, c, cfg, goldenNow)
+}
+
+func answerAt(t testing.TB, c goldenCase, cfg Config, now time.Time) []byte {
+	cfg = withCaseFlags(t, cfg, c.flags)
 	var resp any
 	if strings.HasPrefix(c.name, "customize-") {
 		req, err := DecodeCustomizeRequest(c.request)
@@ -58,7 +104,7 @@ func answer(t testing.TB, c goldenCase, cfg Config) []byte {
 	} else {
 		req, err := DecodeRequest(c.request)
 		require.NoError(t, err)
-		resp = Sync(req, goldenNow, cfg)
+		resp = Sync(req, now, cfg)
 	}
 	out, err := EncodeResponse(resp)
 	require.NoError(t, err)
@@ -89,6 +135,64 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// goldenAnswer is the part of a sync answer the feedback tests read.
+type goldenAnswer struct {
+	Status struct {
+		Phase     string `json:"phase"`
+		ExpiresAt string `json:"expiresAt"`
+	} `json:"status"`
+	Children           []json.RawMessage `json:"children"`
+	ResyncAfterSeconds float64           `json:"resyncAfterSeconds"`
+}
+
+func decodeAnswer(t testing.TB, body []byte) goldenAnswer {
+	var a goldenAnswer
+	require.NoError(t, json.Unmarshal(body, &a))
+	return a
+}
+
+// nextRequest is the request Metacontroller sends after applying an answer: the answer's status
+// becomes the parent's status and each observed child's last-applied annotation holds what the
+// answer asked for. With applyDeletes, the observed children the answer left out are gone, as
+// Metacontroller deletes them; without, the request shows the moment before the deletes land.
+// Children the answer adds are not invented: the next request observes what the first did.
+func nextRequest(t testing.TB, request, answer []byte, applyDeletes bool) []byte {
+	var resp struct {
+		Status   json.RawMessage   `json:"status"`
+		Children []json.RawMessage `json:"children"`
+	}
+	require.NoError(t, json.Unmarshal(answer, &resp))
+	var req map[string]any
+	require.NoError(t, json.Unmarshal(request, &req))
+	req["parent"].(map[string]any)["status"] = json.RawMessage(resp.Status)
+	applied := map[string]string{}
+	for _, child := range resp.Children {
+		var id struct {
+			Kind     string                `json:"kind"`
+			Metadata struct{ Name string } `json:"metadata"`
+		}
+		require.NoError(t, json.Unmarshal(child, &id))
+		applied[id.Kind+"/"+id.Metadata.Name] = string(child)
+	}
+	for _, group := range req["children"].(map[string]any) {
+		group := group.(map[string]any)
+		for key, obj := range group {
+			obj := obj.(map[string]any)
+			meta := obj["metadata"].(map[string]any)
+			desired, ok := applied[obj["kind"].(string)+"/"+meta["name"].(string)]
+			switch {
+			case ok:
+				meta["annotations"].(map[string]any)[LastAppliedAnnotation] = desired
+			case applyDeletes:
+				delete(group, key)
+			}
+		}
+	}
+	next, err := json.Marshal(req)
+	require.NoError(t, err)
+	return next
+}
+
 // TestGoldenFixedPoint feeds every sync answer back as Metacontroller would after applying it: the
 // status becomes the parent's status and each child's last-applied annotation holds what the hook
 // returned. The answer must not change: otherwise every sync would write the status or a child
@@ -101,37 +205,83 @@ func TestGoldenFixedPoint(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			first := answer(t, c, cfg)
-			var resp struct {
-				Status   json.RawMessage   `json:"status"`
-				Children []json.RawMessage `json:"children"`
-			}
-			require.NoError(t, json.Unmarshal(first, &resp))
-			var req map[string]any
-			require.NoError(t, json.Unmarshal(c.request, &req))
-			req["parent"].(map[string]any)["status"] = json.RawMessage(resp.Status)
-			applied := map[string]string{}
-			for _, child := range resp.Children {
-				var id struct {
-					Kind     string                `json:"kind"`
-					Metadata struct{ Name string } `json:"metadata"`
-				}
-				require.NoError(t, json.Unmarshal(child, &id))
-				applied[id.Kind+"/"+id.Metadata.Name] = string(child)
-			}
-			for _, group := range req["children"].(map[string]any) {
-				for _, obj := range group.(map[string]any) {
-					obj := obj.(map[string]any)
-					meta := obj["metadata"].(map[string]any)
-					if desired, ok := applied[obj["kind"].(string)+"/"+meta["name"].(string)]; ok {
-						meta["annotations"].(map[string]any)[LastAppliedAnnotation] = desired
-					}
-				}
-			}
-			next, err := json.Marshal(req)
-			require.NoError(t, err)
-			second := answer(t, goldenCase{name: c.name, request: next}, cfg)
+			second := answer(t, c.with(nextRequest(t, c.request, first, false)), cfg)
 			require.Equal(t, string(indent(t, first)), string(indent(t, second)))
 		})
+	}
+}
+
+// TestGoldenNoWorkloadPastDeadline is the property behind "expiry wins over every error", over
+// every golden sync case, with the golden flag key and without one (a hook restarted without its
+// key answers FlagKeyMissing for dynamic flags):
+//   - feeding an answer back, again and again, never moves expiresAt later than the first
+//     answer's, and never revives an Expired instance (Expired, no children, every time);
+//   - an answer that keeps or builds children names a deadline and asks to be woken exactly then;
+//   - at and after that deadline, the case's request and the fed-back one are answered with no
+//     children at all, whatever else is wrong with them, and phase Expired unless the Challenge
+//     is being deleted.
+func TestGoldenNoWorkloadPastDeadline(t *testing.T) {
+	withKey := goldenConfig(t)
+	withoutKey := withKey
+	withoutKey.FlagKey = nil
+	for _, cfg := range []struct {
+		name string
+		cfg  Config
+	}{{"flag-key", withKey}, {"no-flag-key", withoutKey}} {
+		for _, c := range goldenCases(t) {
+			if strings.HasPrefix(c.name, "customize-") {
+				continue
+			}
+			t.Run(cfg.name+"/"+c.name, func(t *testing.T) {
+				checkDeadlineProperty(t, c, cfg.cfg)
+			})
+		}
+	}
+}
+
+func checkDeadlineProperty(t *testing.T, c goldenCase, cfg Config) {
+	var req struct {
+		Finalizing bool `json:"finalizing"`
+	}
+	require.NoError(t, json.Unmarshal(c.request, &req))
+	body := answer(t, c, cfg)
+	first := decodeAnswer(t, body)
+	require.NotEmpty(t, first.Status.ExpiresAt, "every answer names the instance's deadline")
+	deadline, err := time.Parse(time.RFC3339, first.Status.ExpiresAt)
+	require.NoError(t, err)
+	if len(first.Children) > 0 {
+		require.True(t, goldenNow.Before(deadline), "children returned at or past the deadline %s", first.Status.ExpiresAt)
+		// Earlier is allowed (a Pod's progress deadline may come first), later never.
+		require.Positive(t, first.ResyncAfterSeconds, "an answer with children must ask to be woken")
+		require.LessOrEqual(t, first.ResyncAfterSeconds, deadline.Sub(goldenNow).Seconds(),
+			"an answer with children must wake the hook no later than its deadline")
+	}
+	if first.Status.Phase == PhaseExpired {
+		require.Empty(t, first.Children)
+	}
+
+	request := c.request
+	for round := 1; round <= 3; round++ {
+		request = nextRequest(t, request, body, true)
+		body = answer(t, c.with(request), cfg)
+		next := decodeAnswer(t, body)
+		later, err := time.Parse(time.RFC3339, next.Status.ExpiresAt)
+		require.NoError(t, err, "round %d: expiresAt %q", round, next.Status.ExpiresAt)
+		require.False(t, later.After(deadline), "round %d moved expiresAt from %s to %s", round, first.Status.ExpiresAt, next.Status.ExpiresAt)
+		if first.Status.Phase == PhaseExpired {
+			require.Equal(t, PhaseExpired, next.Status.Phase, "round %d revived an Expired instance", round)
+			require.Empty(t, next.Children, "round %d gave an Expired instance children back", round)
+		}
+	}
+
+	for _, now := range []time.Time{deadline, deadline.Add(time.Second), deadline.Add(48 * time.Hour)} {
+		for name, r := range map[string][]byte{"request": c.request, "fed back": request} {
+			got := decodeAnswer(t, answerAt(t, c.with(r), cfg, now))
+			require.Empty(t, got.Children, "%s at %s keeps children past the deadline %s", name, now.Format(time.RFC3339), first.Status.ExpiresAt)
+			if !req.Finalizing {
+				require.Equal(t, PhaseExpired, got.Status.Phase, "%s at %s", name, now.Format(time.RFC3339))
+			}
+		}
 	}
 }
 

@@ -26,6 +26,7 @@ type instance struct {
 	namespace           string
 	id                  string
 	owner               string
+	restartedAt         string // spec.restartedAt, the Pod's AnnotationRestartedAt
 	definition          string // the referenced definition's name, empty for inline templates
 	definitionNamespace string
 	template            DefinitionSpec
@@ -35,13 +36,17 @@ type instance struct {
 
 func (in instance) flagSecretName() string { return in.name + "-flag" }
 
-// definitionKey identifies the template for dynamic flags: the referenced definition, or for an
-// inline template the Challenge itself.
+// inlineDefinitionPrefix starts the definition key of an inline template.
+const inlineDefinitionPrefix = "inline"
+
+// definitionKey identifies the template for dynamic flags: the referenced definition
+// "<namespace>/<name>", or for an inline template the Challenge itself, "inline/<namespace>/<name>"
+// (a platform verifying such a flag names the Challenge, which it created).
 func (in instance) definitionKey() string {
 	if in.definition != "" {
 		return in.definitionNamespace + "/" + in.definition
 	}
-	return "inline/" + in.namespace + "/" + in.name
+	return inlineDefinitionPrefix + "/" + in.namespace + "/" + in.name
 }
 
 // withLabels fills in the labels put on every child and on the Pod template, and the selector of
@@ -59,10 +64,6 @@ func (in instance) withLabels() instance {
 	}
 	in.selector = map[string]string{LabelInstance: in.id}
 	return in
-}
-
-func (in instance) meta(name string) childMeta {
-	return childMeta{Name: name, Namespace: in.namespace, Labels: in.labels}
 }
 
 // portName is the name of a port in the Service and endpoints: the container port's own name, or

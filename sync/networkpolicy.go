@@ -1,41 +1,200 @@
 package sync
 
-// blockedEgressRanges stay unreachable even with egress: true: the cluster's own networks, other
-// private ranges, loopback, and link-local (169.254.169.254 serves cloud credentials).
-var blockedEgressRanges = []string{
-	"10.0.0.0/8",
-	"100.64.0.0/10",
-	"127.0.0.0/8",
-	"169.254.0.0/16",
-	"172.16.0.0/12",
-	"192.168.0.0/16",
+import (
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingapiv1 "k8s.io/api/networking/v1"
+	apimetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	metav1 "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1 "k8s.io/client-go/applyconfigurations/networking/v1"
+)
+
+// The instance's NetworkPolicy is the wall between a player with a shell in their own instance
+// and everything else: other teams' instances, the cluster, the cloud. Every rule names its peers
+// (a rule without from or to admits every address), and every port carries its protocol, as the
+// API server would default it: Metacontroller's merge replaces each list whole, so a missing
+// default would rewrite the policy on every sync.
+
+// privateRanges are the IPv4 ranges a cluster's own networks live in: RFC 1918 and CGNAT. They
+// stand in for the Pod CIDRs when none are configured, and are never an egress destination.
+var privateRanges = []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16"}
+
+// hostRanges are never an egress destination either: loopback, and link-local, where
+// 169.254.169.254 serves cloud credentials.
+var hostRanges = []string{"127.0.0.0/8", "169.254.0.0/16"}
+
+const (
+	anyIPv4 = "0.0.0.0/0"
+	// namespaceNameLabel is set by the API server on every namespace to its name.
+	namespaceNameLabel = "kubernetes.io/metadata.name"
+	dnsPort            = 53
+	// gatewayNameLabel is set by Gateway API implementations on the Pods they deploy for a Gateway.
+	gatewayNameLabel = "gateway.networking.k8s.io/gateway-name"
+)
+
+// buildNetworkPolicy selects the instance's Pods and admits only what the threat model allows:
+//   - ingress on exposed ports only: HTTP from the ingress controller's Pods, NodePort and
+//     LoadBalancer from outside the Pod networks, ClusterIP from the peers the template names;
+//     never from another instance's Pods;
+//   - egress to the cluster DNS Pods (and a node-local DNS cache) on port 53, and with
+//     egress: true to the public internet: never to the cluster's, private, loopback or
+//     link-local ranges.
+func buildNetworkPolicy(in instance, cfg Config) *networkingv1.NetworkPolicyApplyConfiguration {
+	spec := networkingv1.NetworkPolicySpec().
+		WithPodSelector(metav1.LabelSelector().WithMatchLabels(in.selector)).
+		WithPolicyTypes(networkingapiv1.PolicyTypeIngress, networkingapiv1.PolicyTypeEgress)
+	spec.WithIngress(ingressRules(in, cfg)...)
+	spec.WithEgress(egressRules(in, cfg)...)
+	return networkingv1.NetworkPolicy(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
 }
 
-// buildNetworkPolicy admits players only on exposed ports and lets the instance out only for DNS,
-// and to the public internet when the template asks for egress. Every rule list is replaced whole
-// by Metacontroller's merge, so each port carries its protocol explicitly, as the API server would
-// default it; without it the policy would be rewritten on every sync.
-func buildNetworkPolicy(in instance) networkPolicy {
-	np := networkPolicy{
-		APIVersion: "networking.k8s.io/v1",
-		Kind:       "NetworkPolicy",
-		Metadata:   in.meta(in.name),
-		Spec: networkPolicySpec{
-			PodSelector: labelSelector{MatchLabels: in.selector},
-			PolicyTypes: []string{"Ingress", "Egress"},
-		},
-	}
-	if len(in.template.Expose) > 0 {
-		var ports []networkPolicyPort
-		for _, e := range in.template.Expose {
-			ports = append(ports, networkPolicyPort{Protocol: protocolOf(exposedPort(in.template, e.Port)), Port: e.Port})
+func ingressRules(in instance, cfg Config) []*networkingv1.NetworkPolicyIngressRuleApplyConfiguration {
+	var rules []*networkingv1.NetworkPolicyIngressRuleApplyConfiguration
+	var outsidePorts []*networkingv1.NetworkPolicyPortApplyConfiguration
+	for _, e := range in.template.Expose {
+		port := policyPort(protocolOf(exposedPort(in.template, e.Port)), e.Port)
+		switch e.Type {
+		case ExposeHTTP, ExposeTLS:
+			entry := routedEntry(cfg)
+			// Without a namespace the peer would mean the policy's own namespace: admit nobody.
+			if entry.Namespace == "" {
+				continue
+			}
+			rules = append(rules, networkingv1.NetworkPolicyIngressRule().
+				WithFrom(instanceExcludingPeer(entry.Namespace, entry.Labels)).
+				WithPorts(port))
+		case ExposeNodePort, ExposeLoadBalancer:
+			outsidePorts = append(outsidePorts, port)
+		case ExposeClusterIP:
+			rule := networkingv1.NetworkPolicyIngressRule()
+			for _, peer := range e.From {
+				rule.WithFrom(instanceExcludingPeer(peer.Namespace, peer.PodLabels))
+			}
+			if len(rule.From) > 0 {
+				rules = append(rules, rule.WithPorts(port))
+			}
 		}
-		np.Spec.Ingress = []networkPolicyRule{{Ports: ports}}
 	}
-	np.Spec.Egress = []networkPolicyRule{{Ports: []networkPolicyPort{{Protocol: "UDP", Port: 53}, {Protocol: "TCP", Port: 53}}}}
+	if len(outsidePorts) > 0 {
+		// Players arrive from outside the cluster, or from a node that forwarded (and SNATed)
+		// their connection; never from a Pod address.
+		rules = append(rules, networkingv1.NetworkPolicyIngressRule().
+			WithFrom(networkingv1.NetworkPolicyPeer().WithIPBlock(
+				networkingv1.IPBlock().WithCIDR(anyIPv4).WithExcept(podRanges(cfg)...))).
+			WithPorts(outsidePorts...))
+	}
+	return rules
+}
+
+func egressRules(in instance, cfg Config) []*networkingv1.NetworkPolicyEgressRuleApplyConfiguration {
+	dns := networkingv1.NetworkPolicyEgressRule().
+		WithTo(networkingv1.NetworkPolicyPeer().
+			WithNamespaceSelector(namespaceSelector(cfg.DNS.Namespace)).
+			WithPodSelector(metav1.LabelSelector().WithMatchLabels(cfg.DNS.Labels)))
+	if cfg.NodeLocalDNS != "" {
+		dns.WithTo(networkingv1.NetworkPolicyPeer().WithIPBlock(networkingv1.IPBlock().WithCIDR(cfg.NodeLocalDNS + "/32")))
+	}
+	dns.WithPorts(policyPort("UDP", dnsPort), policyPort("TCP", dnsPort))
+	rules := []*networkingv1.NetworkPolicyEgressRuleApplyConfiguration{dns}
 	if in.template.Egress {
-		except := append([]string(nil), blockedEgressRanges...)
-		np.Spec.Egress = append(np.Spec.Egress, networkPolicyRule{To: []networkPolicyPeer{{IPBlock: &ipBlock{CIDR: "0.0.0.0/0", Except: except}}}})
+		rules = append(rules, networkingv1.NetworkPolicyEgressRule().
+			WithTo(networkingv1.NetworkPolicyPeer().WithIPBlock(
+				networkingv1.IPBlock().WithCIDR(anyIPv4).WithExcept(blockedEgressRanges(cfg)...))))
 	}
-	return np
+	return rules
+}
+
+// routedEntry is where players of an HTTP or TLS exposure come from: with a Gateway every such
+// exposure is a route of it, so its data-plane Pods; without one (TLS is refused then) the
+// ingress controller's Pods.
+func routedEntry(cfg Config) PodPeer {
+	if cfg.Gateway == nil {
+		return cfg.IngressController
+	}
+	return gatewayDataPlane(cfg)
+}
+
+// gatewayDataPlane selects the Gateway's Pods: as configured, else those that implementations
+// following the Gateway API's convention deploy in the Gateway's namespace, labelled with its name.
+func gatewayDataPlane(cfg Config) PodPeer {
+	peer := cfg.GatewayDataPlane
+	if peer.Namespace == "" {
+		peer.Namespace = cfg.Gateway.Namespace
+	}
+	if len(peer.Labels) == 0 {
+		peer.Labels = map[string]string{gatewayNameLabel: cfg.Gateway.Name}
+	}
+	return peer
+}
+
+// instanceExcludingPeer selects the Pods of a namespace (empty: the instance's own) by labels,
+// except the Pods of any instance: whatever a template or flag names, one instance never admits
+// another.
+func instanceExcludingPeer(namespace string, labels map[string]string) *networkingv1.NetworkPolicyPeerApplyConfiguration {
+	peer := networkingv1.NetworkPolicyPeer().WithPodSelector(metav1.LabelSelector().
+		WithMatchLabels(labels).
+		WithMatchExpressions(metav1.LabelSelectorRequirement().WithKey(LabelInstance).WithOperator(apimetav1.LabelSelectorOpDoesNotExist)))
+	if namespace != "" {
+		peer.WithNamespaceSelector(namespaceSelector(namespace))
+	}
+	return peer
+}
+
+func namespaceSelector(namespace string) *metav1.LabelSelectorApplyConfiguration {
+	return metav1.LabelSelector().WithMatchLabels(map[string]string{namespaceNameLabel: namespace})
+}
+
+func policyPort(protocol string, port int32) *networkingv1.NetworkPolicyPortApplyConfiguration {
+	return networkingv1.NetworkPolicyPort().WithProtocol(corev1.Protocol(protocol)).WithPort(intstr.FromInt32(port))
+}
+
+// podRanges are the sources a NodePort or LoadBalancer exposure refuses: the Pod networks, or
+// when none are configured every private and CGNAT range, so that no Pod is admitted by default.
+func podRanges(cfg Config) []string {
+	if len(cfg.PodCIDRs) == 0 {
+		return privateRanges
+	}
+	return minimalCover(cfg.PodCIDRs)
+}
+
+// blockedEgressRanges stay unreachable even with egress: true.
+func blockedEgressRanges(cfg Config) []string {
+	ranges := slices.Concat(privateRanges, hostRanges, cfg.PodCIDRs, cfg.ServiceCIDRs, cfg.NodeCIDRs, cfg.APIServerCIDRs)
+	return minimalCover(ranges)
+}
+
+// minimalCover drops the prefixes that another one contains and sorts the rest by address, so
+// that the except list is short and its order does not depend on the configuration's.
+// Unparsable prefixes are kept as they are (the flags refuse them first).
+func minimalCover(cidrs []string) []string {
+	var prefixes []netip.Prefix
+	var unparsed []string
+	for _, c := range cidrs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			unparsed = append(unparsed, c)
+			continue
+		}
+		prefixes = append(prefixes, p.Masked())
+	}
+	slices.SortFunc(prefixes, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	var out []string
+	var last netip.Prefix
+	for _, p := range prefixes {
+		// Sorted by address then length: a prefix is contained in an earlier one or in none.
+		if last.IsValid() && last.Bits() <= p.Bits() && last.Contains(p.Addr()) {
+			continue
+		}
+		out = append(out, p.String())
+		last = p
+	}
+	return append(out, unparsed...)
 }

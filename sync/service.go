@@ -1,15 +1,26 @@
 package sync
 
-// serviceType is the type of the instance's Service: the type of its non-HTTP exposures (validation
-// makes them agree), or ClusterIP when only an Ingress reaches it.
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+)
+
+// serviceType is the type of the instance's Service: the type of its exposures that are not routed
+// (validation makes them agree), or ClusterIP when only an Ingress or routes reach it.
 func serviceType(expose []Expose) string {
 	for _, e := range expose {
-		if e.Type != ExposeHTTP {
+		if !routed(e.Type) {
 			return e.Type
 		}
 	}
 	return ExposeClusterIP
 }
+
+// routed says whether players reach an exposure through an Ingress or a Gateway, by host.
+func routed(exposeType string) bool { return exposeType == ExposeHTTP || exposeType == ExposeTLS }
 
 // exposedPort finds the container port an exposure publishes.
 func exposedPort(t DefinitionSpec, port int32) ContainerPort {
@@ -24,45 +35,41 @@ func exposedPort(t DefinitionSpec, port int32) ContainerPort {
 }
 
 // buildService publishes every exposed port; it is nil when the template exposes nothing.
-func buildService(in instance) *service {
+func buildService(in instance) *corev1ac.ServiceApplyConfiguration {
 	if len(in.template.Expose) == 0 {
 		return nil
 	}
-	svc := &service{
-		APIVersion: "v1",
-		Kind:       "Service",
-		Metadata:   in.meta(in.name),
-		Spec:       serviceSpec{Type: serviceType(in.template.Expose), Selector: in.selector},
-	}
+	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceType(serviceType(in.template.Expose))).WithSelector(in.selector)
 	for _, e := range in.template.Expose {
 		p := exposedPort(in.template, e.Port)
-		svc.Spec.Ports = append(svc.Spec.Ports, servicePort{Name: portName(p), Port: e.Port, TargetPort: e.Port, Protocol: protocolOf(p)})
+		spec.WithPorts(corev1ac.ServicePort().
+			WithName(portName(p)).
+			WithPort(e.Port).
+			WithTargetPort(intstr.FromInt32(e.Port)).
+			WithProtocol(corev1.Protocol(protocolOf(p))))
 	}
-	return svc
+	return corev1ac.Service(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
 }
 
 // buildIngress routes the HTTP exposure, if any, from an unguessable per-instance host.
-func buildIngress(in instance, cfg Config) *ingress {
+func buildIngress(in instance, cfg Config) *networkingv1ac.IngressApplyConfiguration {
 	for _, e := range in.template.Expose {
 		if e.Type != ExposeHTTP {
 			continue
 		}
-		return &ingress{
-			APIVersion: "networking.k8s.io/v1",
-			Kind:       "Ingress",
-			Metadata:   in.meta(in.name),
-			Spec: ingressSpec{
-				IngressClassName: cfg.IngressClassName,
-				Rules: []ingressRule{{
-					Host: httpHost(in, cfg),
-					HTTP: httpIngressRuleValue{Paths: []httpIngressPath{{
-						Path:     "/",
-						PathType: "Prefix",
-						Backend:  ingressBackend{Service: ingressServiceBackend{Name: in.name, Port: serviceBackendPort{Number: e.Port}}},
-					}}},
-				}},
-			},
+		backend := networkingv1ac.IngressBackend().WithService(networkingv1ac.IngressServiceBackend().
+			WithName(in.name).
+			WithPort(networkingv1ac.ServiceBackendPort().WithNumber(e.Port)))
+		spec := networkingv1ac.IngressSpec().WithRules(networkingv1ac.IngressRule().
+			WithHost(httpHost(in, cfg)).
+			WithHTTP(networkingv1ac.HTTPIngressRuleValue().WithPaths(networkingv1ac.HTTPIngressPath().
+				WithPath("/").
+				WithPathType(networkingv1.PathTypePrefix).
+				WithBackend(backend))))
+		if cfg.IngressClassName != "" {
+			spec.WithIngressClassName(cfg.IngressClassName)
 		}
+		return networkingv1ac.Ingress(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
 	}
 	return nil
 }

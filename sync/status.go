@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Condition types on the Challenge.
 const (
-	ConditionReady   = "Ready"
-	ConditionExpired = "Expired"
+	ConditionReady        = "Ready"
+	ConditionExpiringSoon = "ExpiringSoon"
+	ConditionExpired      = "Expired"
 )
 
 // verdict is the phase the observed children put the instance in, and why.
@@ -18,77 +21,129 @@ type verdict struct {
 }
 
 // observe decides the phase of an instance whose children the hook builds: from nothing observed
-// (None), through the Deployment and its Pods (Creating, Error), to ready with every endpoint known
-// (Running).
-func observe(req Request, in instance, endpoints []Endpoint, missing string) verdict {
+// (None), through its Pod and routes (Creating, Error), to ready with every endpoint known and
+// every route accepted by the Gateway (Running). wake is
+// when the clock alone will change the verdict (the Pod's progress deadline), zero if it will not.
+func observe(req Request, in instance, now time.Time, endpoints []Endpoint, missing, refused string) (v verdict, wake time.Time) {
 	if req.Children.Count() == 0 {
-		return verdict{PhaseNone, ReasonPending, "creating the instance's workload"}
+		return verdict{PhaseNone, ReasonPending, "creating the instance's workload"}, time.Time{}
 	}
-	dep, found := findDeployment(req.Children.Deployments, in.name)
+	pod, found := findPod(req.Children.Pods, in.name)
 	if !found {
-		return verdict{PhaseCreating, ReasonStarting, "waiting for the Deployment to be created"}
+		return verdict{PhaseCreating, ReasonStarting, "waiting for the Pod to be created"}, time.Time{}
 	}
-	if v, failed := podFailure(req.Related.Pods, in); failed {
-		return v
+	if pod.Metadata.DeletionTimestamp != "" {
+		return verdict{PhaseCreating, ReasonStarting, fmt.Sprintf(
+			"Pod %s is being deleted (replaced after a change, drained or evicted); it is created again once it is gone", pod.Metadata.Name)}, time.Time{}
 	}
-	for _, c := range dep.Conditions {
-		if c.Type == "Progressing" && c.Status == "False" && c.Reason == ReasonProgressDeadlineExceeded {
-			return verdict{PhaseError, ReasonProgressDeadlineExceeded, fmt.Sprintf(
-				"the instance did not become ready within %ds: check the readiness probe and the containers' logs (kubectl logs -n %s deploy/%s)",
-				progressDeadlineSeconds, in.namespace, in.name)}
+	if restarted := pod.Metadata.Annotations.RestartedAt; restarted != in.restartedAt {
+		return verdict{PhaseCreating, ReasonStarting, fmt.Sprintf(
+			"restarting: Pod %s is replaced because spec.restartedAt changed; the host, instance id and flag stay", pod.Metadata.Name)}, time.Time{}
+	}
+	if podFinished(pod) {
+		why := pod.Status.Phase
+		if pod.Status.Reason != "" {
+			why += ", " + pod.Status.Reason
 		}
+		return verdict{PhaseCreating, ReasonStarting, fmt.Sprintf(
+			"Pod %s will not run again (%s%s); it is deleted and created again", pod.Metadata.Name, why, detail(pod.Status.Message))}, time.Time{}
 	}
-	if dep.ReadyReplicas < 1 {
-		return verdict{PhaseCreating, ReasonStarting, "waiting for the pod to become ready"}
+	if v, failed := podFailure(pod, in); failed {
+		return v, time.Time{}
+	}
+	if refused != "" {
+		// Players cannot reach the instance until the Gateway or the hook's configuration is fixed.
+		return verdict{PhaseError, ReasonRouteNotAccepted, refused}, time.Time{}
+	}
+	if !podReady(pod) {
+		since := unreadySince(pod)
+		if since.IsZero() {
+			return verdict{PhaseCreating, ReasonStarting, "waiting for the pod to become ready"}, time.Time{}
+		}
+		deadline := since.Add(progressDeadline)
+		if !now.Before(deadline) {
+			return verdict{PhaseError, ReasonProgressDeadlineExceeded, fmt.Sprintf(
+				"Pod %s has not been ready for %ds (since %s): check the readiness probe and the containers' logs (kubectl logs -n %s %s)",
+				pod.Metadata.Name, int(progressDeadline.Seconds()), formatTime(since), in.namespace, pod.Metadata.Name)}, time.Time{}
+		}
+		return verdict{PhaseCreating, ReasonStarting, "waiting for the pod to become ready"}, deadline
 	}
 	if missing != "" {
-		return verdict{PhaseCreating, ReasonStarting, "waiting for " + missing}
+		return verdict{PhaseCreating, ReasonStarting, "waiting for " + missing}, time.Time{}
 	}
 	if len(endpoints) == 0 {
-		return verdict{PhaseRunning, ReasonReady, "ready; the template exposes no port"}
+		return verdict{PhaseRunning, ReasonReady, "ready; the template exposes no port"}, time.Time{}
 	}
-	return verdict{PhaseRunning, ReasonReady, "ready at " + endpoints[0].URL}
+	return verdict{PhaseRunning, ReasonReady, "ready at " + endpoints[0].URL}, time.Time{}
 }
 
-func findDeployment(deps []ObservedDeployment, name string) (ObservedDeployment, bool) {
-	for _, d := range deps {
-		if d.Metadata.Name == name {
-			return d, true
+func findPod(pods []ObservedPod, name string) (ObservedPod, bool) {
+	for _, p := range pods {
+		if p.Metadata.Name == name {
+			return p, true
 		}
 	}
-	return ObservedDeployment{}, false
+	return ObservedPod{}, false
 }
 
-// podFailure finds the first reason, in Pod and container order, that a Pod will not become ready
-// without help. Pods being deleted are left out: they belong to a previous revision.
-func podFailure(pods []ObservedPod, in instance) (verdict, bool) {
-	for _, pod := range pods {
-		if pod.Metadata.DeletionTimestamp != "" {
-			continue
-		}
-		for _, statuses := range [][]ContainerStatus{pod.InitContainers, pod.ContainerStatuses} {
-			for _, cs := range statuses {
-				if v, failed := containerFailure(cs, in); failed {
-					return v, true
-				}
+// podFinished says the Pod will not run again by itself: with restartPolicy Always a Pod ends in
+// Failed (or Succeeded) only when the kubelet gives up on it, e.g. it was evicted or its node shut
+// down, and the API server never restarts it.
+func podFinished(pod ObservedPod) bool {
+	return pod.Status.Phase == "Failed" || pod.Status.Phase == "Succeeded"
+}
+
+// unreadySince is when the Pod's progress deadline starts counting: its creation, or the moment its
+// Ready condition last turned False when that is later. The kubelet sets Ready False when it starts
+// the Pod, a few seconds after its creation; a Pod that was ready and lost it (a probe failing for a
+// while, a node going NotReady) thus gets the whole deadline again before the instance shows Error,
+// instead of an Error at the first blip.
+func unreadySince(pod ObservedPod) time.Time {
+	since := parseTime(pod.Metadata.CreationTimestamp)
+	for _, c := range pod.Status.Conditions {
+		if c.Type == "Ready" && c.Status == "False" {
+			if t := parseTime(c.LastTransitionTime); t.After(since) {
+				since = t
 			}
 		}
-		for _, c := range pod.Conditions {
-			if c.Type == "PodScheduled" && c.Status == "False" && c.Reason == ReasonUnschedulable {
-				return verdict{PhaseError, ReasonUnschedulable, fmt.Sprintf(
-					"pod %s cannot be scheduled%s; free capacity in the cluster or lower resources.requests in the template",
-					pod.Metadata.Name, detail(c.Message))}, true
+	}
+	return since
+}
+
+func podReady(pod ObservedPod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
+
+// podFailure finds the first reason, in container order, that the Pod will not become ready
+// without help.
+func podFailure(pod ObservedPod, in instance) (verdict, bool) {
+	for _, statuses := range [][]ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range statuses {
+			if v, failed := containerFailure(cs, in); failed {
+				return v, true
 			}
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == "PodScheduled" && c.Status == "False" && c.Reason == ReasonUnschedulable {
+			return verdict{PhaseError, ReasonUnschedulable, fmt.Sprintf(
+				"pod %s cannot be scheduled%s; free capacity in the cluster or lower resources.requests in the template",
+				pod.Metadata.Name, detail(c.Message))}, true
 		}
 	}
 	return verdict{}, false
 }
 
 func containerFailure(cs ContainerStatus, in instance) (verdict, bool) {
-	if t := cs.Terminated; t != nil && t.Reason == ReasonOOMKilled {
+	if t := cs.State.Terminated; t != nil && t.Reason == ReasonOOMKilled {
 		return oomKilled(cs.Name, in), true
 	}
-	w := cs.Waiting
+	w := cs.State.Waiting
 	if w == nil {
 		return verdict{}, false
 	}
@@ -102,7 +157,7 @@ func containerFailure(cs ContainerStatus, in instance) (verdict, bool) {
 			"container %q cannot pull image %q%s; check the image name and tag, and that the cluster can pull from its registry",
 			cs.Name, imageOf(in, cs.Name), detail(w.Message))}, true
 	case ReasonCrashLoopBackOff:
-		last := cs.LastTerminated
+		last := cs.LastState.Terminated
 		if last != nil && last.Reason == ReasonOOMKilled {
 			return oomKilled(cs.Name, in), true
 		}
@@ -115,7 +170,7 @@ func containerFailure(cs ContainerStatus, in instance) (verdict, bool) {
 			what += detail(last.Message)
 		}
 		return verdict{PhaseError, ReasonCrashLoopBackOff, fmt.Sprintf(
-			"container %q is crash looping: %s; read its logs with kubectl logs -n %s deploy/%s -c %s --previous",
+			"container %q is crash looping: %s; read its logs with kubectl logs -n %s %s -c %s --previous",
 			cs.Name, what, in.namespace, in.name, cs.Name)}, true
 	case ReasonCreateContainerConfigError, "CreateContainerError":
 		hint := "fix the container's configuration in the template"
@@ -132,7 +187,9 @@ func oomKilled(containerName string, in instance) verdict {
 	limit := ""
 	for _, c := range in.template.Containers {
 		if c.Name == containerName {
-			limit = containerResources(c.Resources).Limits["memory"]
+			_, limits := containerResources(c.Resources)
+			memory := limits[corev1.ResourceMemory]
+			limit = memory.String()
 		}
 	}
 	return verdict{PhaseError, ReasonOOMKilled, fmt.Sprintf(
@@ -158,16 +215,22 @@ func detail(message string) string {
 	return ": " + message
 }
 
-// endpoints lists what players connect to, in exposure order, from the observed Service and
-// Ingress. missing names the first endpoint not known yet ("" when all are known).
-func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing string) {
+// endpoints lists what players connect to, in exposure order, from the observed Service, Ingress
+// and routes. missing names the first endpoint not known yet ("" when all are known); refused is
+// why the Gateway refused a route ("" when none is refused).
+func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing, refused string) {
 	svc, hasService := findService(req.Children.Services, in.name)
 	for _, e := range in.template.Expose {
 		port := exposedPort(in.template, e.Port)
 		ep := Endpoint{Name: portName(port), Protocol: protocolOf(port)}
 		switch e.Type {
 		case ExposeHTTP:
-			if !hasIngress(req.Children.Ingresses, in.name) {
+			if cfg.Gateway != nil {
+				if a := acceptance(req.Children.HTTPRoutes, kindHTTPRoute, in, cfg); !a.accepted {
+					missing, refused = firstOf(missing, a.pending), firstOf(refused, a.refused)
+					continue
+				}
+			} else if !hasIngress(req.Children.Ingresses, in.name) {
 				missing = firstOf(missing, "the Ingress")
 				continue
 			}
@@ -176,6 +239,13 @@ func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing st
 				ep.Port = 443
 			}
 			ep.URL = cfg.IngressScheme + "://" + ep.Host + "/"
+		case ExposeTLS:
+			if a := acceptance(req.Children.TLSRoutes, kindTLSRoute, in, cfg); !a.accepted {
+				missing, refused = firstOf(missing, a.pending), firstOf(refused, a.refused)
+				continue
+			}
+			ep.Host, ep.Port = httpHost(in, cfg), cfg.GatewayTLSPort
+			ep.URL = "tls://" + ep.Host + ":" + itoa(ep.Port)
 		case ExposeNodePort:
 			nodePort := observedNodePort(svc, e.Port)
 			if !hasService || nodePort == 0 {
@@ -184,7 +254,7 @@ func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing st
 			}
 			ep.Host, ep.Port = cfg.PublicHost, nodePort
 		case ExposeLoadBalancer:
-			host := loadBalancerHost(svc.LoadBalancer)
+			host := loadBalancerHost(svc.Status.LoadBalancer.Ingress)
 			if !hasService || host == "" {
 				missing = firstOf(missing, "a load balancer address")
 				continue
@@ -202,7 +272,7 @@ func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing st
 		}
 		out = append(out, ep)
 	}
-	return out, missing
+	return out, missing, refused
 }
 
 func firstOf(current, next string) string {
@@ -231,7 +301,7 @@ func hasIngress(ingresses []ObservedIngress, name string) bool {
 }
 
 func observedNodePort(svc ObservedService, port int32) int32 {
-	for _, p := range svc.Ports {
+	for _, p := range svc.Spec.Ports {
 		if p.Port == port {
 			return p.NodePort
 		}
@@ -251,9 +321,9 @@ func loadBalancerHost(ingress []LoadBalancerIngress) string {
 	return ""
 }
 
-// conditions computes the Ready and Expired conditions. A condition's lastTransitionTime moves only
-// when its status flips; otherwise it is kept from the previous status, so a steady state gives the
-// same status on every sync.
+// conditions completes the current conditions of an answer. A condition's lastTransitionTime moves
+// only when its status flips; otherwise it is kept from the previous status, so a steady state
+// gives the same status on every sync.
 func conditions(previous []Condition, generation int64, now time.Time, current ...Condition) []Condition {
 	out := make([]Condition, 0, len(current))
 	for _, c := range current {
@@ -275,6 +345,32 @@ func readyCondition(v verdict) Condition {
 		status = "True"
 	}
 	return Condition{Type: ConditionReady, Status: status, Reason: v.reason, Message: v.message}
+}
+
+// instanceConditions are the conditions of every answer before deletion: Ready from the verdict,
+// ExpiringSoon and Expired from the deadline.
+func instanceConditions(parent Challenge, v verdict, expires, now time.Time, cfg Config, expired bool) []Condition {
+	return conditions(parent.Status.Conditions, parent.Metadata.Generation, now,
+		readyCondition(v), expiringSoonCondition(expires, now, cfg.ExpiryWarning, expired), expiredCondition(expires, expired))
+}
+
+// expiringSoonCondition is True during the last warning before the deadline, so that a UI can
+// warn the player; its message names the deadline, never the time left, which would change the
+// status on every sync.
+func expiringSoonCondition(expires, now time.Time, warning time.Duration, expired bool) Condition {
+	c := Condition{Type: ConditionExpiringSoon, Status: "False"}
+	switch {
+	case expired:
+		c.Reason, c.Message = ReasonExpired, "expired at "+formatTime(expires)
+	case warning > 0 && !now.Before(expires.Add(-warning)):
+		c.Status, c.Reason = "True", ConditionExpiringSoon
+		c.Message = fmt.Sprintf("expires at %s, in less than %s: the workload is removed then unless spec.expiresAt is extended", formatTime(expires), warning)
+	case warning > 0:
+		c.Reason, c.Message = "NotExpiringSoon", fmt.Sprintf("expires at %s; expiring soon from %s", formatTime(expires), formatTime(expires.Add(-warning)))
+	default:
+		c.Reason, c.Message = "NotExpiringSoon", fmt.Sprintf("expires at %s; the hook gives no warning (--expiry-warning=0s)", formatTime(expires))
+	}
+	return c
 }
 
 func expiredCondition(expires time.Time, expired bool) Condition {

@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -41,49 +40,98 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 	}
 	parent := req.Parent
 	in, prob := resolveInstance(parent, req.Related, cfg)
+	if prob == nil {
+		prob = routeProblem(in, req.DeclaredChildTypes, cfg)
+	}
+	timing := &in.template
 	if prob != nil {
-		return keepChildren(req, *prob, now)
+		timing = prob.template
+	}
+	started := startedAt(parent, now)
+	expires, expired := expiry(parent, deadline(parent, timing, started, cfg), now)
+	if expired {
+		// Expiry wins over every error: past the deadline the workload goes, whatever else is wrong.
+		return expire(parent, prob, cfg, started, expires, now)
+	}
+	if parent.Spec.Stopped {
+		return stop(req, in, prob, cfg, started, expires, now)
+	}
+	if prob != nil {
+		return keepChildren(req, *prob, cfg, started, expires, now)
 	}
 
-	started := startedAt(parent, now)
-	expires := expiresAt(parent, in.template, started, cfg)
-	status := ChallengeStatus{
-		InstanceID:         in.id,
+	eps, missing, refused := endpoints(req, in, cfg)
+	v, wake := observe(req, in, now, eps, missing, refused)
+	status := instanceStatus(parent, v, started, expires)
+	status.Endpoints = eps
+	if v.phase == PhaseRunning && status.ReadyAt == "" {
+		status.ReadyAt = formatTime(now)
+	}
+	status.Conditions = instanceConditions(parent, v, expires, now, cfg, false)
+	// Metacontroller wakes the hook at the expiry warning, at expiry, or earlier when the progress
+	// deadline comes first.
+	return Response{Status: status, Children: desiredChildren(req, in, cfg), ResyncAfterSeconds: nextWake(now, expires, cfg.ExpiryWarning, wake)}
+}
+
+// expire answers past the deadline: no children, so Metacontroller deletes them all; the Challenge
+// stays as the record of the instance. A problem that stands as well (missing or invalid
+// definition, invalid spec, no flag key) is named in the message, but keeps nothing.
+func expire(parent Challenge, prob *problem, cfg Config, started, expires, now time.Time) Response {
+	message := fmt.Sprintf("expired at %s and its workload was removed; delete the Challenge to remove its record", formatTime(expires))
+	if prob != nil {
+		message += fmt.Sprintf(" (also %s: %s)", prob.reason, prob.message)
+	}
+	v := verdict{PhaseExpired, ReasonExpired, message}
+	status := instanceStatus(parent, v, started, expires)
+	status.Conditions = instanceConditions(parent, v, expires, now, cfg, true)
+	return Response{Status: status, Children: []any{}}
+}
+
+// instanceStatus is what every answer before deletion says: the verdict, the instance id, and its
+// times (startedAt and readyAt never move once set).
+func instanceStatus(parent Challenge, v verdict, started, expires time.Time) ChallengeStatus {
+	return ChallengeStatus{
+		Phase:              v.phase,
+		Reason:             v.reason,
+		Message:            v.message,
+		InstanceID:         instanceID(parent),
 		StartedAt:          formatTime(started),
 		ReadyAt:            parent.Status.ReadyAt,
 		ExpiresAt:          formatTime(expires),
 		ObservedGeneration: parent.Metadata.Generation,
 	}
-	if !now.Before(expires) {
-		// Expired: every child goes; the Challenge stays as the record of the instance.
-		v := verdict{PhaseExpired, ReasonExpired, fmt.Sprintf(
-			"expired at %s and its workload was removed; delete the Challenge to remove its record", formatTime(expires))}
-		status.Phase, status.Reason, status.Message = v.phase, v.reason, v.message
-		status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, true))
-		return Response{Status: status, Children: []any{}}
-	}
-
-	eps, missing := endpoints(req, in, cfg)
-	v := observe(req, in, eps, missing)
-	status.Phase, status.Reason, status.Message = v.phase, v.reason, v.message
-	status.Endpoints = eps
-	if v.phase == PhaseRunning && status.ReadyAt == "" {
-		status.ReadyAt = formatTime(now)
-	}
-	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, readyCondition(v), expiredCondition(expires, false))
-	return Response{Status: status, Children: desiredChildren(in, cfg), ResyncAfterSeconds: resyncAfter(now, expires)}
 }
 
-// desiredChildren are the children of a healthy instance, in a fixed order.
-func desiredChildren(in instance, cfg Config) []any {
-	children := []any{buildDeployment(in)}
+// desiredChildren are the children of a healthy instance, in a fixed order. A Pod that stopped for
+// good is left out of this one answer, so that Metacontroller deletes it; once it is gone, the next
+// answer has the Pod again and Metacontroller creates a fresh one.
+func desiredChildren(req Request, in instance, cfg Config) []any {
+	var children []any
+	if pod, found := findPod(req.Children.Pods, in.name); !found || !podFinished(pod) {
+		children = append(children, buildPod(in, cfg))
+	}
+	return append(children, surroundingChildren(in, cfg)...)
+}
+
+// surroundingChildren are every child but the workload: what reaches it, isolates it and holds its
+// flag.
+func surroundingChildren(in instance, cfg Config) []any {
+	var children []any
 	if svc := buildService(in); svc != nil {
 		children = append(children, svc)
 	}
-	if ing := buildIngress(in, cfg); ing != nil {
-		children = append(children, ing)
+	if cfg.Gateway == nil {
+		if ing := buildIngress(in, cfg); ing != nil {
+			children = append(children, ing)
+		}
 	}
-	children = append(children, buildNetworkPolicy(in))
+	if route := buildHTTPRoute(in, cfg); route != nil {
+		children = append(children, route)
+	}
+	if route := buildTLSRoute(in, cfg); route != nil {
+		children = append(children, route)
+	}
+	children = append(children, buildNetworkPolicy(in, cfg))
 	if sec := buildFlagSecret(in, cfg); sec != nil {
 		children = append(children, sec)
 	}
@@ -91,21 +139,30 @@ func desiredChildren(in instance, cfg Config) []any {
 }
 
 // keepChildren answers when the hook cannot build the instance (missing or invalid definition,
-// invalid spec, no flag key): every observed child is returned exactly as Metacontroller last
-// applied it, so nothing running is deleted or rewritten, and the status says what to fix.
-func keepChildren(req Request, prob problem, now time.Time) Response {
-	status := settledStatus(req.Parent, verdict{PhaseError, prob.reason, prob.message}, now)
-	status.Endpoints = req.Parent.Status.Endpoints
-	children := []any{}
-	for _, obj := range req.Children.Objects() {
-		children = append(children, lastApplied(obj))
-	}
-	return Response{Status: status, Children: children}
+// invalid spec, no flag key) before its deadline: every observed child is returned exactly as
+// Metacontroller last applied it, so nothing running is deleted or rewritten, the status says what
+// to fix, and Metacontroller wakes the hook when the expiry warning begins and at the deadline,
+// when the workload goes anyway.
+func keepChildren(req Request, prob problem, cfg Config, started, expires, now time.Time) Response {
+	parent := req.Parent
+	v := verdict{PhaseError, prob.reason, prob.message}
+	status := instanceStatus(parent, v, started, expires)
+	status.Endpoints = parent.Status.Endpoints
+	status.Conditions = instanceConditions(parent, v, expires, now, cfg, false)
+	return Response{Status: status, Children: keptChildren(req.Children.Objects()), ResyncAfterSeconds: nextWake(now, expires, cfg.ExpiryWarning, time.Time{})}
 }
 
-// settledStatus is the status of an instance the hook does not build this time (kept after an
-// error, or being deleted): the verdict, and what the previous status knew: its times and its
-// Expired condition.
+// keptChildren returns observed children exactly as Metacontroller last applied them.
+func keptChildren(objs []ObservedObject) []any {
+	children := []any{}
+	for _, obj := range objs {
+		children = append(children, keptChild{obj})
+	}
+	return children
+}
+
+// settledStatus is the status of an instance being deleted: the verdict, and what the previous
+// status knew: its times and its ExpiringSoon and Expired conditions.
 func settledStatus(parent Challenge, v verdict, now time.Time) ChallengeStatus {
 	status := ChallengeStatus{
 		Phase:              v.phase,
@@ -118,8 +175,10 @@ func settledStatus(parent Challenge, v verdict, now time.Time) ChallengeStatus {
 		ObservedGeneration: parent.Metadata.Generation,
 	}
 	current := []Condition{readyCondition(v)}
-	if prev := findCondition(parent.Status.Conditions, ConditionExpired); prev != nil {
-		current = append(current, *prev)
+	for _, conditionType := range []string{ConditionExpiringSoon, ConditionExpired} {
+		if prev := findCondition(parent.Status.Conditions, conditionType); prev != nil {
+			current = append(current, *prev)
+		}
 	}
 	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, current...)
 	return status
@@ -132,27 +191,6 @@ func findCondition(conds []Condition, conditionType string) *Condition {
 		}
 	}
 	return nil
-}
-
-// childIdentity is the least a kept child can be returned as when it carries no last-applied
-// configuration: with nothing desired and nothing last applied, Metacontroller's merge changes
-// nothing, and the child is not deleted because it is listed.
-type childIdentity struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Metadata   childIdentityMeta `json:"metadata"`
-}
-
-type childIdentityMeta struct {
-	Name      string `json:"name"`
-	Namespace string `json:"namespace,omitempty"`
-}
-
-func lastApplied(obj ObservedObject) any {
-	if obj.LastApplied != "" && json.Valid([]byte(obj.LastApplied)) {
-		return json.RawMessage(obj.LastApplied)
-	}
-	return childIdentity{APIVersion: obj.APIVersion, Kind: obj.Kind, Metadata: childIdentityMeta{Name: obj.Metadata.Name, Namespace: obj.Metadata.Namespace}}
 }
 
 // finalize answers while the Challenge is being deleted: no children, so Metacontroller deletes
@@ -168,8 +206,8 @@ func finalize(req Request, now time.Time) Response {
 	return Response{Status: status, Children: []any{}, Finalized: remaining == 0}
 }
 
-// Customize asks Metacontroller for the related objects Sync needs: the referenced definition and
-// the instance's Pods. It depends only on the parent's spec and identity, as Metacontroller caches it.
+// Customize asks Metacontroller for the related object Sync needs: the referenced definition. It
+// depends only on the parent's spec and identity, as Metacontroller caches it.
 func Customize(req CustomizeRequest) CustomizeResponse {
 	parent := req.Parent
 	rules := []RelatedResourceRule{}
@@ -182,11 +220,5 @@ func Customize(req CustomizeRequest) CustomizeResponse {
 			APIVersion: APIVersion, Resource: "challengedefinitions", Namespace: namespace, Names: []string{ref.Name},
 		})
 	}
-	rules = append(rules, RelatedResourceRule{
-		APIVersion:    "v1",
-		Resource:      "pods",
-		Namespace:     parent.Metadata.Namespace,
-		LabelSelector: &LabelSelector{MatchLabels: map[string]string{LabelInstance: instanceID(parent)}},
-	})
 	return CustomizeResponse{RelatedResources: rules}
 }

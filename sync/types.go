@@ -19,6 +19,12 @@ const (
 	LabelManagedBy  = "app.kubernetes.io/managed-by"
 	ManagedByValue  = "challenge-hook"
 
+	// AnnotationFlagHash on the Pod changes with the flag (see flagHash).
+	AnnotationFlagHash = LabelPrefix + "flag-hash"
+	// AnnotationRestartedAt on the Pod is the Challenge's spec.restartedAt: a new value changes the
+	// Pod, and Metacontroller (updateStrategy Recreate) replaces it.
+	AnnotationRestartedAt = LabelPrefix + "restarted-at"
+
 	// LastAppliedAnnotation is where Metacontroller keeps the child exactly as a hook last returned it.
 	LastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"
 )
@@ -39,8 +45,56 @@ type Config struct {
 	DefaultTimeout time.Duration
 	// DefaultMaxLifetime caps the lifetime, extensions included, when the definition sets no maxLifetime.
 	DefaultMaxLifetime time.Duration
+	// ExpiryWarning is how long before its deadline an instance's ExpiringSoon condition is True
+	// (and the hook asks to be woken then); zero never warns.
+	ExpiryWarning time.Duration
 	// FlagKey is the HMAC key for dynamic flags; empty means dynamic flags are refused.
 	FlagKey []byte
+	// DynamicFlagPlaceholder, when FlagKey is empty, is every dynamic flag instead of a refusal: for
+	// `render` without a key, never for a serving hook.
+	DynamicFlagPlaceholder string
+
+	// Where the cluster's networks and platform Pods are, for each instance's NetworkPolicy.
+	// CIDRs are IPv4 prefixes in canonical form (the hook's flags check them).
+
+	// PodCIDRs are the cluster's Pod networks: never an egress destination, and the sources a
+	// NodePort or LoadBalancer exposure refuses. Empty: every private and CGNAT range stands in.
+	PodCIDRs []string
+	// ServiceCIDRs are the cluster's Service networks: never an egress destination.
+	ServiceCIDRs []string
+	// NodeCIDRs and APIServerCIDRs are the nodes' and the API server's addresses, never an egress
+	// destination; needed only where they are public (private ranges are refused anyway).
+	NodeCIDRs      []string
+	APIServerCIDRs []string
+	// DNS selects the cluster DNS Pods, the only in-cluster egress destination (port 53).
+	DNS PodPeer
+	// NodeLocalDNS is the address of a node-local DNS cache, also allowed on port 53; empty: none.
+	NodeLocalDNS string
+	// IngressController selects the ingress controller's Pods, the only source of HTTP exposures.
+	IngressController PodPeer
+
+	// Gateway, when set, is the Gateway API Gateway that routes players to instances: HTTP exposures
+	// become HTTPRoutes attached to it instead of Ingresses, and TLS exposures (which need it)
+	// become TLSRoutes.
+	Gateway *GatewayRef
+	// GatewaySectionName is the listener of the Gateway that HTTPRoutes attach to (empty: every
+	// listener that admits them).
+	GatewaySectionName string
+	// GatewayTLSSectionName is the listener of the Gateway that TLSRoutes attach to (empty: every
+	// listener that admits them).
+	GatewayTLSSectionName string
+	// GatewayTLSPort is the port of the Gateway's TLS listener, the port of TLS endpoints.
+	GatewayTLSPort int32
+	// GatewayDataPlane selects the Gateway's Pods, the only source of routed exposures when a
+	// Gateway is set. Empty namespace: the Gateway's; no labels: the Gateway API's
+	// gateway.networking.k8s.io/gateway-name=<name>.
+	GatewayDataPlane PodPeer
+}
+
+// PodPeer selects Pods by namespace and, optionally, labels.
+type PodPeer struct {
+	Namespace string
+	Labels    map[string]string
 }
 
 // DefaultConfig returns the configuration the binary starts with when nothing is set.
@@ -52,6 +106,10 @@ func DefaultConfig() Config {
 		ClusterDomain:      "cluster.local",
 		DefaultTimeout:     30 * time.Minute,
 		DefaultMaxLifetime: 24 * time.Hour,
+		ExpiryWarning:      5 * time.Minute,
+		DNS:                PodPeer{Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
+		IngressController:  PodPeer{Namespace: "ingress-nginx"},
+		GatewayTLSPort:     443,
 	}
 }
 
@@ -61,28 +119,52 @@ type Request struct {
 	Children   ObservedChildren
 	Related    Related
 	Finalizing bool
+
+	// DeclaredChildTypes are the child types the CompositeController declares
+	// (controller.spec.childResources): a child of another type must not be returned.
+	DeclaredChildTypes []ChildResource
+}
+
+// ChildResource is one entry of the CompositeController's spec.childResources, as the hook reads it.
+type ChildResource struct {
+	APIVersion string `json:"apiVersion"`
+	Resource   string `json:"resource"`
+}
+
+// CompositeController is the part of the request's controller the hook reads.
+type CompositeController struct {
+	Spec struct {
+		ChildResources []ChildResource `json:"childResources"`
+	} `json:"spec"`
 }
 
 // ObservedChildren are the live children Metacontroller found, each list sorted by namespace and name.
 type ObservedChildren struct {
-	Deployments     []ObservedDeployment
+	Pods            []ObservedPod
 	Services        []ObservedService
 	NetworkPolicies []ObservedObject
 	Ingresses       []ObservedIngress
+	HTTPRoutes      []ObservedRoute
+	TLSRoutes       []ObservedRoute
 	Secrets         []ObservedObject
+	// Deployments were the workload before Pods were. The hook never returns one, so
+	// Metacontroller deletes them where the CompositeController still lists deployments (the
+	// upgrade, see the README).
+	Deployments []ObservedObject
 }
 
 // Count is the number of observed children of every type.
 func (c ObservedChildren) Count() int {
-	return len(c.Deployments) + len(c.Services) + len(c.NetworkPolicies) + len(c.Ingresses) + len(c.Secrets)
+	return len(c.Pods) + len(c.Services) + len(c.NetworkPolicies) + len(c.Ingresses) + len(c.HTTPRoutes) + len(c.TLSRoutes) +
+		len(c.Secrets) + len(c.Deployments)
 }
 
-// Objects lists every observed child in the order the hook returns children: Deployments,
-// Services, Ingresses, NetworkPolicies, Secrets.
+// Objects lists every observed child in the order the hook returns children: Pods, Services,
+// Ingresses, HTTPRoutes, TLSRoutes, NetworkPolicies, Secrets, then Deployments.
 func (c ObservedChildren) Objects() []ObservedObject {
 	out := make([]ObservedObject, 0, c.Count())
-	for _, d := range c.Deployments {
-		out = append(out, d.ObservedObject)
+	for _, p := range c.Pods {
+		out = append(out, p.ObservedObject)
 	}
 	for _, s := range c.Services {
 		out = append(out, s.ObservedObject)
@@ -90,14 +172,19 @@ func (c ObservedChildren) Objects() []ObservedObject {
 	for _, i := range c.Ingresses {
 		out = append(out, i.ObservedObject)
 	}
+	for _, routes := range [][]ObservedRoute{c.HTTPRoutes, c.TLSRoutes} {
+		for _, r := range routes {
+			out = append(out, r.ObservedObject)
+		}
+	}
 	out = append(out, c.NetworkPolicies...)
-	return append(out, c.Secrets...)
+	out = append(out, c.Secrets...)
+	return append(out, c.Deployments...)
 }
 
-// Related are the objects the customize hook asked for: the referenced definition and the instance's Pods.
+// Related are the objects the customize hook asked for: the referenced definition.
 type Related struct {
 	Definitions []ChallengeDefinition
-	Pods        []ObservedPod
 }
 
 // ObjectMeta holds the metadata fields the hook reads.
@@ -111,88 +198,165 @@ type ObjectMeta struct {
 	DeletionTimestamp string            `json:"deletionTimestamp,omitempty"`
 }
 
+// The observed types below mirror the Kubernetes objects Metacontroller sends, with only the
+// fields the hook reads: the decoder skips everything else (managedFields, specs it does not read).
+
 // ObservedObject is what the hook keeps of any observed child: its identity and the configuration
 // Metacontroller last applied, which is returned as is when the hook must not change the child.
 type ObservedObject struct {
-	APIVersion  string
-	Kind        string
-	Metadata    ObjectMeta
-	LastApplied string
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Metadata   ObservedMeta `json:"metadata"`
 }
 
-// ObservedDeployment adds the Deployment status the phase is computed from.
-type ObservedDeployment struct {
-	ObservedObject
-	ReadyReplicas int32
-	Conditions    []ObservedCondition
+// ObservedMeta is an observed child's metadata and the one annotation the hook reads.
+type ObservedMeta struct {
+	ObjectMeta
+	Annotations ObservedAnnotations `json:"annotations"`
+}
+
+// ObservedAnnotations holds the annotations the hook reads: the one in which Metacontroller keeps
+// the child exactly as a hook last returned it (JSON), and the Pod's restart.
+type ObservedAnnotations struct {
+	LastApplied string `json:"metacontroller.k8s.io/last-applied-configuration"`
+	// RestartedAt is the restart a Pod was created for (see AnnotationRestartedAt).
+	RestartedAt string `json:"ctf.challenge-hook.dev/restarted-at"`
 }
 
 // ObservedService adds the allocated node ports and load-balancer addresses.
 type ObservedService struct {
 	ObservedObject
-	Type         string
-	Ports        []ObservedServicePort
-	LoadBalancer []LoadBalancerIngress
+	Spec   ObservedServiceSpec `json:"spec"`
+	Status LoadBalancerStatus  `json:"status"`
+}
+
+// ObservedServiceSpec is what the hook reads of a Service's spec.
+type ObservedServiceSpec struct {
+	Type  string                `json:"type"`
+	Ports []ObservedServicePort `json:"ports"`
 }
 
 // ObservedServicePort is one port of an observed Service.
 type ObservedServicePort struct {
-	Port     int32
-	NodePort int32
-	Protocol string
+	Port     int32  `json:"port"`
+	NodePort int32  `json:"nodePort"`
+	Protocol string `json:"protocol"`
+}
+
+// LoadBalancerStatus is the status of a Service or an Ingress: the addresses published for it.
+type LoadBalancerStatus struct {
+	LoadBalancer LoadBalancerIngresses `json:"loadBalancer"`
+}
+
+// LoadBalancerIngresses are the addresses published for a Service or an Ingress.
+type LoadBalancerIngresses struct {
+	Ingress []LoadBalancerIngress `json:"ingress"`
 }
 
 // LoadBalancerIngress is one address a load balancer or ingress controller published.
 type LoadBalancerIngress struct {
-	IP       string
-	Hostname string
+	IP       string `json:"ip"`
+	Hostname string `json:"hostname"`
 }
 
 // ObservedIngress adds the addresses the ingress controller published.
 type ObservedIngress struct {
 	ObservedObject
-	LoadBalancer []LoadBalancerIngress
+	Status LoadBalancerStatus `json:"status"`
 }
 
-// ObservedCondition is a Kubernetes status condition as read from a Deployment or Pod.
+// ObservedCondition is a Kubernetes status condition as read from a Pod.
 type ObservedCondition struct {
-	Type    string
-	Status  string
-	Reason  string
-	Message string
+	Type               string `json:"type"`
+	Status             string `json:"status"`
+	Reason             string `json:"reason"`
+	Message            string `json:"message"`
+	LastTransitionTime string `json:"lastTransitionTime"`
 }
 
-// ObservedPod is one of the instance's Pods, related by the instance label.
+// ObservedRoute is a Gateway API HTTPRoute or TLSRoute: its status says whether each parent
+// Gateway accepted it.
+type ObservedRoute struct {
+	ObservedObject
+	Status struct {
+		Parents []RouteParentStatus `json:"parents"`
+	} `json:"status"`
+}
+
+// RouteParentStatus is a route's status for one of its parents.
+type RouteParentStatus struct {
+	ParentRef struct {
+		Group       string `json:"group"`
+		Kind        string `json:"kind"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		SectionName string `json:"sectionName"`
+	} `json:"parentRef"`
+	Conditions []RouteCondition `json:"conditions"`
+}
+
+// RouteCondition is a condition of a route's parent status.
+type RouteCondition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	// ObservedGeneration is the route generation the Gateway's controller set the condition for.
+	ObservedGeneration int64 `json:"observedGeneration"`
+}
+
+// GatewayRef names the Gateway that routes players to instances.
+type GatewayRef struct {
+	Namespace string
+	Name      string
+}
+
+func (g GatewayRef) String() string { return g.Namespace + "/" + g.Name }
+
+// ObservedPod is the instance's workload: its status is what the phase is computed from.
 type ObservedPod struct {
-	Metadata          ObjectMeta
-	Phase             string
-	Conditions        []ObservedCondition
-	InitContainers    []ContainerStatus
-	ContainerStatuses []ContainerStatus
+	ObservedObject
+	Status ObservedPodStatus `json:"status"`
+}
+
+// ObservedPodStatus is what the hook reads of a Pod's status.
+type ObservedPodStatus struct {
+	Phase string `json:"phase"`
+	// Reason and Message say why a Pod failed, e.g. Evicted and what the kubelet ran short of.
+	Reason                string              `json:"reason"`
+	Message               string              `json:"message"`
+	Conditions            []ObservedCondition `json:"conditions"`
+	InitContainerStatuses []ContainerStatus   `json:"initContainerStatuses"`
+	ContainerStatuses     []ContainerStatus   `json:"containerStatuses"`
 }
 
 // ContainerStatus is the part of a container's status that explains why it is not ready.
 type ContainerStatus struct {
-	Name    string
-	Ready   bool
-	Waiting *ContainerStateWaiting
-	// LastTerminated is the container's previous termination, the cause of a crash loop.
-	LastTerminated *ContainerStateTerminated
+	Name  string         `json:"name"`
+	Ready bool           `json:"ready"`
+	State ContainerState `json:"state"`
+	// LastState.Terminated is the container's previous termination, the cause of a crash loop.
+	LastState ContainerState `json:"lastState"`
+}
+
+// ContainerState is a container's current or previous state.
+type ContainerState struct {
+	Waiting *ContainerStateWaiting `json:"waiting"`
 	// Terminated is set when the container has exited and not been restarted yet.
-	Terminated *ContainerStateTerminated
+	Terminated *ContainerStateTerminated `json:"terminated"`
 }
 
 // ContainerStateWaiting says why a container is not running.
 type ContainerStateWaiting struct {
-	Reason  string
-	Message string
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // ContainerStateTerminated says how a container ended.
 type ContainerStateTerminated struct {
-	Reason   string
-	Message  string
-	ExitCode int32
+	Reason   string `json:"reason"`
+	Message  string `json:"message"`
+	ExitCode int32  `json:"exitCode"`
 }
 
 // Challenge is one participant's instance, the parent resource.
@@ -211,6 +375,12 @@ type ChallengeSpec struct {
 	Owner         string          `json:"owner,omitempty"`
 	Timeout       string          `json:"timeout,omitempty"`
 	ExpiresAt     string          `json:"expiresAt,omitempty"`
+	// Stopped removes the workload and keeps the record, host and flag; false starts it again
+	// within its lifetime, which keeps running while stopped.
+	Stopped bool `json:"stopped,omitempty"`
+	// RestartedAt is a time the platform sets (RFC 3339) to restart the Pod: any change replaces it,
+	// with the same host, instance id and flag.
+	RestartedAt string `json:"restartedAt,omitempty"`
 }
 
 // DefinitionRef names a ChallengeDefinition; the namespace defaults to the Challenge's.
@@ -302,6 +472,7 @@ const (
 	ExposeNodePort     = "NodePort"
 	ExposeLoadBalancer = "LoadBalancer"
 	ExposeHTTP         = "HTTP"
+	ExposeTLS          = "TLS"
 	ExposeClusterIP    = "ClusterIP"
 )
 
@@ -309,6 +480,16 @@ const (
 type Expose struct {
 	Port int32  `json:"port"`
 	Type string `json:"type"`
+	// From names the in-cluster Pods a ClusterIP exposure admits (an admin bot, a checker); only
+	// ClusterIP exposures have it, and they need it.
+	From []ExposePeer `json:"from,omitempty"`
+}
+
+// ExposePeer selects Pods by namespace (default: the Challenge's) and labels (default: every Pod
+// of the namespace). Another instance's Pod is never selected.
+type ExposePeer struct {
+	Namespace string            `json:"namespace,omitempty"`
+	PodLabels map[string]string `json:"podLabels,omitempty"`
 }
 
 // Flag is the secret players hunt for: a static value, or one derived per owner.
@@ -330,6 +511,8 @@ type Security struct {
 	RunAsUser *int64 `json:"runAsUser,omitempty"`
 	// ReadOnlyRootFilesystem defaults to true; false opts out.
 	ReadOnlyRootFilesystem *bool `json:"readOnlyRootFilesystem,omitempty"`
+	// AllowPrivilegeEscalation lets setuid binaries raise privileges (setuid challenges).
+	AllowPrivilegeEscalation bool `json:"allowPrivilegeEscalation,omitempty"`
 }
 
 // Phases of a Challenge.
@@ -338,6 +521,7 @@ const (
 	PhaseCreating    = "Creating"
 	PhaseRunning     = "Running"
 	PhaseError       = "Error"
+	PhaseStopped     = "Stopped"
 	PhaseExpired     = "Expired"
 	PhaseTerminating = "Terminating"
 	PhaseDeleted     = "Deleted"
@@ -359,6 +543,9 @@ const (
 	ReasonUnschedulable              = "Unschedulable"
 	ReasonProgressDeadlineExceeded   = "ProgressDeadlineExceeded"
 	ReasonFlagKeyMissing             = "FlagKeyMissing"
+	ReasonGatewayAPINotEnabled       = "GatewayAPINotEnabled"
+	ReasonRouteNotAccepted           = "RouteNotAccepted"
+	ReasonStopped                    = "Stopped"
 	ReasonExpired                    = "Expired"
 	ReasonTerminating                = "Terminating"
 	ReasonDeleted                    = "Deleted"
@@ -406,6 +593,19 @@ type Response struct {
 	Finalized          bool            `json:"finalized"`
 }
 
+// FlagVerification is a platform's question to POST /flags/verify: is flag owner's dynamic flag on
+// the definition (a definition key, see CheckFlagSubject)?
+type FlagVerification struct {
+	Definition string `json:"definition"`
+	Owner      string `json:"owner"`
+	Flag       string `json:"flag"`
+}
+
+// FlagVerdict is the answer to a FlagVerification.
+type FlagVerdict struct {
+	Correct bool `json:"correct"`
+}
+
 // CustomizeRequest is what Metacontroller sends to the customize hook.
 type CustomizeRequest struct {
 	Parent Challenge `json:"parent"`
@@ -416,16 +616,10 @@ type CustomizeResponse struct {
 	RelatedResources []RelatedResourceRule `json:"relatedResources"`
 }
 
-// RelatedResourceRule selects related objects by names or by label selector.
+// RelatedResourceRule selects related objects by name.
 type RelatedResourceRule struct {
-	APIVersion    string         `json:"apiVersion"`
-	Resource      string         `json:"resource"`
-	Namespace     string         `json:"namespace,omitempty"`
-	Names         []string       `json:"names,omitempty"`
-	LabelSelector *LabelSelector `json:"labelSelector,omitempty"`
-}
-
-// LabelSelector selects by exact label values.
-type LabelSelector struct {
-	MatchLabels map[string]string `json:"matchLabels"`
+	APIVersion string   `json:"apiVersion"`
+	Resource   string   `json:"resource"`
+	Namespace  string   `json:"namespace,omitempty"`
+	Names      []string `json:"names,omitempty"`
 }

@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"net/netip"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
@@ -105,10 +110,27 @@ func addHookFlags(c *configFlags, cfg *hookConfig) {
 	c.env((*stringValue)(&cfg.sync.IngressDomain), "ingress-domain", "parent `domain` of per-instance HTTP hosts <instanceId>.<domain>")
 	c.env((*stringValue)(&cfg.sync.IngressClassName), "ingress-class", "`class` name of Ingress children (empty: the cluster default)")
 	c.env(&choiceValue{p: &cfg.sync.IngressScheme, choices: []string{"http", "https"}}, "ingress-scheme", "`scheme` of HTTP endpoint URLs: http or https")
+	c.env(&gatewayValue{p: &cfg.sync.Gateway}, "gateway", "Gateway API Gateway (`namespace/name`) that routes players: HTTP exposures become HTTPRoutes instead of Ingresses, TLS exposures TLSRoutes (empty: Ingresses, and no TLS exposures)")
+	c.env((*stringValue)(&cfg.sync.GatewaySectionName), "gateway-section-name", "`listener` of the Gateway that HTTPRoutes attach to (empty: every listener that admits them)")
+	c.env((*stringValue)(&cfg.sync.GatewayTLSSectionName), "gateway-tls-section-name", "`listener` of the Gateway that TLSRoutes attach to (empty: every listener that admits them)")
+	c.env((*portValue)(&cfg.sync.GatewayTLSPort), "gateway-tls-port", "`port` of the Gateway's TLS listener, given to players in TLS endpoints")
+	c.env((*namespaceValue)(&cfg.sync.GatewayDataPlane.Namespace), "gateway-pod-namespace", "`namespace` of the Gateway's data-plane Pods, the only source of HTTP and TLS exposures with --gateway (empty: the Gateway's namespace)")
+	c.env((*labelsValue)(&cfg.sync.GatewayDataPlane.Labels), "gateway-pod-labels", "`labels` (k=v,...) of the Gateway's data-plane Pods (empty: gateway.networking.k8s.io/gateway-name=<the Gateway's name>)")
 	c.env((*stringValue)(&cfg.sync.ClusterDomain), "cluster-domain", "cluster DNS `suffix`, for ClusterIP endpoints")
 	c.env((*positiveDuration)(&cfg.sync.DefaultTimeout), "default-timeout", "instance lifetime (`duration`) when neither the Challenge nor its definition sets one")
 	c.env((*positiveDuration)(&cfg.sync.DefaultMaxLifetime), "default-max-lifetime", "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime")
-	c.env((*stringValue)(&cfg.flagKeyFile), "flag-key-file", "`file` holding the HMAC key of dynamic flags (read once at start-up; empty: dynamic flags are refused)")
+	c.env((*nonNegativeDuration)(&cfg.sync.ExpiryWarning), "expiry-warning", "how long (`duration`) before expiry the ExpiringSoon condition is True; the hook asks to be woken then (0s: never)")
+	c.env((*stringValue)(&cfg.flagKeyFile), "flag-key-file", "`file` holding the HMAC key of dynamic flags (read once at start-up; empty: the server refuses dynamic flags, render prints a placeholder)")
+	// Where the cluster's networks and platform Pods are, for each instance's NetworkPolicy.
+	c.env((*cidrList)(&cfg.sync.PodCIDRs), "pod-cidrs", "the cluster's Pod `CIDRs`, comma-separated: refused as egress destinations and as NodePort/LoadBalancer sources (empty: every private and CGNAT range)")
+	c.env((*cidrList)(&cfg.sync.ServiceCIDRs), "service-cidrs", "the cluster's Service `CIDRs`, comma-separated: refused as egress destinations")
+	c.env((*cidrList)(&cfg.sync.NodeCIDRs), "node-cidrs", "the nodes' `CIDRs`, comma-separated: refused as egress destinations (needed where nodes have public addresses)")
+	c.env((*cidrList)(&cfg.sync.APIServerCIDRs), "api-server-cidrs", "the API server's `CIDRs`, comma-separated: refused as egress destinations (needed where its endpoint is public)")
+	c.env((*namespaceValue)(&cfg.sync.DNS.Namespace), "dns-namespace", "`namespace` of the cluster DNS Pods, the only in-cluster egress destination (port 53)")
+	c.env((*labelsValue)(&cfg.sync.DNS.Labels), "dns-pod-labels", "`labels` (k=v,...) of the cluster DNS Pods")
+	c.env((*ipv4Value)(&cfg.sync.NodeLocalDNS), "node-local-dns", "`address` of a node-local DNS cache, also allowed on port 53 (empty: none)")
+	c.env((*namespaceValue)(&cfg.sync.IngressController.Namespace), "ingress-controller-namespace", "`namespace` of the ingress controller's Pods, the only source of HTTP exposures")
+	c.env((*labelsValue)(&cfg.sync.IngressController.Labels), "ingress-controller-pod-labels", "`labels` (k=v,...) of the ingress controller's Pods (empty: every Pod of its namespace)")
 }
 
 // parseServerConfig parses the server's flags (args without the program name).
@@ -125,7 +147,7 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	}
 	c := newConfigFlags("challenge-hook")
 	c.env((*listenValue)(&cfg.listen), "listen", "address to serve on, `host:port`")
-	c.env((*clockValue)(&cfg.clock), "clock", "pin the clock to this RFC 3339 `time`, for demos and golden replays (empty: the real clock)")
+	c.env((*clockValue)(&cfg.clock), "clock", "pin the clock to this RFC 3339 `time`, for demos and golden replays only: on a frozen clock no instance ever expires; logs a warning at start-up (empty: the real clock)")
 	addHookFlags(c, &cfg.hook)
 	c.env((*stringValue)(&cfg.tokenFile), "token-file", "`file` holding the bearer token hook callers must send (empty: no token required)")
 	c.env((*stringValue)(&cfg.tlsCertFile), "tls-cert-file", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")
@@ -142,7 +164,7 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 		return cfg, c, err
 	}
 	if c.fs.NArg() > 0 {
-		return cfg, c, fmt.Errorf("unexpected argument %q: the server takes flags only (the one subcommand is render)", c.fs.Arg(0))
+		return cfg, c, fmt.Errorf("unexpected argument %q: the server takes flags only (the subcommands are render and flag)", c.fs.Arg(0))
 	}
 	if (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == "") {
 		return cfg, c, errors.New("--tls-cert-file and --tls-key-file (CHALLENGE_HOOK_TLS_CERT_FILE, CHALLENGE_HOOK_TLS_KEY_FILE) must be set together")
@@ -186,6 +208,93 @@ type stringValue string
 
 func (s *stringValue) String() string     { return string(*s) }
 func (s *stringValue) Set(v string) error { *s = stringValue(v); return nil }
+
+// cidrList is a comma-separated list of IPv4 CIDRs, each its network address (10.244.0.0/16, not
+// 10.244.1.0/16): instances get no IPv6 ingress or egress, so IPv6 ranges would have no effect.
+type cidrList []string
+
+func (c *cidrList) String() string { return strings.Join(*c, ",") }
+func (c *cidrList) Set(v string) error {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(item)
+		if err != nil || !p.Addr().Is4() {
+			return fmt.Errorf("%q: expected IPv4 CIDRs such as 10.244.0.0/16,10.245.0.0/16", item)
+		}
+		if p.Masked() != p {
+			return fmt.Errorf("%q has host bits set: did you mean %s?", item, p.Masked())
+		}
+		out = append(out, p.String())
+	}
+	*c = out
+	return nil
+}
+
+// labelsValue is a comma-separated list of label=value pairs; empty means no labels.
+type labelsValue map[string]string
+
+func (l *labelsValue) String() string {
+	var pairs []string
+	for _, k := range slices.Sorted(maps.Keys(*l)) {
+		pairs = append(pairs, k+"="+(*l)[k])
+	}
+	return strings.Join(pairs, ",")
+}
+
+func (l *labelsValue) Set(v string) error {
+	out := map[string]string{}
+	for _, pair := range strings.Split(v, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		key, value, ok := strings.Cut(pair, "=")
+		if !ok {
+			return fmt.Errorf("%q: expected label=value pairs such as app.kubernetes.io/name=ingress-nginx", pair)
+		}
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			return fmt.Errorf("label %q: %s", key, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+			return fmt.Errorf("label value %q: %s", value, strings.Join(errs, "; "))
+		}
+		out[key] = value
+	}
+	*l = out
+	return nil
+}
+
+type namespaceValue string
+
+func (n *namespaceValue) String() string { return string(*n) }
+func (n *namespaceValue) Set(v string) error {
+	if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
+		return fmt.Errorf("expected a namespace name: %s", strings.Join(errs, "; "))
+	}
+	*n = namespaceValue(v)
+	return nil
+}
+
+// ipv4Value is one IPv4 address, or empty.
+type ipv4Value string
+
+func (a *ipv4Value) String() string { return string(*a) }
+func (a *ipv4Value) Set(v string) error {
+	if v == "" {
+		*a = ""
+		return nil
+	}
+	addr, err := netip.ParseAddr(v)
+	if err != nil || !addr.Is4() {
+		return errors.New("expected an IPv4 address such as 169.254.20.10, or empty for none")
+	}
+	*a = ipv4Value(addr.String())
+	return nil
+}
 
 type listenValue string
 
@@ -276,6 +385,40 @@ func (c *choiceValue) Set(v string) error {
 		}
 	}
 	return fmt.Errorf("expected one of %s", strings.Join(c.choices, ", "))
+}
+
+type gatewayValue struct{ p **hooksync.GatewayRef }
+
+func (g *gatewayValue) String() string {
+	if g.p == nil || *g.p == nil {
+		return ""
+	}
+	return (*g.p).String()
+}
+
+func (g *gatewayValue) Set(v string) error {
+	if v == "" {
+		*g.p = nil
+		return nil
+	}
+	ref, err := hooksync.ParseGatewayRef(v)
+	if err != nil {
+		return err
+	}
+	*g.p = &ref
+	return nil
+}
+
+type portValue int32
+
+func (p *portValue) String() string { return fmt.Sprint(int32(*p)) }
+func (p *portValue) Set(v string) error {
+	port, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || port < 1 || port > 65535 {
+		return errors.New("expected a port between 1 and 65535")
+	}
+	*p = portValue(port)
+	return nil
 }
 
 type logLevelValue struct{ p *slog.Level }

@@ -39,6 +39,7 @@ func TestConfigPrecedence(t *testing.T) {
 		"CHALLENGE_HOOK_MAX_REQUEST_BYTES": "1Mi",
 		"CHALLENGE_HOOK_CLOCK":             "2026-11-01T12:05:00Z",
 		"CHALLENGE_HOOK_LOG_LEVEL":         "debug",
+		"CHALLENGE_HOOK_EXPIRY_WARNING":    "2m",
 	})
 	cfg, _, err := parseServerConfig([]string{"--ingress-domain=flag.example", "--default-timeout", "10m"}, env)
 	require.NoError(t, err)
@@ -48,6 +49,7 @@ func TestConfigPrecedence(t *testing.T) {
 	assert.Equal(t, int64(1<<20), cfg.maxRequestBytes)
 	assert.Equal(t, time.Date(2026, 11, 1, 12, 5, 0, 0, time.UTC), cfg.clock)
 	assert.Equal(t, slog.LevelDebug, cfg.logLevel)
+	assert.Equal(t, 2*time.Minute, cfg.hook.sync.ExpiryWarning, "env over default")
 	assert.Equal(t, "http", cfg.hook.sync.IngressScheme, "default")
 }
 
@@ -63,15 +65,26 @@ func TestConfigErrorsNameTheFlagAndWhatIsExpected(t *testing.T) {
 		{"bad duration env", nil, map[string]string{"CHALLENGE_HOOK_IDLE_TIMEOUT": "forever"}, []string{"CHALLENGE_HOOK_IDLE_TIMEOUT", "--idle-timeout", "positive duration"}},
 		{"bad clock", []string{"--clock=yesterday"}, nil, []string{"clock", "RFC 3339"}},
 		{"bad clock env", nil, map[string]string{"CHALLENGE_HOOK_CLOCK": "2026-11-01"}, []string{"CHALLENGE_HOOK_CLOCK", "RFC 3339"}},
+		{"negative expiry warning", []string{"--expiry-warning=-5m"}, nil, []string{"expiry-warning", "duration"}},
 		{"bad listen", []string{"--listen=8080"}, nil, []string{"listen", "host:port"}},
 		{"bad scheme", []string{"--ingress-scheme=ftp"}, nil, []string{"ingress-scheme", "http, https"}},
+		{"gateway without namespace", []string{"--gateway=ctf"}, nil, []string{"gateway", "<namespace>/<name>"}},
+		{"bad gateway namespace env", nil, map[string]string{"CHALLENGE_HOOK_GATEWAY": "Gateway_System/ctf"}, []string{"CHALLENGE_HOOK_GATEWAY", `namespace "Gateway_System"`}},
+		{"bad gateway TLS port", []string{"--gateway-tls-port=0"}, nil, []string{"gateway-tls-port", "between 1 and 65535"}},
 		{"bad log level", nil, map[string]string{"CHALLENGE_HOOK_LOG_LEVEL": "loud"}, []string{"CHALLENGE_HOOK_LOG_LEVEL", "debug, info, warn or error"}},
 		{"bad size", []string{"--max-request-bytes=lots"}, nil, []string{"max-request-bytes", "positive size"}},
 		{"zero size", []string{"--max-request-bytes=0"}, nil, []string{"max-request-bytes", "positive size"}},
 		{"unknown flag", []string{"--colour=red"}, nil, []string{"colour"}},
-		{"positional argument", []string{"serve"}, nil, []string{`"serve"`, "render"}},
+		{"positional argument", []string{"serve"}, nil, []string{`"serve"`, "render", "flag"}},
 		{"cert without key", []string{"--tls-cert-file=a.pem"}, nil, []string{"--tls-cert-file", "--tls-key-file", "together"}},
 		{"delay not shorter than timeout", []string{"--shutdown-delay=30s"}, nil, []string{"--shutdown-delay", "--shutdown-timeout"}},
+		{"bad CIDR", []string{"--pod-cidrs=10.244.0.0/16,10.244.0.0"}, nil, []string{"pod-cidrs", `"10.244.0.0"`, "IPv4 CIDRs"}},
+		{"IPv6 CIDR", []string{"--service-cidrs=fd00::/108"}, nil, []string{"service-cidrs", "IPv4 CIDRs"}},
+		{"CIDR with host bits", nil, map[string]string{"CHALLENGE_HOOK_NODE_CIDRS": "192.168.1.7/24"}, []string{"CHALLENGE_HOOK_NODE_CIDRS", "did you mean 192.168.1.0/24"}},
+		{"bad labels", []string{"--dns-pod-labels=k8s-app"}, nil, []string{"dns-pod-labels", "label=value"}},
+		{"bad label value", []string{"--ingress-controller-pod-labels=app=a b"}, nil, []string{"ingress-controller-pod-labels", `"a b"`}},
+		{"empty namespace", []string{"--ingress-controller-namespace="}, nil, []string{"ingress-controller-namespace", "namespace name"}},
+		{"bad node-local DNS", []string{"--node-local-dns=169.254.20.10/32"}, nil, []string{"node-local-dns", "IPv4 address"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,6 +95,37 @@ func TestConfigErrorsNameTheFlagAndWhatIsExpected(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestNetworkConfig(t *testing.T) {
+	env := envMap(map[string]string{"CHALLENGE_HOOK_SERVICE_CIDRS": "10.96.0.0/12", "CHALLENGE_HOOK_DNS_POD_LABELS": "k8s-app=coredns"})
+	cfg, _, err := parseServerConfig([]string{
+		"--pod-cidrs=10.244.0.0/16, 10.245.0.0/16", "--api-server-cidrs=203.0.113.10/32", "--node-local-dns=169.254.20.10",
+		"--ingress-controller-namespace=traefik", "--ingress-controller-pod-labels=app.kubernetes.io/name=traefik,role=edge",
+	}, env)
+	require.NoError(t, err)
+	got := cfg.hook.sync
+	assert.Equal(t, []string{"10.244.0.0/16", "10.245.0.0/16"}, got.PodCIDRs)
+	assert.Equal(t, []string{"10.96.0.0/12"}, got.ServiceCIDRs)
+	assert.Equal(t, []string{"203.0.113.10/32"}, got.APIServerCIDRs)
+	assert.Empty(t, got.NodeCIDRs)
+	assert.Equal(t, hooksync.PodPeer{Namespace: "kube-system", Labels: map[string]string{"k8s-app": "coredns"}}, got.DNS)
+	assert.Equal(t, "169.254.20.10", got.NodeLocalDNS)
+	assert.Equal(t, hooksync.PodPeer{Namespace: "traefik", Labels: map[string]string{"app.kubernetes.io/name": "traefik", "role": "edge"}}, got.IngressController)
+}
+
+func TestGatewayFlags(t *testing.T) {
+	env := envMap(map[string]string{"CHALLENGE_HOOK_GATEWAY_TLS_SECTION_NAME": "tls"})
+	cfg, _, err := parseServerConfig([]string{"--gateway=gateway-system/ctf", "--gateway-section-name=https", "--gateway-tls-port=8443"}, env)
+	require.NoError(t, err)
+	assert.Equal(t, &hooksync.GatewayRef{Namespace: "gateway-system", Name: "ctf"}, cfg.hook.sync.Gateway)
+	assert.Equal(t, "https", cfg.hook.sync.GatewaySectionName)
+	assert.Equal(t, "tls", cfg.hook.sync.GatewayTLSSectionName)
+	assert.Equal(t, int32(8443), cfg.hook.sync.GatewayTLSPort)
+
+	cfg, _, err = parseServerConfig([]string{"--gateway="}, envMap(map[string]string{"CHALLENGE_HOOK_GATEWAY": "gateway-system/ctf"}))
+	require.NoError(t, err)
+	assert.Nil(t, cfg.hook.sync.Gateway, "an empty flag turns the environment's Gateway off: Ingresses")
 }
 
 func TestHelpPrintsUsageAndSucceeds(t *testing.T) {

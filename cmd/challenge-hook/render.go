@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,14 +22,15 @@ import (
 // childKeys are the keys of the children map, as Metacontroller spells the CompositeController's
 // five child types.
 func childKeys() []string {
-	return []string{"Deployment.apps/v1", "Service.v1", "NetworkPolicy.networking.k8s.io/v1", "Ingress.networking.k8s.io/v1", "Secret.v1"}
+	return []string{"Pod.v1", "Service.v1", "NetworkPolicy.networking.k8s.io/v1", "Ingress.networking.k8s.io/v1", "Secret.v1"}
 }
 
-// Keys of the related map, for the types the customize hook asks for.
-const (
-	relatedDefinitionKey = "ChallengeDefinition." + hooksync.APIVersion
-	relatedPodKey        = "Pod.v1"
-)
+// relatedDefinitionKey is the key of the related map for the type the customize hook asks for.
+const relatedDefinitionKey = "ChallengeDefinition." + hooksync.APIVersion
+
+// renderFlagPlaceholder is every dynamic flag render prints without --flag-key-file: plainly not a
+// flag, and derived from no key, so that rendering never needs nor leaks the real key.
+const renderFlagPlaceholder = "NOT-A-FLAG: placeholder, render ran without --flag-key-file"
 
 // stringList is a repeatable flag.
 type stringList []string
@@ -63,12 +65,15 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if err := hook.loadFlagKey(); err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
+	if len(hook.sync.FlagKey) == 0 {
+		hook.sync.DynamicFlagPlaceholder = renderFlagPlaceholder
+	}
 	syncTime := time.Time(now)
 	if syncTime.IsZero() {
 		syncTime = time.Now().UTC().Truncate(time.Second)
 	}
 
-	body, err := buildFirstSyncRequest(files, syncTime, stderr)
+	body, err := buildFirstSyncRequest(files, syncTime, hook.sync.Gateway != nil, stderr)
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
@@ -77,8 +82,16 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 		return fmt.Errorf("render: %w", err)
 	}
 	resp := hooksync.Sync(req, syncTime, hook.sync)
-	if err := writeYAMLDocuments(stdout, resp); err != nil {
+	out, err := yamlDocuments(resp)
+	if err != nil {
 		return fmt.Errorf("render: %w", err)
+	}
+	if _, err := stdout.Write(out); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	// The Secret holds the flag base64-encoded: look for the placeholder as it is printed.
+	if bytes.Contains(out, []byte(base64.StdEncoding.EncodeToString([]byte(renderFlagPlaceholder)))) {
+		fmt.Fprintf(stderr, "render: no --flag-key-file: the flag Secret holds the placeholder %q, not a real dynamic flag; pass --flag-key-file to render the flag the hook would derive\n", renderFlagPlaceholder)
 	}
 	if resp.Status.Phase == hooksync.PhaseError {
 		fmt.Fprintf(stderr, "render: the hook answers phase Error: %s: %s\n", resp.Status.Reason, resp.Status.Message)
@@ -98,7 +111,9 @@ type typeMeta struct {
 
 // buildFirstSyncRequest builds the sync request Metacontroller would send for a new Challenge: the
 // parent as the API server stores it, an empty entry per child type, the definitions as related.
-func buildFirstSyncRequest(files []string, now time.Time, stderr io.Writer) ([]byte, error) {
+// With a Gateway, the CompositeController is the one the Gateway API component patched: it
+// declares the route types (without them the hook would answer GatewayAPINotEnabled).
+func buildFirstSyncRequest(files []string, now time.Time, gateway bool, stderr io.Writer) ([]byte, error) {
 	var parent map[string]any
 	var parentMeta typeMeta
 	type definition struct {
@@ -157,7 +172,13 @@ func buildFirstSyncRequest(files []string, now time.Time, stderr io.Writer) ([]b
 	}
 
 	children := map[string]map[string]any{}
-	for _, key := range childKeys() {
+	keys := childKeys()
+	controller := map[string]any{}
+	if gateway {
+		keys = append(keys, hooksync.RouteChildKeys()...)
+		controller["spec"] = map[string]any{"childResources": hooksync.RouteChildResources()}
+	}
+	for _, key := range keys {
 		children[key] = map[string]any{}
 	}
 	relatedDefinitions := map[string]any{}
@@ -172,10 +193,10 @@ func buildFirstSyncRequest(files []string, now time.Time, stderr io.Writer) ([]b
 		relatedDefinitions[defNamespace+"/"+def.meta.Metadata.Name] = def.obj
 	}
 	request := map[string]any{
-		"controller": map[string]any{},
+		"controller": controller,
 		"parent":     parent,
 		"children":   children,
-		"related":    map[string]any{relatedDefinitionKey: relatedDefinitions, relatedPodKey: map[string]any{}},
+		"related":    map[string]any{relatedDefinitionKey: relatedDefinitions},
 		"finalizing": false,
 	}
 	return json.Marshal(request)
@@ -208,8 +229,8 @@ func readYAMLDocuments(file string) ([][]byte, error) {
 	}
 }
 
-// writeYAMLDocuments prints each child as a YAML document, then the status, separated by ---.
-func writeYAMLDocuments(w io.Writer, resp hooksync.Response) error {
+// yamlDocuments is each child as a YAML document, then the status, separated by ---.
+func yamlDocuments(resp hooksync.Response) ([]byte, error) {
 	documents := make([]any, 0, len(resp.Children)+1)
 	documents = append(documents, resp.Children...)
 	documents = append(documents, map[string]any{"status": resp.Status})
@@ -217,17 +238,16 @@ func writeYAMLDocuments(w io.Writer, resp hooksync.Response) error {
 	for i, doc := range documents {
 		asJSON, err := hooksync.EncodeResponse(doc)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		asYAML, err := yaml.JSONToYAML(asJSON)
 		if err != nil {
-			return fmt.Errorf("converting to YAML: %w", err)
+			return nil, fmt.Errorf("converting to YAML: %w", err)
 		}
 		if i > 0 {
 			out.WriteString("---\n")
 		}
 		out.Write(asYAML)
 	}
-	_, err := w.Write(out.Bytes())
-	return err
+	return out.Bytes(), nil
 }

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -23,7 +25,13 @@ func renderDocuments(t *testing.T, args ...string) ([]map[string]any, string) {
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), append([]string{"challenge-hook", "render"}, args...), noEnv, &stdout, &stderr)
 	require.NoError(t, err, "stderr: %s", stderr.String())
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(&stdout))
+	return parseYAMLDocuments(t, &stdout), stderr.String()
+}
+
+// parseYAMLDocuments parses render's output.
+func parseYAMLDocuments(t *testing.T, stdout io.Reader) []map[string]any {
+	t.Helper()
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(stdout))
 	var docs []map[string]any
 	for {
 		doc, err := reader.Read()
@@ -36,7 +44,7 @@ func renderDocuments(t *testing.T, args ...string) ([]map[string]any, string) {
 		docs = append(docs, parsed)
 	}
 	require.NotEmpty(t, docs)
-	return docs, stderr.String()
+	return docs
 }
 
 func kinds(docs []map[string]any) []string {
@@ -54,7 +62,7 @@ func TestRenderExamples(t *testing.T) {
 	docs, stderr := renderDocuments(t, "-f", challenge, "-f", definition,
 		"--now=2026-11-01T12:00:00Z", "--flag-key-file=../../testdata/flag.key")
 	assert.Empty(t, stderr)
-	assert.Contains(t, kinds(docs), "Deployment")
+	assert.Contains(t, kinds(docs), "Pod")
 	assert.Contains(t, kinds(docs), "Secret", "the example's dynamic flag is delivered by a Secret")
 	status, ok := docs[len(docs)-1]["status"].(map[string]any)
 	require.True(t, ok, "the last document is the status: %v", docs[len(docs)-1])
@@ -65,14 +73,63 @@ func TestRenderExamples(t *testing.T) {
 		metadata, _ := doc["metadata"].(map[string]any)
 		assert.Equal(t, "ctf", metadata["namespace"], "%s", doc["kind"])
 	}
+	assert.NotEqual(t, renderFlagPlaceholder, flagSecretValue(t, docs), "with a key, the real flag")
+}
 
-	// Without a flag key, the dynamic flag gives the hook's Error status, and no Secret.
-	docs, stderr = renderDocuments(t, "-f", challenge, "-f", definition, "--now=2026-11-01T12:00:00Z")
-	status = docs[len(docs)-1]["status"].(map[string]any)
-	assert.Equal(t, "Error", status["phase"])
-	assert.Equal(t, "FlagKeyMissing", status["reason"])
-	assert.NotContains(t, kinds(docs), "Secret")
-	assert.Contains(t, stderr, "FlagKeyMissing")
+// With --gateway, render shows what the hook answers under the CompositeController patched by the
+// Gateway API component: an HTTPRoute instead of the Ingress.
+func TestRenderWithGateway(t *testing.T) {
+	docs, stderr := renderDocuments(t, "-f", "../../examples/challenge.yaml", "-f", "../../examples/definition.yaml",
+		"--now=2026-11-01T12:00:00Z", "--flag-key-file=../../testdata/flag.key", "--gateway=gateway-system/ctf")
+	assert.Empty(t, stderr)
+	assert.Contains(t, kinds(docs), "HTTPRoute")
+	assert.NotContains(t, kinds(docs), "Ingress")
+	assert.Equal(t, "None", docs[len(docs)-1]["status"].(map[string]any)["phase"])
+}
+
+// flagSecretValue is the flag in the rendered flag Secret.
+func flagSecretValue(t *testing.T, docs []map[string]any) string {
+	t.Helper()
+	for _, doc := range docs {
+		if doc["kind"] != "Secret" {
+			continue
+		}
+		data, _ := doc["data"].(map[string]any)
+		encoded, ok := data["flag"].(string)
+		require.True(t, ok, "the Secret has data.flag: %v", doc)
+		flag, err := base64.StdEncoding.DecodeString(encoded)
+		require.NoError(t, err)
+		return string(flag)
+	}
+	require.Fail(t, "no Secret rendered", "kinds: %v", kinds(docs))
+	return ""
+}
+
+// TestRenderREADMECommand runs the README's render command exactly as written, from the repository
+// root: without a flag key it shows every child, the dynamic flag as the placeholder, and says so.
+func TestRenderREADMECommand(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	const program = "go run ./cmd/challenge-hook render "
+	var command string
+	for line := range strings.Lines(string(readme)) {
+		if strings.HasPrefix(line, program) {
+			command = strings.TrimSpace(line)
+		}
+	}
+	require.NotEmpty(t, command, "the README shows no %q command", program)
+	args := strings.Fields(strings.TrimPrefix(command, "go run ./cmd/challenge-hook "))
+	t.Chdir("../..")
+
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, run(context.Background(), append([]string{"challenge-hook"}, args...), noEnv, &stdout, &stderr))
+	docs := parseYAMLDocuments(t, &stdout)
+	assert.ElementsMatch(t, []string{"Pod", "Service", "NetworkPolicy", "Ingress", "Secret"}, kinds(docs))
+	status := docs[len(docs)-1]["status"].(map[string]any)
+	assert.NotEqual(t, "Error", status["phase"], "status: %v", status)
+	assert.Equal(t, renderFlagPlaceholder, flagSecretValue(t, docs))
+	assert.Contains(t, stderr.String(), "placeholder")
+	assert.Contains(t, stderr.String(), "--flag-key-file")
 }
 
 func TestRenderMultiDocumentFileAndMissingDefinition(t *testing.T) {
@@ -83,7 +140,7 @@ func TestRenderMultiDocumentFileAndMissingDefinition(t *testing.T) {
 	both := filepath.Join(t.TempDir(), "both.yaml")
 	require.NoError(t, os.WriteFile(both, []byte("---\n"+string(definition)+"\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: ctf\n---\n"+string(challenge)), 0o644))
 	docs, stderr := renderDocuments(t, "-f", both, "--now=2026-11-01T12:00:00Z", "--flag-key-file=../../testdata/flag.key")
-	assert.Contains(t, kinds(docs), "Deployment")
+	assert.Contains(t, kinds(docs), "Pod")
 	assert.Contains(t, stderr, "skipping", "the Namespace is neither a Challenge nor a definition")
 
 	// The Challenge alone: its definition is missing, as the hook would say.

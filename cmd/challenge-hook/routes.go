@@ -15,4 +15,14 @@ func addRoutes(r chi.Router, cfg serverConfig, token []byte, now clock, m *metri
 		r.Post("/finalize", handleSync(cfg.hook.sync, now, m, true))
 		r.Post("/customize", handleCustomize())
 	})
+	// Flag verification answers whether a guess is right, so it exists only behind a token: without
+	// one, the hook's NetworkPolicy admitting Metacontroller alone would be its only protection.
+	if len(token) == 0 {
+		r.Post(flagVerifyPath, handleFlagVerifyDisabled())
+		return
+	}
+	r.Group(func(r chi.Router) {
+		r.Use(requireBearerToken(token), requireJSON, limitBody(flagVerifyMaxBytes))
+		r.Post(flagVerifyPath, handleFlagVerify(cfg.hook.sync.FlagKey))
+	})
 }

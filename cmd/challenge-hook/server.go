@@ -58,6 +58,9 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 	}
 	now := clock(time.Now)
 	if pinned := cfg.clock; !pinned.IsZero() {
+		// Loud, because a production hook on a frozen clock never expires an instance.
+		logger.Warn("clock pinned by --clock: for demos and golden replays only; instances never expire on a frozen clock",
+			slog.String("clock", pinned.Format(time.RFC3339)))
 		now = func() time.Time { return pinned }
 	}
 	a := &app{cfg: cfg, logger: logger, health: &health{}}

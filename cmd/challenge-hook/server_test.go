@@ -57,13 +57,14 @@ func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	return resp, body
 }
 
-// TestGoldenReplay serves every testdata case over HTTP with the flags `make run` uses, the way the
-// README's curl does, and expects response.json byte for byte.
+// TestGoldenReplay serves every testdata case over HTTP with the flags `make run` uses, plus the
+// case's own testdata/<case>/hook.flags if it has one (e.g. a Gateway), the way the README's curl
+// does, and expects response.json byte for byte.
 func TestGoldenReplay(t *testing.T) {
 	t.Chdir("../..") // dev.flags names files relative to the repository root, as `make run` does
-	flags, err := os.ReadFile("testdata/dev.flags")
+	devFlags, err := os.ReadFile("testdata/dev.flags")
 	require.NoError(t, err)
-	srv, _ := newTestServer(t, strings.Fields(string(flags))...)
+	servers := map[string]string{} // case flags -> server URL
 
 	requests, err := filepath.Glob("testdata/*/request.json")
 	require.NoError(t, err)
@@ -71,6 +72,16 @@ func TestGoldenReplay(t *testing.T) {
 	for _, requestFile := range requests {
 		dir := filepath.Dir(requestFile)
 		name := filepath.Base(dir)
+		caseFlags, err := os.ReadFile(filepath.Join(dir, "hook.flags"))
+		if err != nil && !os.IsNotExist(err) {
+			require.NoError(t, err)
+		}
+		url, started := servers[string(caseFlags)]
+		if !started {
+			srv, _ := newTestServer(t, strings.Fields(string(devFlags)+" "+string(caseFlags))...)
+			url = srv.URL
+			servers[string(caseFlags)] = url
+		}
 		t.Run(name, func(t *testing.T) {
 			request, err := os.ReadFile(requestFile)
 			require.NoError(t, err)
@@ -82,7 +93,7 @@ func TestGoldenReplay(t *testing.T) {
 			}
 			// `curl -d @file` drops the file's newlines and carriage returns and sends the form type.
 			curlBody := []byte(strings.NewReplacer("\n", "", "\r", "").Replace(string(request)))
-			resp, got := post(t, srv.URL+path, formContentType, curlBody)
+			resp, got := post(t, url+path, formContentType, curlBody)
 			require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", got)
 			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 			// The golden files hold the wire bytes indented for review (sync/golden_test.go): indenting
@@ -113,7 +124,7 @@ func validRequest() map[string]any {
 			},
 		},
 		"children": map[string]any{
-			"Deployment.apps/v1": map[string]any{}, "Service.v1": map[string]any{}, "Secret.v1": map[string]any{},
+			"Pod.v1": map[string]any{}, "Service.v1": map[string]any{}, "Secret.v1": map[string]any{},
 			"NetworkPolicy.networking.k8s.io/v1": map[string]any{}, "Ingress.networking.k8s.io/v1": map[string]any{},
 		},
 		"related":    map[string]any{},
@@ -137,9 +148,10 @@ func specOf(req map[string]any) map[string]any   { return parentOf(req)["spec"].
 func TestBadInputMatrix(t *testing.T) {
 	srv, logs := newTestServer(t)
 	valid := mutate(t, func(map[string]any) {})
-	nested := []byte(`{"parent":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`)
+	// Deeper than encoding/json's limit of 10000 levels, which applies to each value the hook decodes.
+	nested := []byte(`{"parent":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`)
 	huge := mutate(t, func(req map[string]any) { specOf(req)["owner"] = strings.Repeat("x", 7<<20) })
-	objectWithoutMetadata := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment"}
+	objectWithoutMetadata := map[string]any{"apiVersion": "v1", "kind": "Pod"}
 
 	tests := []struct {
 		name        string
@@ -178,10 +190,10 @@ func TestBadInputMatrix(t *testing.T) {
 			req["children"].(map[string]any)["Job.batch/v1"] = map[string]any{"x": map[string]any{"metadata": map[string]any{"name": "x"}}}
 		}), wantCode: 400, wantError: `unknown child type "Job.batch/v1"`},
 		{name: "child without metadata", body: mutate(t, func(req map[string]any) {
-			req["children"].(map[string]any)["Deployment.apps/v1"] = map[string]any{"pwn-team7": objectWithoutMetadata}
+			req["children"].(map[string]any)["Pod.v1"] = map[string]any{"pwn-team7": objectWithoutMetadata}
 		}), wantCode: 400, wantError: "has no metadata.name"},
 		{name: "child status of the wrong type", body: mutate(t, func(req map[string]any) {
-			req["children"].(map[string]any)["Deployment.apps/v1"] = map[string]any{"pwn-team7": map[string]any{"metadata": map[string]any{"name": "pwn-team7"}, "status": "ready"}}
+			req["children"].(map[string]any)["Pod.v1"] = map[string]any{"pwn-team7": map[string]any{"metadata": map[string]any{"name": "pwn-team7"}, "status": "ready"}}
 		}), wantCode: 400, wantError: "status"},
 		{name: "unknown related kind", body: mutate(t, func(req map[string]any) {
 			req["related"] = map[string]any{"ConfigMap.v1": map[string]any{"ctf/x": map[string]any{"metadata": map[string]any{"name": "x"}}}}
@@ -296,17 +308,8 @@ func flagFromResponse(t *testing.T, body []byte) string {
 }
 
 func TestBearerToken(t *testing.T) {
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte("right-token\n"), 0o600))
-	keyFile := filepath.Join(dir, "flag.key")
-	require.NoError(t, os.WriteFile(keyFile, []byte("auth-test-key"), 0o600))
-	srv, _ := newTestServer(t, "--token-file="+tokenFile, "--flag-key-file="+keyFile)
-	request := dynamicFlagRequest(t)
-
-	resp, body := post(t, srv.URL+"/sync", "application/json", request, "Authorization", "Bearer right-token")
-	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
-	flag := flagFromResponse(t, body)
+	ts := newTokenServer(t)
+	request, flag := dynamicFlagRequest(t), ts.flag
 	require.NotEmpty(t, flag)
 	encodedFlag := base64.StdEncoding.EncodeToString([]byte(flag))
 
@@ -319,14 +322,14 @@ func TestBearerToken(t *testing.T) {
 		{"basic scheme", "Basic " + base64.StdEncoding.EncodeToString([]byte("user:right-token"))},
 		{"token without scheme", "right-token"},
 	}
-	for _, path := range []string{"/sync", "/finalize", "/customize"} {
+	for _, path := range []string{"/sync", "/finalize", "/customize", "/flags/verify"} {
 		for _, tt := range refused {
 			t.Run(path+" "+tt.name, func(t *testing.T) {
 				var header []string
 				if tt.authorization != "" {
 					header = []string{"Authorization", tt.authorization}
 				}
-				resp, body := post(t, srv.URL+path, "application/json", request, header...)
+				resp, body := post(t, ts.url+path, "application/json", request, header...)
 				require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "body: %s", body)
 				assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 				assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "Bearer")
@@ -337,12 +340,12 @@ func TestBearerToken(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"/finalize", "/customize"} {
-		resp, body := post(t, srv.URL+path, "application/json", request, "Authorization", "bearer right-token")
+		resp, body := post(t, ts.url+path, "application/json", request, "Authorization", "bearer right-token")
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s with the right token (scheme is case-insensitive): %s", path, body)
 	}
 	// Probes and metrics need no token.
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
-		resp, err := http.Get(srv.URL + path)
+		resp, err := http.Get(ts.url + path)
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.NotEqual(t, http.StatusUnauthorized, resp.StatusCode, path)
@@ -485,4 +488,27 @@ func TestMissingFlagKeyFileServesAndRefusesDynamicFlags(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &answer))
 	require.Equal(t, "Error", answer.Status.Phase)
 	require.Equal(t, "FlagKeyMissing", answer.Status.Reason)
+}
+
+// A pinned clock is for demos and golden replays: the hook says so at start-up, and only then.
+func TestPinnedClockWarnsAtStartup(t *testing.T) {
+	clockWarnings := func(logs string) []map[string]any {
+		var warnings []map[string]any
+		for line := range strings.Lines(logs) {
+			var entry map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &entry), "log line %q", line)
+			if entry["level"] == "WARN" && strings.Contains(entry["msg"].(string), "--clock") {
+				warnings = append(warnings, entry)
+			}
+		}
+		return warnings
+	}
+	_, logs := newTestServer(t, "--clock=2026-11-01T12:05:00Z")
+	warnings := clockWarnings(logs.String())
+	require.Len(t, warnings, 1, "logs:\n%s", logs)
+	assert.Contains(t, warnings[0]["msg"], "demos and golden replays only")
+	assert.Equal(t, "2026-11-01T12:05:00Z", warnings[0]["clock"])
+
+	_, logs = newTestServer(t)
+	assert.Empty(t, clockWarnings(logs.String()), "the real clock needs no warning")
 }

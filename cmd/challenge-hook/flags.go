@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
+)
+
+const (
+	flagVerifyPath = "/flags/verify"
+	// flagVerifyMaxBytes bounds a verification request: three short strings.
+	flagVerifyMaxBytes = 16 << 10
+)
+
+// handleFlagVerify serves POST /flags/verify: is a submitted flag the owner's dynamic flag on a
+// definition? It needs no instance (the flag is an HMAC of the definition and the owner), so a team
+// that solves in its last minute can still score once the instance expired. The flag is never
+// logged nor echoed: the answer is {"correct": true|false} and errors name fields, not values.
+func handleFlagVerify(flagKey []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if len(flagKey) == 0 {
+			respondError(w, r, http.StatusServiceUnavailable, "flag_key_missing",
+				"the hook has no flag key (--flag-key-file), so no dynamic flag exists to verify; give it the key and restart it")
+			return
+		}
+		body, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		v, err := hooksync.DecodeFlagVerification(body)
+		if err != nil {
+			respondDecodeError(w, r, err)
+			return
+		}
+		respondJSON(w, http.StatusOK, hooksync.FlagVerdict{Correct: hooksync.VerifyDynamicFlag(flagKey, v.Definition, v.Owner, v.Flag)})
+	}
+}
+
+// handleFlagVerifyDisabled answers 404 where flag verification does not exist, saying why.
+func handleFlagVerifyDisabled() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		respondError(w, r, http.StatusNotFound, "",
+			fmt.Sprintf("no route %s: flag verification is served only with a bearer token (--token-file)", flagVerifyPath))
+	}
+}
+
+// runFlag prints one owner's dynamic flag, for organizers (a support request, a manual check).
+// args exclude "flag".
+func runFlag(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var definition, owner, prefix, keyFile string
+	c := newConfigFlags("challenge-hook flag")
+	c.fs.StringVar(&definition, "definition", "", "definition key: `<namespace>/<name>` of a ChallengeDefinition, or inline/<namespace>/<challenge name> for an inline template")
+	c.fs.StringVar(&owner, "owner", "", "the Challenge's spec.`owner`")
+	c.fs.StringVar(&prefix, "prefix", "flag", "the definition's flag.`prefix`")
+	c.env((*stringValue)(&keyFile), "flag-key-file", "`file` holding the HMAC key of dynamic flags, the hook's")
+	err := c.parse(args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		c.usage(stderr, "challenge-hook flag --definition <namespace>/<name> --owner <owner> --flag-key-file <file> [--prefix flag]")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("flag: %w", err)
+	}
+	if c.fs.NArg() > 0 {
+		return fmt.Errorf("flag: unexpected argument %q", c.fs.Arg(0))
+	}
+	if err := hooksync.CheckFlagSubject(definition, owner); err != nil {
+		return fmt.Errorf("flag: --definition and --owner: %w", err)
+	}
+	if !hooksync.ValidFlagPrefix(prefix) {
+		return fmt.Errorf("flag: --prefix %q: letters, digits and underscores, at most 32", prefix)
+	}
+	if keyFile == "" {
+		return errors.New("flag: --flag-key-file is required: the flag is derived from the hook's key")
+	}
+	key, err := readSecretFile("flag-key-file", keyFile)
+	if err != nil {
+		return fmt.Errorf("flag: %w", err)
+	}
+	_, err = fmt.Fprintln(stdout, hooksync.DynamicFlag(key, definition, owner, prefix))
+	return err
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// testToken is the bearer token of tokenServer.
+const testToken = "right-token"
+
+// tokenServer serves with a token and a flag key.
+type tokenServer struct {
+	url     string
+	logs    *logBuffer
+	keyFile string
+	// flag is the dynamic flag delivered to dynamicFlagRequest's instance (inline template
+	// ctf/pwn-team7, owner team-7).
+	flag string
+}
+
+func newTokenServer(t *testing.T) tokenServer {
+	t.Helper()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600))
+	keyFile := filepath.Join(dir, "flag.key")
+	require.NoError(t, os.WriteFile(keyFile, []byte("auth-test-key\n"), 0o600))
+	srv, logs := newTestServer(t, "--token-file="+tokenFile, "--flag-key-file="+keyFile)
+	resp, body := post(t, srv.URL+"/sync", "application/json", dynamicFlagRequest(t), "Authorization", "Bearer "+testToken)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	return tokenServer{url: srv.URL, logs: logs, keyFile: keyFile, flag: flagFromResponse(t, body)}
+}
+
+func verification(t *testing.T, definition, owner, flag string) []byte {
+	body, err := json.Marshal(map[string]string{"definition": definition, "owner": owner, "flag": flag})
+	require.NoError(t, err)
+	return body
+}
+
+func TestFlagVerify(t *testing.T) {
+	ts := newTokenServer(t)
+	srv, logs, flag := ts.url, ts.logs, ts.flag
+	const inlineDefinition = "inline/ctf/pwn-team7"
+	auth := []string{"Authorization", "Bearer " + testToken}
+	wrongFlag := flag[:len(flag)-2] + "0}"
+	if wrongFlag == flag {
+		wrongFlag = flag[:len(flag)-2] + "1}"
+	}
+
+	answers := []struct {
+		name                    string
+		definition, owner, flag string
+		correct                 bool
+	}{
+		{"the delivered flag", inlineDefinition, "team-7", flag, true},
+		{"one hex digit off", inlineDefinition, "team-7", wrongFlag, false},
+		{"another owner's", inlineDefinition, "team-8", flag, false},
+		{"another definition's", "ctf/pwn", "team-7", flag, false},
+		{"not shaped like a flag", inlineDefinition, "team-7", "hunter2", false},
+	}
+	for _, tt := range answers {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := post(t, srv+"/flags/verify", "application/json", verification(t, tt.definition, tt.owner, tt.flag), auth...)
+			require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+			assert.JSONEq(t, map[bool]string{true: `{"correct":true}`, false: `{"correct":false}`}[tt.correct], string(body))
+		})
+	}
+
+	refused := []struct {
+		name     string
+		body     []byte
+		header   []string
+		wantCode int
+		want     string
+	}{
+		{"no token", verification(t, inlineDefinition, "team-7", flag), nil, 401, "bearer token"},
+		{"wrong token", verification(t, inlineDefinition, "team-7", flag), []string{"Authorization", "Bearer " + flag}, 401, "bearer token"},
+		{"no flag", verification(t, inlineDefinition, "team-7", ""), auth, 400, "flag is required"},
+		{"no owner", verification(t, inlineDefinition, "", flag), auth, 400, "owner is required"},
+		{"definition without namespace", verification(t, "pwn", "team-7", flag), auth, 400, "<namespace>/<name>"},
+		{"unknown field", []byte(`{"definition":"ctf/pwn","owner":"team-7","flag":"` + flag + `","flagg":"x"}`), auth, 400, `unknown field "flagg"`},
+		{"flag a number", []byte(`{"definition":"ctf/pwn","owner":"team-7","flag":7}`), auth, 400, "flag"},
+		{"malformed JSON", []byte(`{"definition":"ctf/pwn","owner":"team-7","flag":"` + flag), auth, 400, "unexpected EOF"},
+		{"two objects", append(verification(t, inlineDefinition, "team-7", flag), verification(t, inlineDefinition, "team-7", flag)...), auth, 400, "after the JSON object"},
+		{"over the limit", append([]byte(`{"flag":"`), bytes.Repeat([]byte("x"), flagVerifyMaxBytes)...), auth, 413, "larger than"},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := post(t, srv+"/flags/verify", "application/json", tt.body, tt.header...)
+			require.Equal(t, tt.wantCode, resp.StatusCode, "body: %s", body)
+			var e errorBody
+			require.NoError(t, json.Unmarshal(body, &e), "body: %s", body)
+			assert.Contains(t, e.Error, tt.want)
+			assert.NotContains(t, string(body), flag, "an answer echoes the flag")
+		})
+	}
+	resp, body := post(t, srv+"/flags/verify", "text/plain", verification(t, inlineDefinition, "team-7", flag), auth...)
+	assert.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode, "body: %s", body)
+	req, err := http.NewRequest(http.MethodGet, srv+"/flags/verify", nil)
+	require.NoError(t, err)
+	resp, _ = do(t, req)
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+
+	hexPart := flag[strings.IndexByte(flag, '{')+1 : len(flag)-1]
+	require.Contains(t, logs.String(), `"path":"/flags/verify"`, "verifications are logged")
+	for _, secret := range []string{flag, hexPart, wrongFlag} {
+		assert.NotContains(t, logs.String(), secret, "the logs show a flag")
+	}
+}
+
+// Without a token, flag verification does not exist: anyone reaching the hook could otherwise test
+// guesses, and the hook's NetworkPolicy is meant for Metacontroller alone.
+func TestFlagVerifyNeedsATokenFile(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "flag.key")
+	require.NoError(t, os.WriteFile(keyFile, []byte("verify-test-key"), 0o600))
+	srv, _ := newTestServer(t, "--flag-key-file="+keyFile)
+	resp, body := post(t, srv.URL+"/flags/verify", "application/json", verification(t, "ctf/pwn", "team-7", "flag{0}"))
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "body: %s", body)
+	assert.Contains(t, string(body), "--token-file")
+}
+
+// With a token but no key there is no dynamic flag to verify: the platform hears why, instead of
+// "incorrect" for every submission.
+func TestFlagVerifyWithoutAKey(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(testToken), 0o600))
+	srv, _ := newTestServer(t, "--token-file="+tokenFile)
+	resp, body := post(t, srv.URL+"/flags/verify", "application/json", verification(t, "ctf/pwn", "team-7", "flag{0}"), "Authorization", "Bearer "+testToken)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "body: %s", body)
+	assert.Contains(t, string(body), "--flag-key-file")
+}
+
+// `challenge-hook flag` prints the flag the hook delivers and verifies.
+func TestFlagCommandPrintsTheDeliveredFlag(t *testing.T) {
+	ts := newTokenServer(t)
+	srv, flag, keyFile := ts.url, ts.flag, ts.keyFile
+	var stdout bytes.Buffer
+	err := run(t.Context(), []string{"challenge-hook", "flag", "--definition=inline/ctf/pwn-team7", "--owner=team-7", "--flag-key-file=" + keyFile}, noEnv, &stdout, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, flag+"\n", stdout.String())
+
+	stdout.Reset()
+	err = run(t.Context(), []string{"challenge-hook", "flag", "--definition=ctf/web-sqli", "--owner=team-42", "--prefix=CTF"},
+		envMap(map[string]string{"CHALLENGE_HOOK_FLAG_KEY_FILE": keyFile}), &stdout, &bytes.Buffer{})
+	require.NoError(t, err)
+	printed := strings.TrimSpace(stdout.String())
+	require.True(t, strings.HasPrefix(printed, "CTF{"), printed)
+	resp, body := post(t, srv+"/flags/verify", "application/json", verification(t, "ctf/web-sqli", "team-42", printed), "Authorization", "Bearer "+testToken)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.JSONEq(t, `{"correct":true}`, string(body), "the printed flag verifies")
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--owner=team-7", "--flag-key-file=" + keyFile}, "--definition"},
+		{[]string{"--definition=ctf/web", "--flag-key-file=" + keyFile}, "owner is required"},
+		{[]string{"--definition=ctf/web", "--owner=team-7"}, "--flag-key-file is required"},
+		{[]string{"--definition=ctf/web", "--owner=team-7", "--flag-key-file=" + keyFile, "--prefix=a-b"}, "--prefix"},
+		{[]string{"--definition=ctf/web", "--owner=team-7", "--flag-key-file=/nonexistent/key"}, "flag-key-file"},
+	} {
+		err := run(t.Context(), append([]string{"challenge-hook", "flag"}, tt.args...), noEnv, &bytes.Buffer{}, &bytes.Buffer{})
+		if assert.Error(t, err, "%v", tt.args) {
+			assert.Contains(t, err.Error(), tt.want)
+		}
+	}
+}

@@ -1,0 +1,44 @@
+package sync
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func conditionOf(t *testing.T, status ChallengeStatus, conditionType string) Condition {
+	t.Helper()
+	c := findCondition(status.Conditions, conditionType)
+	require.NotNil(t, c, "no %s condition in %+v", conditionType, status.Conditions)
+	return *c
+}
+
+// ExpiringSoon turns True exactly when the warning begins, which is when the hook asked to be woken;
+// a zero warning never warns and wakes the hook at expiry only.
+func TestExpiringSoonBeginsAtTheWakeUp(t *testing.T) {
+	cfg := goldenConfig(t)
+	req, err := DecodeRequest(goldenCaseNamed(t, "running-to-expiring-soon-warning").request)
+	require.NoError(t, err)
+	expires := time.Date(2026, 11, 1, 12, 10, 0, 0, time.UTC)
+	warnAt := expires.Add(-cfg.ExpiryWarning)
+
+	before := Sync(req, warnAt.Add(-90*time.Second), cfg)
+	assert.Equal(t, "False", conditionOf(t, before.Status, ConditionExpiringSoon).Status)
+	assert.Equal(t, 90.0, before.ResyncAfterSeconds, "woken when the warning begins")
+	at := Sync(req, warnAt, cfg)
+	assert.Equal(t, "True", conditionOf(t, at.Status, ConditionExpiringSoon).Status)
+	assert.Equal(t, formatTime(warnAt), conditionOf(t, at.Status, ConditionExpiringSoon).LastTransitionTime)
+	assert.Equal(t, 300.0, at.ResyncAfterSeconds, "then woken at expiry")
+	assert.Equal(t, PhaseRunning, at.Status.Phase)
+	assert.Equal(t, before.Children, at.Children, "the warning changes no child")
+
+	quiet := cfg
+	quiet.ExpiryWarning = 0
+	never := Sync(req, expires.Add(-time.Second), quiet)
+	assert.Equal(t, "False", conditionOf(t, never.Status, ConditionExpiringSoon).Status)
+	assert.Contains(t, conditionOf(t, never.Status, ConditionExpiringSoon).Message, "no warning")
+	assert.Equal(t, 1.0, never.ResyncAfterSeconds)
+	assert.Equal(t, 390.0, Sync(req, warnAt.Add(-90*time.Second), quiet).ResyncAfterSeconds, "without a warning, woken at expiry")
+}

@@ -1,0 +1,102 @@
+package sync
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// deliveredFlag is the flag a sync answer delivers in its Secret child.
+func deliveredFlag(t *testing.T, resp Response) string {
+	t.Helper()
+	for _, child := range resp.Children {
+		out, err := EncodeResponse(child)
+		require.NoError(t, err)
+		var secret struct {
+			Kind string            `json:"kind"`
+			Data map[string]string `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(out, &secret))
+		if secret.Kind == "Secret" {
+			flag, err := base64.StdEncoding.DecodeString(secret.Data[flagSecretKey])
+			require.NoError(t, err)
+			return string(flag)
+		}
+	}
+	t.Fatal("no Secret child in the answer")
+	return ""
+}
+
+// The flag an instance receives is the one VerifyDynamicFlag accepts, for a referenced definition
+// and for an inline template, and nothing near it is accepted.
+func TestVerifyDynamicFlagAcceptsTheDeliveredFlag(t *testing.T) {
+	cfg := goldenConfig(t)
+	for _, tc := range []struct{ name, definition, owner string }{
+		{"life-1-none-first-sync", "ctf/web-sqli", "team-42"},
+		{"running-nodeport-inline-template-fixed-point", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := DecodeRequest(goldenCaseNamed(t, tc.name).request)
+			require.NoError(t, err)
+			definition, owner := tc.definition, tc.owner
+			if definition == "" {
+				require.NotNil(t, req.Parent.Spec.Template, "an inline template case")
+				req.Parent.Spec.Template.Flag = &Flag{Dynamic: true, Env: "FLAG"}
+				definition = "inline/" + req.Parent.Metadata.Namespace + "/" + req.Parent.Metadata.Name
+				owner = req.Parent.Spec.Owner
+			}
+			flag := deliveredFlag(t, Sync(req, goldenNow, cfg))
+			require.NotEmpty(t, flag)
+			require.NoError(t, CheckFlagSubject(definition, owner))
+
+			assert.True(t, VerifyDynamicFlag(cfg.FlagKey, definition, owner, flag), "the delivered flag %s", flag)
+			open := strings.IndexByte(flag, '{')
+			hexPart := flag[open+1 : len(flag)-1]
+			assert.True(t, VerifyDynamicFlag(cfg.FlagKey, definition, owner, "flag{"+hexPart+"}"), "the prefix is no secret")
+			flipped := []byte(hexPart)
+			flipped[0] ^= 1
+			assert.False(t, VerifyDynamicFlag(cfg.FlagKey, definition, owner+"x", flag), "another owner")
+			assert.False(t, VerifyDynamicFlag(cfg.FlagKey, definition+"x", owner, flag), "another definition")
+			for _, wrong := range []string{
+				flag[:open] + "{" + string(flipped) + "}",
+				flag[:len(flag)-2] + "}",
+				flag + "}",
+				hexPart,
+				"{" + hexPart + "}",
+				"bad-prefix{" + hexPart + "}",
+				strings.ToUpper(flag),
+				flag[:len(flag)-1],
+				"",
+			} {
+				assert.False(t, VerifyDynamicFlag(cfg.FlagKey, definition, owner, wrong), "submission %q", wrong)
+			}
+			assert.False(t, VerifyDynamicFlag([]byte("another key"), definition, owner, flag), "another key")
+		})
+	}
+}
+
+func TestCheckFlagSubject(t *testing.T) {
+	for _, ok := range [][2]string{{"ctf/web-sqli", "team-42"}, {"ctf/web.sqli", "t"}, {"inline/ctf/pwn-team7", "team_7.x"}, {"inline/web", "team-42"}} {
+		assert.NoError(t, CheckFlagSubject(ok[0], ok[1]), "%v", ok)
+	}
+	for _, bad := range []struct{ definition, owner, want string }{
+		{"web-sqli", "team-42", "expected <namespace>/<name>"},
+		{"a/b/c", "team-42", "expected <namespace>/<name>"},
+		{"/web", "team-42", "namespace"},
+		{"CTF/web", "team-42", "namespace"},
+		{"ctf/", "team-42", "name"},
+		{"ctf/Web", "team-42", "name"},
+		{"ctf/web", "", "owner is required"},
+		{"ctf/web", "team 42", "owner"},
+		{"ctf/web", strings.Repeat("t", 64), "owner"},
+	} {
+		err := CheckFlagSubject(bad.definition, bad.owner)
+		if assert.Error(t, err, "%q %q", bad.definition, bad.owner) {
+			assert.Contains(t, err.Error(), bad.want)
+		}
+	}
+}

@@ -1,0 +1,307 @@
+package sync
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// All of the hook's JSON is here: requests are decoded into the typed values of types.go, answers
+// are encoded from them and from the children's apply configurations. The sync logic sees Go
+// values only.
+
+// ErrBadRequest marks a request the hook cannot understand: the server answers 400 and
+// Metacontroller changes nothing.
+var ErrBadRequest = errors.New("bad request")
+
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
+}
+
+// errNoName marks an observed object without metadata.name.
+var errNoName = errors.New("has no metadata.name")
+
+// groupDecoder decodes the next object of one children or related group and appends it.
+type groupDecoder func(dec *json.Decoder) error
+
+// childGroups are the child types the CompositeController declares, keyed as Metacontroller keys
+// them: "<Kind>.<version>" for the core group, "<Kind>.<group>/<version>" otherwise.
+func childGroups(c *ObservedChildren) map[string]groupDecoder {
+	return map[string]groupDecoder{
+		"Pod.v1":                             decodeInto(&c.Pods, func(p *ObservedPod) string { return p.Metadata.Name }),
+		"Service.v1":                         decodeInto(&c.Services, func(s *ObservedService) string { return s.Metadata.Name }),
+		"NetworkPolicy.networking.k8s.io/v1": decodeInto(&c.NetworkPolicies, func(o *ObservedObject) string { return o.Metadata.Name }),
+		"Ingress.networking.k8s.io/v1":       decodeInto(&c.Ingresses, func(i *ObservedIngress) string { return i.Metadata.Name }),
+		"Secret.v1":                          decodeInto(&c.Secrets, func(o *ObservedObject) string { return o.Metadata.Name }),
+		"Deployment.apps/v1":                 decodeInto(&c.Deployments, func(o *ObservedObject) string { return o.Metadata.Name }),
+
+		// Declared only by the opt-in kustomize component manifests/components/gateway-api.
+		kindHTTPRoute + "." + gatewayAPIVersion: decodeInto(&c.HTTPRoutes, func(r *ObservedRoute) string { return r.Metadata.Name }),
+		kindTLSRoute + "." + gatewayAPIVersion:  decodeInto(&c.TLSRoutes, func(r *ObservedRoute) string { return r.Metadata.Name }),
+	}
+}
+
+// relatedGroups are the types the customize hook asks for. Pods were related before they were
+// children: Metacontroller may still send them from a customize answer it cached before the
+// upgrade, and they are read past.
+func relatedGroups(r *Related) map[string]groupDecoder {
+	return map[string]groupDecoder{
+		"ChallengeDefinition." + APIVersion: decodeInto(&r.Definitions, func(d *ChallengeDefinition) string { return d.Metadata.Name }),
+		"Pod.v1":                            func(dec *json.Decoder) error { return dec.Decode(&struct{}{}) },
+	}
+}
+
+// decodeInto decodes one object straight into its typed list; encoding/json skips every field the
+// type does not declare.
+func decodeInto[T any](list *[]T, name func(*T) string) groupDecoder {
+	return func(dec *json.Decoder) error {
+		var obj T
+		if err := dec.Decode(&obj); err != nil {
+			return err
+		}
+		if name(&obj) == "" {
+			return errNoName
+		}
+		*list = append(*list, obj)
+		return nil
+	}
+}
+
+// DecodeRequest decodes a sync or finalize request in one pass: the groups of the children and
+// related maps are dispatched by key to their typed lists as they are read. Every error wraps
+// ErrBadRequest and names the part of the request that is wrong.
+func DecodeRequest(body []byte) (Request, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return Request{}, badRequest("request: %v", io.EOF)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var req Request
+	var parent *Challenge
+	err := forEachKey(dec, "request", func(key string) error {
+		switch key {
+		case "parent":
+			parent = nil
+			if err := dec.Decode(&parent); err != nil {
+				return badRequest("parent: %v", err)
+			}
+		case "children":
+			return decodeGroups(dec, "children", "child", childGroups(&req.Children))
+		case "related":
+			return decodeGroups(dec, "related", "related", relatedGroups(&req.Related))
+		case "controller":
+			// Only spec.childResources is read: which child types the hook may return.
+			var controller CompositeController
+			if err := dec.Decode(&controller); err != nil {
+				return badRequest("controller: %v", err)
+			}
+			req.DeclaredChildTypes = controller.Spec.ChildResources
+		case "finalizing":
+			if err := dec.Decode(&req.Finalizing); err != nil {
+				return badRequest("finalizing: %v", err)
+			}
+		default:
+			// Whatever a later Metacontroller adds: read past, never stored.
+			if err := dec.Decode(&struct{}{}); err != nil {
+				return badRequest("%s: %v", key, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Request{}, err
+	}
+	if err := expectEnd(dec); err != nil {
+		return Request{}, err
+	}
+	if parent == nil {
+		return Request{}, badRequest("request has no parent")
+	}
+	if parent.Metadata.Name == "" {
+		return Request{}, badRequest("parent has no metadata.name")
+	}
+	req.Parent = *parent
+	sortObserved(&req)
+	return req, nil
+}
+
+// forEachKey reads a JSON object (or null, as an empty one) key by key; visit must consume the
+// value. Errors not already a bad request are wrapped as one, prefixed with what.
+func forEachKey(dec *json.Decoder, what string, visit func(key string) error) error {
+	tok, err := nextToken(dec)
+	if err != nil {
+		return badRequest("%s: %v", what, err)
+	}
+	if tok == nil {
+		return nil
+	}
+	if tok != json.Delim('{') {
+		return badRequest("%s: cannot unmarshal %s into an object", what, tokenKind(tok))
+	}
+	for dec.More() {
+		tok, err := nextToken(dec)
+		if err != nil {
+			return badRequest("%s: %v", what, err)
+		}
+		if err := visit(tok.(string)); err != nil {
+			return err
+		}
+	}
+	if _, err := nextToken(dec); err != nil {
+		return badRequest("%s: %v", what, err)
+	}
+	return nil
+}
+
+// nextToken is dec.Token, where the input ending inside the request is an unexpected EOF.
+func nextToken(dec *json.Decoder) (json.Token, error) {
+	tok, err := dec.Token()
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return tok, err
+}
+
+func tokenKind(tok json.Token) string {
+	switch tok.(type) {
+	case json.Delim:
+		return "array"
+	case string:
+		return "string"
+	case float64, json.Number:
+		return "number"
+	case bool:
+		return "bool"
+	}
+	return fmt.Sprintf("%T", tok)
+}
+
+// decodeGroups reads a children or related map: {"<type key>": {"<name>": object}}. A type the
+// hook does not know is refused: the hook answers with every child that should exist, so an
+// unknown type's children would be deleted.
+func decodeGroups(dec *json.Decoder, field, noun string, groups map[string]groupDecoder) error {
+	return forEachKey(dec, field, func(key string) error {
+		decodeObject, known := groups[key]
+		if !known {
+			return badRequest("%s: unknown %s type %q: the CompositeController lists a type this hook does not manage", field, noun, key)
+		}
+		return forEachKey(dec, fmt.Sprintf("%s[%q]", field, key), func(name string) error {
+			err := decodeObject(dec)
+			if errors.Is(err, errNoName) {
+				return badRequest("%s[%q][%q] %v", field, key, name, err)
+			}
+			if err != nil {
+				return badRequest("%s[%q][%q]: %v", field, key, name, err)
+			}
+			return nil
+		})
+	})
+}
+
+// expectEnd refuses anything after the request's object.
+func expectEnd(dec *json.Decoder) error {
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// DecodeCustomizeRequest decodes a customize request.
+func DecodeCustomizeRequest(body []byte) (CustomizeRequest, error) {
+	var wire struct {
+		Parent *Challenge `json:"parent"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&wire); err != nil {
+		return CustomizeRequest{}, badRequest("request: %v", err)
+	}
+	if err := expectEnd(dec); err != nil {
+		return CustomizeRequest{}, err
+	}
+	if wire.Parent == nil {
+		return CustomizeRequest{}, badRequest("request has no parent")
+	}
+	if wire.Parent.Metadata.Name == "" {
+		return CustomizeRequest{}, badRequest("parent has no metadata.name")
+	}
+	return CustomizeRequest{Parent: *wire.Parent}, nil
+}
+
+// DecodeFlagVerification decodes a flag verification request strictly: a key the hook does not know
+// is a mistake the platform should hear of. Errors wrap ErrBadRequest and never quote the flag.
+func DecodeFlagVerification(body []byte) (FlagVerification, error) {
+	var v FlagVerification
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return FlagVerification{}, badRequest("request: %v", err)
+	}
+	if err := expectEnd(dec); err != nil {
+		return FlagVerification{}, err
+	}
+	if v.Flag == "" {
+		return FlagVerification{}, badRequest(`flag is required: {"definition": "<namespace>/<name>", "owner": "...", "flag": "..."}`)
+	}
+	if err := CheckFlagSubject(v.Definition, v.Owner); err != nil {
+		return FlagVerification{}, badRequest("%v", err)
+	}
+	return v, nil
+}
+
+func compareMeta(a, b ObjectMeta) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// sortObserved puts every list in namespace and name order (stable: identical requests give
+// identical lists), whatever order the maps came in.
+func sortObserved(req *Request) {
+	c, r := &req.Children, &req.Related
+	slices.SortStableFunc(c.Pods, func(a, b ObservedPod) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
+	slices.SortStableFunc(c.Services, func(a, b ObservedService) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
+	slices.SortStableFunc(c.NetworkPolicies, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
+	slices.SortStableFunc(c.Ingresses, func(a, b ObservedIngress) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
+	slices.SortStableFunc(c.HTTPRoutes, func(a, b ObservedRoute) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
+	slices.SortStableFunc(c.TLSRoutes, func(a, b ObservedRoute) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
+	slices.SortStableFunc(c.Secrets, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
+	slices.SortStableFunc(c.Deployments, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
+	slices.SortStableFunc(r.Definitions, func(a, b ChallengeDefinition) int { return compareMeta(a.Metadata, b.Metadata) })
+}
+
+// keptChild is an observed child the hook must not change, returned exactly as Metacontroller last
+// applied it. Without a (valid) last-applied configuration it is returned by identity alone: with
+// nothing desired and nothing last applied, Metacontroller's merge changes nothing, and the child
+// is not deleted because it is listed.
+type keptChild struct {
+	obj ObservedObject
+}
+
+func (k keptChild) MarshalJSON() ([]byte, error) {
+	if last := k.obj.Metadata.Annotations.LastApplied; last != "" && json.Valid([]byte(last)) {
+		return []byte(last), nil
+	}
+	type identityMeta struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace,omitempty"`
+	}
+	return json.Marshal(struct {
+		APIVersion string       `json:"apiVersion"`
+		Kind       string       `json:"kind"`
+		Metadata   identityMeta `json:"metadata"`
+	}{k.obj.APIVersion, k.obj.Kind, identityMeta{k.obj.Metadata.Name, k.obj.Metadata.Namespace}})
+}
+
+// EncodeResponse encodes a hook answer (or any value the server writes as JSON). encoding/json
+// writes struct fields in declaration order and map keys sorted, so identical responses encode to
+// identical bytes.
+func EncodeResponse(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode response: %w", err)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,406 @@
+package sync
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/mattfenwick/cyclonus/pkg/matcher"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	networkingapiv1 "k8s.io/api/networking/v1"
+)
+
+// The truth table: a model cluster whose instances' NetworkPolicies are the hook's own answers,
+// judged by an independent NetworkPolicy engine (cyclonus's matcher), for every path a player or
+// the platform could take to or from an instance. Each row's verdict is the engine's; the test
+// also checks it against the threat model (expectedVerdict), row by row, and that the table holds
+// every denial and every legitimate path the threat model names.
+
+const truthTablePath = "../testdata/networkpolicy-truth-table.txt"
+
+// truthConfig is the golden configuration plus what a cluster with a public API endpoint and a
+// node-local DNS cache would set.
+func truthConfig(t *testing.T) Config {
+	cfg := goldenConfig(t)
+	cfg.APIServerCIDRs = []string{"203.0.113.10/32"}
+	cfg.NodeLocalDNS = "169.254.20.10"
+	return cfg
+}
+
+// peer is one endpoint of the model cluster: a Pod (namespace and labels) or an address outside
+// every Pod.
+type peer struct {
+	name      string
+	ip        string
+	namespace string // empty: not a Pod
+	labels    map[string]string
+	role      role
+	exposure  *truthExposure // the instance's exposure, for instance Pods
+	egress    bool           // the instance's template asks for internet egress
+	ports     []port         // the ports a platform peer is tried on as a destination
+}
+
+type role int
+
+const (
+	roleInstance role = iota
+	roleIngressController
+	roleChecker
+	roleOtherPod
+	roleClusterDNS
+	roleNodeLocalDNS
+	rolePlayer      // a player's machine on the internet
+	roleNode        // a node: kubelet, NodePorts, and the source of forwarded (SNAT) traffic
+	roleAPIServer   // the API server's endpoint, private or public
+	roleServiceIP   // a Service ClusterIP (the kubernetes Service)
+	roleMetadata    // 169.254.169.254
+	rolePrivateHost // another host on a private or CGNAT network
+	rolePublicHost  // any host on the internet
+)
+
+type truthExposure struct {
+	typ      string
+	port     int32
+	protocol string
+}
+
+// port is a destination port and protocol.
+type port struct {
+	number   int32
+	protocol string
+}
+
+func (p port) String() string { return fmt.Sprintf("%d/%s", p.number, p.protocol) }
+
+// target is a destination of the table: a peer and one of its ports.
+type target struct {
+	peer peer
+	port port
+}
+
+// modelInstances are two teams' instances of each exposure type: team-a without egress, team-b
+// with it. Each is built by Sync from a Challenge, as Metacontroller would send it.
+var modelExposures = []truthExposure{
+	{ExposeHTTP, 8080, "TCP"},
+	{ExposeNodePort, 1337, "TCP"},
+	{ExposeLoadBalancer, 4000, "UDP"},
+	{ExposeClusterIP, 80, "TCP"},
+}
+
+const (
+	checkerNamespace = "ctf-bots"
+	checkerApp       = "checker"
+)
+
+// modelPolicies syncs each model instance and returns its Pod (as a peer) and its NetworkPolicy,
+// both read from the encoded answer, as the API server would receive them.
+func modelPolicies(t *testing.T, cfg Config) ([]peer, []*networkingapiv1.NetworkPolicy) {
+	var instances []peer
+	var policies []*networkingapiv1.NetworkPolicy
+	for teamIndex, team := range []string{"team-a", "team-b"} {
+		for i, e := range modelExposures {
+			name := strings.ToLower(e.typ) + "-" + team
+			expose := Expose{Port: e.port, Type: e.typ}
+			if e.typ == ExposeClusterIP {
+				expose.From = []ExposePeer{{Namespace: checkerNamespace, PodLabels: map[string]string{"app": checkerApp}}}
+			}
+			parent := Challenge{
+				Metadata: ObjectMeta{Name: name, Namespace: "ctf", UID: fmt.Sprintf("00000000-0000-0000-0000-%012d", teamIndex*10+i), Generation: 1},
+				Spec: ChallengeSpec{Owner: team, Template: &DefinitionSpec{
+					Containers: []Container{{Name: "app", Image: "registry.ctf.example/" + name + ":1",
+						Ports: []ContainerPort{{ContainerPort: e.port, Protocol: e.protocol}}}},
+					Expose: []Expose{expose},
+					Egress: team == "team-b",
+				}},
+			}
+			resp := Sync(Request{Parent: parent}, goldenNow, cfg)
+			require.NotEqual(t, PhaseError, resp.Status.Phase, resp.Status.Message)
+			body, err := EncodeResponse(resp)
+			require.NoError(t, err)
+			podLabels, policy := podAndPolicy(t, body)
+			policies = append(policies, policy)
+			exposure := e
+			instances = append(instances, peer{
+				name: fmt.Sprintf("%s/%s (egress: %t)", team, strings.ToLower(e.typ), team == "team-b"),
+				ip:   fmt.Sprintf("10.244.%d.%d", 3+teamIndex, 11+i), namespace: "ctf", labels: podLabels,
+				role: roleInstance, exposure: &exposure, egress: team == "team-b",
+			})
+		}
+	}
+	return instances, policies
+}
+
+// podAndPolicy finds, in an encoded sync answer, the labels of the instance's Pod (on a Pod
+// child, or the Pod template of a Deployment) and its NetworkPolicy.
+func podAndPolicy(t *testing.T, body []byte) (map[string]string, *networkingapiv1.NetworkPolicy) {
+	var resp struct {
+		Children []json.RawMessage `json:"children"`
+	}
+	require.NoError(t, json.Unmarshal(body, &resp))
+	var labels map[string]string
+	var policy *networkingapiv1.NetworkPolicy
+	for _, raw := range resp.Children {
+		var child struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Spec struct {
+				Template struct {
+					Metadata struct {
+						Labels map[string]string `json:"labels"`
+					} `json:"metadata"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &child))
+		switch child.Kind {
+		case "Pod":
+			labels = child.Metadata.Labels
+		case "Deployment":
+			labels = child.Spec.Template.Metadata.Labels
+		case "NetworkPolicy":
+			policy = &networkingapiv1.NetworkPolicy{}
+			require.NoError(t, json.Unmarshal(raw, policy))
+		}
+	}
+	require.NotEmpty(t, labels, "no Pod or Deployment child")
+	require.NotNil(t, policy, "no NetworkPolicy child")
+	return labels, policy
+}
+
+func namespaceLabels(namespace string) map[string]string {
+	return map[string]string{namespaceNameLabel: namespace}
+}
+
+// platformPeers are everything else in and around the model cluster (Pod CIDR 10.244.0.0/16,
+// Service CIDR 10.96.0.0/12, nodes on 172.18.0.0/16).
+var platformPeers = []peer{
+	{name: "ingress-controller", ip: "10.244.1.10", namespace: "ingress-nginx", labels: map[string]string{"app.kubernetes.io/name": "ingress-nginx"}, role: roleIngressController, ports: []port{{443, "TCP"}}},
+	{name: "checker (admin bot)", ip: "10.244.2.20", namespace: checkerNamespace, labels: map[string]string{"app": checkerApp}, role: roleChecker, ports: []port{{8080, "TCP"}}},
+	{name: "other pod (ctf-bots)", ip: "10.244.2.21", namespace: checkerNamespace, labels: map[string]string{"app": "scoreboard"}, role: roleOtherPod, ports: []port{{8080, "TCP"}}},
+	{name: "other pod (default)", ip: "10.244.2.30", namespace: "default", labels: map[string]string{"app": "grafana"}, role: roleOtherPod, ports: []port{{8080, "TCP"}}},
+	{name: "kube-dns", ip: "10.244.0.10", namespace: "kube-system", labels: map[string]string{"k8s-app": "kube-dns"}, role: roleClusterDNS, ports: []port{{53, "UDP"}, {53, "TCP"}, {9153, "TCP"}}},
+	{name: "node-local-dns 169.254.20.10", ip: "169.254.20.10", role: roleNodeLocalDNS, ports: []port{{53, "UDP"}, {53, "TCP"}}},
+	{name: "player 198.51.100.7", ip: "198.51.100.7", role: rolePlayer},
+	{name: "node 172.18.0.3", ip: "172.18.0.3", role: roleNode, ports: []port{{10250, "TCP"}, {31337, "TCP"}}},
+	{name: "api-server 172.18.0.2", ip: "172.18.0.2", role: roleAPIServer, ports: []port{{6443, "TCP"}}},
+	{name: "api-server 203.0.113.10 (public)", ip: "203.0.113.10", role: roleAPIServer, ports: []port{{443, "TCP"}}},
+	{name: "kubernetes service 10.96.0.1", ip: "10.96.0.1", role: roleServiceIP, ports: []port{{443, "TCP"}}},
+	{name: "metadata 169.254.169.254", ip: "169.254.169.254", role: roleMetadata, ports: []port{{80, "TCP"}}},
+	{name: "private host 192.168.1.10", ip: "192.168.1.10", role: rolePrivateHost, ports: []port{{22, "TCP"}}},
+	{name: "cgnat host 100.64.0.1", ip: "100.64.0.1", role: rolePrivateHost, ports: []port{{22, "TCP"}}},
+	{name: "public host 93.184.216.34", ip: "93.184.216.34", role: rolePublicHost, ports: []port{{443, "TCP"}}},
+	{name: "public dns 8.8.8.8", ip: "8.8.8.8", role: rolePublicHost, ports: []port{{53, "UDP"}, {53, "TCP"}}},
+}
+
+// instancePorts are the ports each instance is tried on: its exposed port, an unexposed one and,
+// for a UDP exposure, the same number on TCP (a port admits only its own protocol).
+func instancePorts(p peer) []port {
+	ports := []port{{p.exposure.port, p.exposure.protocol}, {22, "TCP"}}
+	if p.exposure.protocol == "UDP" {
+		ports = append(ports, port{p.exposure.port, "TCP"})
+	}
+	return ports
+}
+
+// isSource says whether a platform peer is tried as the source of connections to instances: the
+// Pods, the player, a node (forwarding NodePort traffic) and a host on a private network.
+func isSource(p peer) bool {
+	switch p.role {
+	case roleIngressController, roleChecker, roleOtherPod, rolePlayer, roleNode, rolePrivateHost:
+		return true
+	}
+	return false
+}
+
+// expectedVerdict is the threat model, written independently of the policy builder: whether a
+// connection must be allowed, and why.
+func expectedVerdict(src peer, dst target) (bool, string) {
+	if dst.peer.role == roleInstance {
+		e := dst.peer.exposure
+		switch {
+		case src.role == roleInstance:
+			return false, "another instance"
+		case dst.port != port{e.port, e.protocol}:
+			return false, "not the exposed port"
+		case e.typ == ExposeHTTP && src.role == roleIngressController:
+			return true, "HTTP through the ingress controller"
+		case e.typ == ExposeHTTP:
+			return false, "HTTP only through the ingress controller"
+		case (e.typ == ExposeNodePort || e.typ == ExposeLoadBalancer) && src.namespace == "":
+			return true, "player from outside the Pod networks"
+		case e.typ == ExposeNodePort || e.typ == ExposeLoadBalancer:
+			return false, "in-cluster Pod on a NodePort/LoadBalancer exposure"
+		case e.typ == ExposeClusterIP && src.role == roleChecker:
+			return true, "ClusterIP peer the definition names"
+		default:
+			return false, "ClusterIP from anything the definition does not name"
+		}
+	}
+	// Egress from an instance.
+	switch dst.peer.role {
+	case roleClusterDNS, roleNodeLocalDNS:
+		if dst.port.number == dnsPort {
+			return true, "DNS to the cluster resolver"
+		}
+		return false, "cluster DNS Pod off port 53"
+	case roleAPIServer, roleServiceIP:
+		return false, "API server"
+	case roleNode:
+		return false, "node (kubelet, NodePorts)"
+	case roleMetadata:
+		return false, "cloud metadata service"
+	case rolePrivateHost:
+		return false, "private or CGNAT network"
+	case rolePublicHost:
+		if src.egress {
+			return true, "public internet with egress: true"
+		}
+		return false, "public internet without egress: true"
+	default:
+		return false, "in-cluster Pod"
+	}
+}
+
+// requiredReasons are the rows the threat model needs in the table: every denial and every
+// legitimate path, each at least once.
+var requiredReasons = []string{
+	"another instance",
+	"not the exposed port",
+	"HTTP through the ingress controller",
+	"HTTP only through the ingress controller",
+	"player from outside the Pod networks",
+	"in-cluster Pod on a NodePort/LoadBalancer exposure",
+	"ClusterIP peer the definition names",
+	"ClusterIP from anything the definition does not name",
+	"DNS to the cluster resolver",
+	"cluster DNS Pod off port 53",
+	"API server",
+	"node (kubelet, NodePorts)",
+	"cloud metadata service",
+	"private or CGNAT network",
+	"public internet with egress: true",
+	"public internet without egress: true",
+	"in-cluster Pod",
+}
+
+func trafficPeer(p peer) *matcher.TrafficPeer {
+	tp := &matcher.TrafficPeer{IP: p.ip}
+	if p.namespace != "" {
+		tp.Internal = &matcher.InternalPeer{Namespace: p.namespace, NamespaceLabels: namespaceLabels(p.namespace), PodLabels: p.labels}
+	}
+	return tp
+}
+
+type truthRow struct {
+	src     peer
+	dst     target
+	allowed bool
+	reason  string
+}
+
+// truthTable judges every connection from an instance to anything, and from anything to an
+// instance, with the engine.
+func truthTable(t *testing.T) []truthRow {
+	instances, policies := modelPolicies(t, truthConfig(t))
+	engine := matcher.BuildNetworkPolicies(true, policies)
+	var targets []target
+	for _, p := range instances {
+		for _, pt := range instancePorts(p) {
+			targets = append(targets, target{p, pt})
+		}
+	}
+	for _, p := range platformPeers {
+		for _, pt := range p.ports {
+			targets = append(targets, target{p, pt})
+		}
+	}
+	var rows []truthRow
+	for _, src := range append(append([]peer(nil), instances...), platformPeers...) {
+		for _, dst := range targets {
+			if src.name == dst.peer.name || (src.role != roleInstance && (dst.peer.role != roleInstance || !isSource(src))) {
+				continue // a Pod to itself, or no instance involved: no policy of ours applies
+			}
+			result := engine.IsTrafficAllowed(&matcher.Traffic{
+				Source: trafficPeer(src), Destination: trafficPeer(dst.peer),
+				ResolvedPort: int(dst.port.number), Protocol: corev1.Protocol(dst.port.protocol),
+			})
+			_, reason := expectedVerdict(src, dst)
+			rows = append(rows, truthRow{src: src, dst: dst, allowed: result.IsAllowed(), reason: reason})
+		}
+	}
+	return rows
+}
+
+func formatTruthTable(rows []truthRow) string {
+	var b strings.Builder
+	b.WriteString("# NetworkPolicy truth table: the hook's policies for two teams' instances of each exposure,\n")
+	b.WriteString("# judged by cyclonus's matcher. Regenerate with go test ./sync -run TestNetworkPolicyTruthTable -update.\n")
+	b.WriteString("# Pod CIDR 10.244.0.0/16, Service CIDR 10.96.0.0/12, nodes 172.18.0.0/16, --api-server-cidrs=203.0.113.10/32,\n")
+	b.WriteString("# --node-local-dns=169.254.20.10; instances in namespace ctf, team-a without egress, team-b with it.\n")
+	b.WriteString("# source | destination | port | verdict | threat model\n")
+	srcWidth, dstWidth := 0, 0
+	for _, r := range rows {
+		srcWidth = max(srcWidth, len(r.src.name))
+		dstWidth = max(dstWidth, len(r.dst.peer.name))
+	}
+	for _, r := range rows {
+		verdict := "deny"
+		if r.allowed {
+			verdict = "allow"
+		}
+		fmt.Fprintf(&b, "%-*s -> %-*s %-9s %-5s  %s\n", srcWidth, r.src.name, dstWidth, r.dst.peer.name, r.dst.port, verdict, r.reason)
+	}
+	return b.String()
+}
+
+func TestNetworkPolicyTruthTable(t *testing.T) {
+	rows := truthTable(t)
+	seen := map[string]bool{}
+	for _, r := range rows {
+		want, reason := expectedVerdict(r.src, r.dst)
+		seen[reason] = true
+		if r.allowed != want {
+			t.Errorf("%s -> %s %s: allowed=%t, the threat model says %t (%s)", r.src.name, r.dst.peer.name, r.dst.port, r.allowed, want, reason)
+		}
+	}
+	for _, reason := range requiredReasons {
+		require.True(t, seen[reason], "the table has no row for %q", reason)
+	}
+
+	got := formatTruthTable(rows)
+	if *update {
+		require.NoError(t, os.WriteFile(truthTablePath, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(truthTablePath)
+	require.NoError(t, err, "run go test ./sync -run TestNetworkPolicyTruthTable -update, then read it line by line")
+	require.Equal(t, string(want), got)
+}
+
+// TestTruthTableEngineSeesAnOpenPolicy proves the engine can say allow where the hook's policy
+// says deny: with the instances' ingress rules stripped of their peers (the policy before this
+// hook named them), a Pod that is no platform component reaches a NodePort instance directly.
+// Without it, a table of denials could come from an engine that denies everything.
+func TestTruthTableEngineSeesAnOpenPolicy(t *testing.T) {
+	instances, policies := modelPolicies(t, truthConfig(t))
+	src := platformPeers[3]
+	require.Equal(t, "other pod (default)", src.name)
+	dst := instances[1]
+	require.Equal(t, ExposeNodePort, dst.exposure.typ)
+	traffic := &matcher.Traffic{
+		Source: trafficPeer(src), Destination: trafficPeer(dst),
+		ResolvedPort: int(dst.exposure.port), Protocol: corev1.Protocol(dst.exposure.protocol),
+	}
+	require.False(t, matcher.BuildNetworkPolicies(true, policies).IsTrafficAllowed(traffic).IsAllowed())
+	for _, p := range policies {
+		for i := range p.Spec.Ingress {
+			p.Spec.Ingress[i].From = nil
+		}
+	}
+	require.True(t, matcher.BuildNetworkPolicies(true, policies).IsTrafficAllowed(traffic).IsAllowed(),
+		"%s -> %s through an ingress rule without peers", src.name, dst.name)
+}

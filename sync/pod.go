@@ -1,0 +1,218 @@
+package sync
+
+import (
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+)
+
+// Hardened defaults of every instance's Pod.
+const (
+	defaultCPURequest    = "50m"
+	defaultMemoryRequest = "64Mi"
+	defaultCPULimit      = "500m"
+	defaultMemoryLimit   = "256Mi"
+	// progressDeadline is how long a Pod may take to become ready before the instance is an Error.
+	progressDeadline = 120 * time.Second
+	tmpVolumeName    = "tmp"
+	tmpSizeLimit     = "64Mi"
+	flagVolumeName   = "flag"
+	flagSecretKey    = "flag"
+	flagFileMode     = 0o444
+)
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// buildPod returns the instance's workload: one Pod named after the Challenge, which passes Pod
+// Security "restricted" unless the template opts out. The CompositeController declares Pods with
+// updateStrategy Recreate: Metacontroller deletes and creates the Pod again when this answer
+// changes it (a new definition, a new flag through the flag hash annotation, a restart through
+// the restarted-at annotation), never otherwise.
+func buildPod(in instance, cfg Config) *corev1ac.PodApplyConfiguration {
+	pod := corev1ac.Pod(in.name, in.namespace).
+		WithLabels(in.labels).
+		WithSpec(buildPodSpec(in).WithRestartPolicy(corev1.RestartPolicyAlways))
+	annotations := map[string]string{}
+	if in.template.Flag != nil {
+		annotations[AnnotationFlagHash] = flagHash(in, cfg)
+	}
+	if in.restartedAt != "" {
+		annotations[AnnotationRestartedAt] = in.restartedAt
+	}
+	if len(annotations) > 0 {
+		pod.WithAnnotations(annotations)
+	}
+	return pod
+}
+
+// buildPodSpec is the hardened Pod of an instance. Optional values are set only when the template
+// sets them: an empty value the API server drops would differ from the live object on every sync.
+func buildPodSpec(in instance) *corev1ac.PodSpecApplyConfiguration {
+	t := in.template
+	runAsRoot := t.Security != nil && t.Security.RunAsRoot
+	readOnlyRoot := t.Security == nil || t.Security.ReadOnlyRootFilesystem == nil || *t.Security.ReadOnlyRootFilesystem
+
+	podSecurity := corev1ac.PodSecurityContext().WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+	if !runAsRoot {
+		podSecurity.WithRunAsNonRoot(true)
+	}
+	if t.Security != nil && t.Security.RunAsUser != nil {
+		podSecurity.WithRunAsUser(*t.Security.RunAsUser)
+	}
+	pod := corev1ac.PodSpec().
+		WithAutomountServiceAccountToken(false).
+		WithEnableServiceLinks(false).
+		WithSecurityContext(podSecurity)
+	if t.RuntimeClassName != "" {
+		pod.WithRuntimeClassName(t.RuntimeClassName)
+	}
+
+	var mounts []*corev1ac.VolumeMountApplyConfiguration
+	if readOnlyRoot {
+		// Most programs need a writable /tmp; it is the only writable path, and bounded.
+		pod.WithVolumes(corev1ac.Volume().WithName(tmpVolumeName).WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(resource.MustParse(tmpSizeLimit))))
+		mounts = append(mounts, corev1ac.VolumeMount().WithName(tmpVolumeName).WithMountPath("/tmp"))
+	}
+	var flagEnv *corev1ac.EnvVarApplyConfiguration
+	if f := t.Flag; f != nil {
+		if f.Path != "" {
+			base := pathBase(f.Path)
+			pod.WithVolumes(corev1ac.Volume().WithName(flagVolumeName).WithSecret(corev1ac.SecretVolumeSource().
+				WithSecretName(in.flagSecretName()).
+				WithItems(corev1ac.KeyToPath().WithKey(flagSecretKey).WithPath(base)).
+				WithDefaultMode(flagFileMode)))
+			mounts = append(mounts, corev1ac.VolumeMount().WithName(flagVolumeName).WithMountPath(f.Path).WithSubPath(base).WithReadOnly(true))
+		}
+		if f.Env != "" {
+			flagEnv = corev1ac.EnvVar().WithName(f.Env).WithValueFrom(corev1ac.EnvVarSource().
+				WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(in.flagSecretName()).WithKey(flagSecretKey)))
+		}
+	}
+
+	for _, c := range t.Containers {
+		requests, limits := containerResources(c.Resources)
+		out := corev1ac.Container().
+			WithName(c.Name).
+			WithImage(c.Image).
+			WithCommand(c.Command...).
+			WithArgs(c.Args...).
+			WithResources(corev1ac.ResourceRequirements().WithRequests(requests).WithLimits(limits)).
+			WithVolumeMounts(mounts...).
+			WithSecurityContext(corev1ac.SecurityContext().
+				WithAllowPrivilegeEscalation(t.Security != nil && t.Security.AllowPrivilegeEscalation).
+				WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+				WithReadOnlyRootFilesystem(readOnlyRoot))
+		if probe := readinessProbe(c); probe != nil {
+			out.WithReadinessProbe(probe)
+		}
+		for _, p := range c.Ports {
+			port := corev1ac.ContainerPort().WithContainerPort(p.ContainerPort).WithProtocol(corev1.Protocol(protocolOf(p)))
+			if p.Name != "" {
+				port.WithName(p.Name)
+			}
+			out.WithPorts(port)
+		}
+		for _, e := range c.Env {
+			env := corev1ac.EnvVar().WithName(e.Name)
+			if e.Value != "" {
+				env.WithValue(e.Value)
+			}
+			out.WithEnv(env)
+		}
+		if flagEnv != nil {
+			out.WithEnv(flagEnv)
+		}
+		pod.WithContainers(out)
+	}
+	return pod
+}
+
+func pathBase(p string) string {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return p[i+1:]
+		}
+	}
+	return p
+}
+
+// containerResources fills in default requests and limits. Quantities are encoded in the API
+// server's canonical form ("0.5" becomes "500m"), which is what it stores: any other spelling would
+// differ from the live object on every sync.
+func containerResources(r *ResourceRequirements) (requests, limits corev1.ResourceList) {
+	requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(defaultCPURequest), corev1.ResourceMemory: resource.MustParse(defaultMemoryRequest)}
+	limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(defaultCPULimit), corev1.ResourceMemory: resource.MustParse(defaultMemoryLimit)}
+	if r == nil {
+		return requests, limits
+	}
+	for name, value := range r.Requests {
+		requests[corev1.ResourceName(name)] = resource.MustParse(value)
+	}
+	for name, value := range r.Limits {
+		limits[corev1.ResourceName(name)] = resource.MustParse(value)
+	}
+	// A default must never contradict what the template set: a lone limit below the default
+	// request lowers the request; a lone request above the default limit raises the limit.
+	for name, request := range requests {
+		_, setRequest := r.Requests[string(name)]
+		_, setLimit := r.Limits[string(name)]
+		limit, hasLimit := limits[name]
+		if !hasLimit || setRequest == setLimit || request.Cmp(limit) <= 0 {
+			continue
+		}
+		if setLimit {
+			requests[name] = limit
+		} else {
+			limits[name] = request
+		}
+	}
+	return requests, limits
+}
+
+// readinessProbe is the template's probe, or by default a TCP connect to the container's first TCP
+// port. Every field the API server would default is written out.
+func readinessProbe(c Container) *corev1ac.ProbeApplyConfiguration {
+	p := c.ReadinessProbe
+	if p == nil {
+		for _, port := range c.Ports {
+			if protocolOf(port) == "TCP" {
+				return corev1ac.Probe().
+					WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromInt32(port.ContainerPort))).
+					WithPeriodSeconds(5).WithTimeoutSeconds(1).WithSuccessThreshold(1).WithFailureThreshold(3)
+			}
+		}
+		return nil
+	}
+	out := corev1ac.Probe().
+		WithPeriodSeconds(orDefault(p.PeriodSeconds, 5)).
+		WithTimeoutSeconds(orDefault(p.TimeoutSeconds, 1)).
+		WithSuccessThreshold(1).
+		WithFailureThreshold(orDefault(p.FailureThreshold, 3))
+	if p.InitialDelaySeconds != 0 {
+		out.WithInitialDelaySeconds(p.InitialDelaySeconds)
+	}
+	switch {
+	case p.TCPSocket != nil:
+		out.WithTCPSocket(corev1ac.TCPSocketAction().WithPort(intstr.FromInt32(p.TCPSocket.Port)))
+	case p.HTTPGet != nil:
+		path := p.HTTPGet.Path
+		if path == "" {
+			path = "/"
+		}
+		out.WithHTTPGet(corev1ac.HTTPGetAction().WithPath(path).WithPort(intstr.FromInt32(p.HTTPGet.Port)).WithScheme(corev1.URISchemeHTTP))
+	case p.Exec != nil:
+		out.WithExec(corev1ac.ExecAction().WithCommand(p.Exec.Command...))
+	}
+	return out
+}
+
+func orDefault(v, def int32) int32 {
+	if v == 0 {
+		return def
+	}
+	return v
+}

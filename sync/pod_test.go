@@ -1,0 +1,73 @@
+package sync
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// podOf returns the Pod among a sync answer's children, nil when there is none.
+func podOf(t *testing.T, resp Response) map[string]any {
+	t.Helper()
+	for _, child := range resp.Children {
+		if obj := decodedChild(t, child); obj["kind"] == "Pod" {
+			return obj
+		}
+	}
+	return nil
+}
+
+// decodedChild is a child of a sync answer as it goes on the wire, decoded.
+func decodedChild(t *testing.T, child any) map[string]any {
+	t.Helper()
+	out, err := EncodeResponse(child)
+	require.NoError(t, err)
+	var obj map[string]any
+	require.NoError(t, json.Unmarshal(out, &obj))
+	return obj
+}
+
+// A Pod that will not run again by itself is left out of the answer, whatever ended it; any other
+// phase keeps it.
+func TestFinishedPodIsLeftOutOnce(t *testing.T) {
+	c := goldenCaseNamed(t, "creating-pod-evicted-left-out")
+	cfg := goldenConfig(t)
+	for phase, wantPod := range map[string]bool{"Failed": false, "Succeeded": false, "Running": true, "Pending": true, "Unknown": true} {
+		req, err := DecodeRequest(c.request)
+		require.NoError(t, err)
+		req.Children.Pods[0].Status.Phase = phase
+		resp := Sync(req, goldenNow, cfg)
+		require.Equal(t, wantPod, podOf(t, resp) != nil, "phase %s", phase)
+		others := len(req.Children.Objects()) - 1
+		if wantPod {
+			require.Len(t, resp.Children, others+1, "phase %s", phase)
+		} else {
+			require.Len(t, resp.Children, others, "phase %s: every other child stays", phase)
+		}
+	}
+}
+
+// A changed flag must change the Pod, or Metacontroller (updateStrategy Recreate) would keep the
+// running Pod and its environment would keep the old flag; the Pod must not reveal the flag.
+func TestChangedFlagChangesThePod(t *testing.T) {
+	c := goldenCaseNamed(t, "life-4-running-resync-fixed-point")
+	cfg := goldenConfig(t)
+	req, err := DecodeRequest(c.request)
+	require.NoError(t, err)
+	annotation := func(cfg Config) string {
+		pod := podOf(t, Sync(req, goldenNow, cfg))
+		require.NotNil(t, pod)
+		return pod["metadata"].(map[string]any)["annotations"].(map[string]any)[AnnotationFlagHash].(string)
+	}
+	before := annotation(cfg)
+	require.Len(t, before, dynamicFlagHexLength)
+	in, prob := resolveInstance(req.Parent, req.Related, cfg)
+	require.Nil(t, prob)
+	require.NotContains(t, before, flagValue(in, cfg))
+
+	rotated := cfg
+	rotated.FlagKey = []byte("another key")
+	require.NotEqual(t, before, annotation(rotated), "a new flag key gives new dynamic flags, which must reach the Pod")
+	require.Equal(t, before, annotation(cfg), "the same flag gives the same Pod")
+}

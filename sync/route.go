@@ -1,0 +1,209 @@
+package sync
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+)
+
+// Gateway API routes: with a Gateway configured, HTTP exposures become HTTPRoutes and TLS exposures
+// TLSRoutes, each for the instance's unguessable host <instanceId>.<domain>.
+
+const (
+	gatewayGroup      = "gateway.networking.k8s.io"
+	gatewayAPIVersion = gatewayGroup + "/v1"
+	kindHTTPRoute     = "HTTPRoute"
+	kindTLSRoute      = "TLSRoute"
+
+	// GatewayAPIComponent is the kustomize component that declares the route child types.
+	GatewayAPIComponent = "manifests/components/gateway-api"
+)
+
+// routeResources are the CompositeController resources of the route kinds.
+var routeResources = map[string]string{kindHTTPRoute: "httproutes", kindTLSRoute: "tlsroutes"}
+
+// RouteChildResources are the child types the component manifests/components/gateway-api adds to
+// the CompositeController, and RouteChildKeys how Metacontroller keys their children in requests.
+func RouteChildResources() []ChildResource {
+	return []ChildResource{
+		{APIVersion: gatewayAPIVersion, Resource: routeResources[kindHTTPRoute]},
+		{APIVersion: gatewayAPIVersion, Resource: routeResources[kindTLSRoute]},
+	}
+}
+
+// RouteChildKeys are the children map keys of the route types, as Metacontroller spells them.
+func RouteChildKeys() []string {
+	return []string{kindHTTPRoute + "." + gatewayAPIVersion, kindTLSRoute + "." + gatewayAPIVersion}
+}
+
+// routeKinds are the route kinds the instance needs, in the order they are returned.
+func routeKinds(in instance, cfg Config) []string {
+	var kinds []string
+	if cfg.Gateway != nil && hasExposure(in.template.Expose, ExposeHTTP) {
+		kinds = append(kinds, kindHTTPRoute)
+	}
+	if hasExposure(in.template.Expose, ExposeTLS) {
+		kinds = append(kinds, kindTLSRoute)
+	}
+	return kinds
+}
+
+func hasExposure(expose []Expose, exposeType string) bool {
+	return slices.ContainsFunc(expose, func(e Expose) bool { return e.Type == exposeType })
+}
+
+// routeProblem refuses an instance whose routes the hook cannot return: a TLS exposure without a
+// Gateway, or a route type the CompositeController does not declare. Metacontroller would fail
+// the whole sync on an undeclared child type; the hook instead keeps the children as they are and
+// says what to apply.
+func routeProblem(in instance, declared []ChildResource, cfg Config) *problem {
+	if cfg.Gateway == nil && hasExposure(in.template.Expose, ExposeTLS) {
+		return &problem{ReasonGatewayAPINotEnabled,
+			"the template exposes a port as TLS, which needs a Gateway API Gateway: start the hook with --gateway <namespace>/<name> (see the README)", &in.template}
+	}
+	for _, kind := range routeKinds(in, cfg) {
+		wanted := ChildResource{APIVersion: gatewayAPIVersion, Resource: routeResources[kind]}
+		if !slices.Contains(declared, wanted) {
+			return &problem{ReasonGatewayAPINotEnabled, fmt.Sprintf(
+				"the instance needs %s children, but the CompositeController does not declare %s %s: install the Gateway API CRDs and apply the kustomize component %s",
+				kind, wanted.APIVersion, wanted.Resource, GatewayAPIComponent), &in.template}
+		}
+	}
+	return nil
+}
+
+// parentRef attaches a route to the configured Gateway, with every field the API server would
+// default written out: Metacontroller's merge would otherwise see a difference on every sync.
+func parentRef(cfg Config, sectionName string) *gatewayv1ac.ParentReferenceApplyConfiguration {
+	ref := gatewayv1ac.ParentReference().
+		WithGroup(gatewayGroup).
+		WithKind("Gateway").
+		WithNamespace(gatewayv1.Namespace(cfg.Gateway.Namespace)).
+		WithName(gatewayv1.ObjectName(cfg.Gateway.Name))
+	if sectionName != "" {
+		ref.WithSectionName(gatewayv1.SectionName(sectionName))
+	}
+	return ref
+}
+
+// serviceBackend is the instance's Service port, defaults written out as for parentRef.
+func serviceBackend(in instance, port int32) *gatewayv1ac.BackendRefApplyConfiguration {
+	return gatewayv1ac.BackendRef().WithGroup("").WithKind("Service").WithName(gatewayv1.ObjectName(in.name)).WithPort(port).WithWeight(1)
+}
+
+func exposureOf(expose []Expose, exposeType string) (Expose, bool) {
+	for _, e := range expose {
+		if e.Type == exposeType {
+			return e, true
+		}
+	}
+	return Expose{}, false
+}
+
+// buildHTTPRoute routes the HTTP exposure, when a Gateway is configured, from the instance's host.
+func buildHTTPRoute(in instance, cfg Config) *gatewayv1ac.HTTPRouteApplyConfiguration {
+	e, found := exposureOf(in.template.Expose, ExposeHTTP)
+	if cfg.Gateway == nil || !found {
+		return nil
+	}
+	rule := gatewayv1ac.HTTPRouteRule().
+		WithMatches(gatewayv1ac.HTTPRouteMatch().WithPath(gatewayv1ac.HTTPPathMatch().WithType(gatewayv1.PathMatchPathPrefix).WithValue("/"))).
+		WithBackendRefs(gatewayv1ac.HTTPBackendRef().WithGroup("").WithKind("Service").
+			WithName(gatewayv1.ObjectName(in.name)).WithPort(e.Port).WithWeight(1))
+	spec := gatewayv1ac.HTTPRouteSpec().
+		WithParentRefs(parentRef(cfg, cfg.GatewaySectionName)).
+		WithHostnames(gatewayv1.Hostname(httpHost(in, cfg))).
+		WithRules(rule)
+	return gatewayv1ac.HTTPRoute(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
+}
+
+// buildTLSRoute routes the TLS exposure by SNI host to the instance's Service port. Whether the
+// Gateway terminates TLS or passes it through is its listener's business.
+func buildTLSRoute(in instance, cfg Config) *gatewayv1ac.TLSRouteApplyConfiguration {
+	e, found := exposureOf(in.template.Expose, ExposeTLS)
+	if cfg.Gateway == nil || !found {
+		return nil
+	}
+	spec := gatewayv1ac.TLSRouteSpec().
+		WithParentRefs(parentRef(cfg, cfg.GatewayTLSSectionName)).
+		WithHostnames(gatewayv1.Hostname(httpHost(in, cfg))).
+		WithRules(gatewayv1ac.TLSRouteRule().WithBackendRefs(serviceBackend(in, e.Port)))
+	return gatewayv1ac.TLSRoute(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
+}
+
+// routeAcceptance is what the configured Gateway said about an observed route: accepted, not yet
+// (pending is the wait, naming the Gateway), or refused (the Gateway's reason and message).
+type routeAcceptance struct {
+	accepted         bool
+	pending, refused string
+}
+
+// acceptance reads the route's status for the configured Gateway. A condition set for an older
+// generation of the route does not count: the Gateway has not seen the route as it is. One without
+// observedGeneration (optional in metav1.Condition) is taken as current.
+func acceptance(routes []ObservedRoute, kind string, in instance, cfg Config) routeAcceptance {
+	what := fmt.Sprintf("%s %s", kind, in.name)
+	waiting := routeAcceptance{pending: fmt.Sprintf("Gateway %s to accept %s", cfg.Gateway, what)}
+	route, found := findRoute(routes, in.name)
+	if !found {
+		return routeAcceptance{pending: "the " + kind}
+	}
+	for _, parent := range route.Status.Parents {
+		if !isConfiguredGateway(parent, route, cfg) {
+			continue
+		}
+		for _, c := range parent.Conditions {
+			if c.Type != "Accepted" || (c.ObservedGeneration != 0 && c.ObservedGeneration < route.Metadata.Generation) {
+				continue
+			}
+			switch c.Status {
+			case "True":
+				return routeAcceptance{accepted: true}
+			case "False":
+				return routeAcceptance{refused: fmt.Sprintf("Gateway %s refused %s (%s)%s; fix the Gateway's listeners (allowed routes, hostnames, protocol) or the hook's --gateway flags",
+					cfg.Gateway, what, c.Reason, detail(c.Message))}
+			}
+		}
+	}
+	return waiting
+}
+
+func findRoute(routes []ObservedRoute, name string) (ObservedRoute, bool) {
+	for _, r := range routes {
+		if r.Metadata.Name == name {
+			return r, true
+		}
+	}
+	return ObservedRoute{}, false
+}
+
+// isConfiguredGateway says whether a route's parent status is the configured Gateway's: group and
+// kind default to the Gateway's, the namespace to the route's.
+func isConfiguredGateway(parent RouteParentStatus, route ObservedRoute, cfg Config) bool {
+	ref := parent.ParentRef
+	namespace := ref.Namespace
+	if namespace == "" {
+		namespace = route.Metadata.Namespace
+	}
+	return (ref.Group == "" || ref.Group == gatewayGroup) && (ref.Kind == "" || ref.Kind == "Gateway") &&
+		namespace == cfg.Gateway.Namespace && ref.Name == cfg.Gateway.Name
+}
+
+// ParseGatewayRef parses <namespace>/<name>, the form of the --gateway flag.
+func ParseGatewayRef(s string) (GatewayRef, error) {
+	namespace, name, found := strings.Cut(s, "/")
+	if !found {
+		return GatewayRef{}, fmt.Errorf("%q is not <namespace>/<name>, such as gateway-system/ctf", s)
+	}
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return GatewayRef{}, fmt.Errorf("namespace %q: %s", namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return GatewayRef{}, fmt.Errorf("name %q: %s", name, strings.Join(errs, "; "))
+	}
+	return GatewayRef{Namespace: namespace, Name: name}, nil
+}
