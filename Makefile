@@ -8,7 +8,7 @@ BIN := bin/challenge-hook
 # golden files were computed with, so that curl of any testdata request answers its response.json.
 DEV_FLAGS := $(shell cat testdata/dev.flags 2>/dev/null)
 
-.PHONY: all build run test lint update e2e bench fuzz clean
+.PHONY: all build run test lint update e2e bench bench-cluster fuzz clean
 
 all: test build
 
@@ -31,15 +31,21 @@ fuzz:
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) vet -tags e2e ./...
-	$(GO) tool staticcheck -tags e2e ./...
+	$(GO) vet -tags e2e,scale ./...
+	$(GO) tool staticcheck -tags e2e,scale ./...
 
 # Regenerate the golden files and the NetworkPolicy truth table; read every changed line before committing.
 update:
 	$(GO) test ./sync -run 'TestGolden|TestNetworkPolicyTruthTable' -update
 
+# The hook under the real Metacontroller on a loopback control plane. METACONTROLLER_SOURCE: where
+# Metacontroller's source archive comes from (default: GitHub's archive of the release tag).
 e2e:
 	bash hack/e2e.sh
+
+# A scale run under the real Metacontroller (BENCH_CHALLENGES, default 500); not part of CI.
+bench-cluster:
+	bash hack/bench-cluster.sh
 
 bench:
 	bash hack/bench.sh

@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 )
 
 // ctfGroup is the API group of the project's resources.
@@ -47,8 +49,17 @@ func TestCRDsEstablished(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create Challenge: %v", err)
 	}
-	created.Object["status"] = map[string]any{"phase": "None"}
-	if _, err := c.dyn.Resource(chalGVR).Namespace(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	// Metacontroller syncs it too (and may write its status first): retry on conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		latest, err := c.dyn.Resource(chalGVR).Namespace(ns).Get(ctx, created.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		latest.Object["status"] = map[string]any{"phase": "None"}
+		_, err = c.dyn.Resource(chalGVR).Namespace(ns).UpdateStatus(ctx, latest, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatalf("Challenge has no working status subresource: %v", err)
 	}
 }
@@ -343,8 +354,9 @@ func TestChallengeOwnerImmutable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	spec(created)["owner"] = "team-2"
-	_, err = c.dyn.Resource(chalGVR).Namespace(ns).Update(ctx, created, metav1.UpdateOptions{})
+	// A merge patch, not an update: Metacontroller adds its finalizer meanwhile, and an update
+	// from the stale copy would be refused for that (Conflict) before the rule is checked.
+	_, err = c.dyn.Resource(chalGVR).Namespace(ns).Patch(ctx, created.GetName(), types.MergePatchType, []byte(`{"spec":{"owner":"team-2"}}`), metav1.PatchOptions{})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.owner is immutable") {
 		t.Errorf("owner change: got %v, want Invalid with %q", err, "spec.owner is immutable")
 	}

@@ -1,8 +1,9 @@
 //go:build e2e
 
-// Package e2e tests challenge-hook against a real kube-apiserver, kube-controller-manager,
-// kube-scheduler and a kwok fake node, started by hack/e2e.sh (`make e2e`). The tests play
-// Metacontroller's part themselves (see driver_test.go): Metacontroller is not needed.
+// Package e2e tests challenge-hook under the real Metacontroller, against a real kube-apiserver,
+// kube-controller-manager, kube-scheduler and a kwok fake node, all started by hack/e2e.sh
+// (`make e2e`). TestMain (suite_test.go) serves the hook binary on loopback and registers it with
+// Metacontroller through the project's own compositecontroller.yaml.
 package e2e
 
 import (
@@ -40,14 +41,14 @@ const (
 )
 
 var (
-	crdGVR  = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	nsGVR   = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	nodeGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	podGVR  = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	rsGVR   = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
-	rcGVR   = schema.GroupVersionResource{Group: "node.k8s.io", Version: "v1", Resource: "runtimeclasses"}
-	chalGVR = schema.GroupVersionResource{Group: "ctf.challenge-hook.dev", Version: "v1alpha1", Resource: "challenges"}
-	defGVR  = schema.GroupVersionResource{Group: "ctf.challenge-hook.dev", Version: "v1alpha1", Resource: "challengedefinitions"}
+	crdGVR     = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	nsGVR      = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	nodeGVR    = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	podGVR     = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	serviceGVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	rcGVR      = schema.GroupVersionResource{Group: "node.k8s.io", Version: "v1", Resource: "runtimeclasses"}
+	chalGVR    = schema.GroupVersionResource{Group: "ctf.challenge-hook.dev", Version: "v1alpha1", Resource: "challenges"}
+	defGVR     = schema.GroupVersionResource{Group: "ctf.challenge-hook.dev", Version: "v1alpha1", Resource: "challengedefinitions"}
 )
 
 // cluster is a test's handle on the API server: a dynamic client and a REST mapper that knows the
@@ -63,47 +64,67 @@ type cluster struct {
 // Established, and makes sure the kwok node exists.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
+	c, err := connectCluster(testContext(t), repoRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// connectCluster is newCluster for callers without a *testing.T (TestMain).
+func connectCluster(ctx context.Context, root string) (*cluster, error) {
 	kubeconfig := os.Getenv("KUBECONFIG")
 	if kubeconfig == "" {
-		t.Fatal("KUBECONFIG is not set: run the e2e tests with `make e2e` (hack/e2e.sh starts the cluster)")
+		return nil, errors.New("KUBECONFIG is not set: run the e2e tests with `make e2e` (hack/e2e.sh starts the cluster)")
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		t.Fatalf("load kubeconfig %s: %v", kubeconfig, err)
+		return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
 	}
 	// The tests create many objects quickly; client-side throttling would only slow them down.
 	cfg.QPS, cfg.Burst = 200, 400
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		t.Fatalf("dynamic client: %v", err)
+		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
-	c := &cluster{dyn: dyn, root: repoRoot(t)}
-	ctx := testContext(t)
-	c.installCRDs(ctx, t)
+	c := &cluster{dyn: dyn, root: root}
+	if err := c.installCRDs(ctx); err != nil {
+		return nil, err
+	}
 	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		t.Fatalf("discovery client: %v", err)
+		return nil, fmt.Errorf("discovery client: %w", err)
 	}
 	groups, err := restmapper.GetAPIGroupResources(disco)
 	if err != nil {
-		t.Fatalf("discover API resources: %v", err)
+		return nil, fmt.Errorf("discover API resources: %w", err)
 	}
 	c.mapper = restmapper.NewDiscoveryRESTMapper(groups)
-	c.ensureKwokNode(ctx, t)
-	return c
+	if err := c.ensureKwokNode(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // repoRoot is E2E_REPO_ROOT, or the parent of this package's directory.
 func repoRoot(t *testing.T) string {
 	t.Helper()
+	root, err := findRepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func findRepoRoot() (string, error) {
 	if root := os.Getenv("E2E_REPO_ROOT"); root != "" {
-		return root
+		return root, nil
 	}
 	wd, err := os.Getwd()
 	if err != nil {
-		t.Fatalf("working directory: %v", err)
+		return "", fmt.Errorf("working directory: %w", err)
 	}
-	return filepath.Dir(wd)
+	return filepath.Dir(wd), nil
 }
 
 // testContext is cancelled when the test ends.
@@ -140,36 +161,43 @@ func decodeYAMLObjects(data []byte, source string) ([]*unstructured.Unstructured
 	}
 }
 
-func (c *cluster) installCRDs(ctx context.Context, t *testing.T) {
-	t.Helper()
+func (c *cluster) installCRDs(ctx context.Context) error {
 	paths, err := filepath.Glob(filepath.Join(c.root, "manifests", "crd-*.yaml"))
 	if err != nil || len(paths) == 0 {
-		t.Fatalf("no CRDs in %s/manifests/crd-*.yaml (err %v)", c.root, err)
+		return fmt.Errorf("no CRDs in %s/manifests/crd-*.yaml (err %v)", c.root, err)
 	}
 	var names []string
 	for _, path := range paths {
 		objs, err := readYAMLObjects(path)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		for _, crd := range objs {
 			names = append(names, crd.GetName())
-			c.createOrUpdate(ctx, t, crdGVR, crd)
+			if err := c.createOrUpdate(ctx, c.dyn.Resource(crdGVR), crd); err != nil {
+				return err
+			}
 		}
 	}
 	for _, name := range names {
-		waitFor(ctx, t, 30*time.Second, "CRD "+name+" Established", func() (bool, error) {
+		var nameConflict error
+		err := waitUntil(ctx, 30*time.Second, "CRD "+name+" Established", func() (bool, error) {
 			crd, err := c.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}
 			established, err := crdEstablished(crd)
-			if err != nil {
-				t.Fatal(err) // a name conflict does not heal by waiting
-			}
-			return established, nil
+			nameConflict = err
+			return established || err != nil, nil // a name conflict does not heal by waiting
 		})
+		if err == nil {
+			err = nameConflict
+		}
+		if err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // crdEstablished reports Established=True, or an error on NamesAccepted=False.
@@ -188,29 +216,27 @@ func crdEstablished(crd *unstructured.Unstructured) (bool, error) {
 	return established, nil
 }
 
-// createOrUpdate creates a cluster-scoped object, or replaces an existing one's content.
-func (c *cluster) createOrUpdate(ctx context.Context, t *testing.T, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) {
-	t.Helper()
-	client := c.dyn.Resource(gvr)
+// createOrUpdate creates an object, or replaces an existing one's content.
+func (c *cluster) createOrUpdate(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
 	_, err := client.Create(ctx, obj, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		existing, getErr := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
 		if getErr != nil {
-			t.Fatalf("get %s %s: %v", gvr.Resource, obj.GetName(), getErr)
+			return fmt.Errorf("get %s %s: %w", obj.GetKind(), obj.GetName(), getErr)
 		}
 		obj = obj.DeepCopy()
 		obj.SetResourceVersion(existing.GetResourceVersion())
 		_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
 	}
 	if err != nil {
-		t.Fatalf("create %s %s: %v", gvr.Resource, obj.GetName(), err)
+		return fmt.Errorf("create %s %s: %w", obj.GetKind(), obj.GetName(), err)
 	}
+	return nil
 }
 
 // ensureKwokNode creates the fake node kwok manages (selected by annotation, no taints), with room
 // for every Pod the tests start.
-func (c *cluster) ensureKwokNode(ctx context.Context, t *testing.T) {
-	t.Helper()
+func (c *cluster) ensureKwokNode(ctx context.Context) error {
 	node := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1",
 		"kind":       "Node",
@@ -225,15 +251,15 @@ func (c *cluster) ensureKwokNode(ctx context.Context, t *testing.T) {
 			},
 		},
 		"status": map[string]any{
-			"allocatable": map[string]any{"cpu": "64", "memory": "256Gi", "pods": "500", "ephemeral-storage": "1Ti"},
-			"capacity":    map[string]any{"cpu": "64", "memory": "256Gi", "pods": "500", "ephemeral-storage": "1Ti"},
+			"allocatable": map[string]any{"cpu": "1k", "memory": "4Ti", "pods": "5000", "ephemeral-storage": "100Ti"},
+			"capacity":    map[string]any{"cpu": "1k", "memory": "4Ti", "pods": "5000", "ephemeral-storage": "100Ti"},
 		},
 	}}
 	_, err := c.dyn.Resource(nodeGVR).Create(ctx, node, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("create kwok node: %v", err)
+		return fmt.Errorf("create kwok node: %w", err)
 	}
-	waitFor(ctx, t, 60*time.Second, "kwok node Ready", func() (bool, error) {
+	return waitUntil(ctx, 60*time.Second, "kwok node Ready", func() (bool, error) {
 		node, err := c.dyn.Resource(nodeGVR).Get(ctx, kwokNodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -318,9 +344,17 @@ func (c *cluster) ensureRuntimeClass(ctx context.Context, t *testing.T, name str
 	}
 }
 
-// waitFor polls cond every 100ms until it holds, fails, or timeout passes.
+// waitFor polls cond every 100ms until it holds, and fails the test when timeout passes first.
 func waitFor(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
+	if err := waitUntil(ctx, timeout, what, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitUntil polls cond every 100ms until it holds (nil), or timeout passes or ctx ends (an error
+// naming what was awaited and cond's last error).
+func waitUntil(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	var lastErr error
 	for {
@@ -329,14 +363,14 @@ func waitFor(ctx context.Context, t *testing.T, timeout time.Duration, what stri
 			lastErr = err
 		}
 		if ok {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+			return fmt.Errorf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

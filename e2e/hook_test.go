@@ -43,18 +43,30 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// startHook starts bin/challenge-hook on a free loopback port with the given flags (besides
-// --listen), in the repository root so that testdata paths resolve, and stops it (SIGTERM) when
-// the test ends. Its log is shown when the test fails.
-func startHook(t *testing.T, root string, flags ...string) *hookServer {
-	t.Helper()
+// hookProcess is bin/challenge-hook serving on a fixed loopback address; it can be killed and
+// started again on the same address (the hook-down test does).
+type hookProcess struct {
+	bin, root, addr string
+	flags           []string
+	logs            *lockedBuffer
+	cmd             *exec.Cmd
+	exited          chan error
+}
+
+// newHookProcess describes the hook binary (E2E_HOOK_BIN, else bin/challenge-hook) run in the
+// repository root, so that testdata paths resolve, on addr with the given flags besides --listen.
+func newHookProcess(root, addr string, flags ...string) *hookProcess {
 	bin := os.Getenv("E2E_HOOK_BIN")
 	if bin == "" {
 		bin = filepath.Join(root, "bin", "challenge-hook")
 	}
-	addr := freeLoopbackAddr(t)
-	cmd := exec.Command(bin, append([]string{"--listen=" + addr}, flags...)...)
-	cmd.Dir = root
+	return &hookProcess{bin: bin, root: root, addr: addr, flags: flags, logs: &lockedBuffer{}}
+}
+
+// start runs the hook and waits until /readyz answers 200.
+func (p *hookProcess) start() error {
+	cmd := exec.Command(p.bin, append([]string{"--listen=" + p.addr}, p.flags...)...)
+	cmd.Dir = p.root
 	// The hook falls back to CHALLENGE_HOOK_* variables: do not let the caller's leak in.
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "CHALLENGE_HOOK_") {
@@ -62,45 +74,67 @@ func startHook(t *testing.T, root string, flags ...string) *hookServer {
 		}
 	}
 	dieWithParent(cmd)
-	logs := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
+		return fmt.Errorf("start %s: %w", p.bin, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("challenge-hook %s log:\n%s", strings.Join(flags, " "), logs.String())
-		}
-	})
-	h := &hookServer{baseURL: "http://" + addr, client: &http.Client{Timeout: 10 * time.Second}}
+	p.cmd, p.exited = cmd, make(chan error, 1)
+	go func() { p.exited <- cmd.Wait() }()
+	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		select {
-		case err := <-exited:
-			t.Fatalf("challenge-hook exited before serving: %v\n%s", err, logs.String())
+		case err := <-p.exited:
+			p.cmd = nil
+			return fmt.Errorf("challenge-hook exited before serving: %v\n%s", err, p.logs.String())
 		default:
 		}
-		resp, err := h.client.Get(h.baseURL + "/readyz")
+		resp, err := client.Get("http://" + p.addr + "/readyz")
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return h
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("challenge-hook not ready on %s after 15s (last error %v)\n%s", addr, err, logs.String())
+			p.stop(syscall.SIGKILL)
+			return fmt.Errorf("challenge-hook not ready on %s after 15s (last error %v)\n%s", p.addr, err, p.logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// stop sends sig (SIGTERM: graceful; SIGKILL: a crash) and waits for the process to exit,
+// killing it after 10s.
+func (p *hookProcess) stop(sig syscall.Signal) {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	p.cmd = nil
+}
+
+// startHook starts bin/challenge-hook on a free loopback port with the given flags (besides
+// --listen) and stops it (SIGTERM) when the test ends. Its log is shown when the test fails.
+func startHook(t *testing.T, root string, flags ...string) *hookServer {
+	t.Helper()
+	p := newHookProcess(root, freeLoopbackAddr(t), flags...)
+	if err := p.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.stop(syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("challenge-hook %s log:\n%s", strings.Join(flags, " "), p.logs.String())
+		}
+	})
+	return &hookServer{baseURL: "http://" + p.addr, client: &http.Client{Timeout: 10 * time.Second}}
 }
 
 // freeLoopbackAddr returns a 127.0.0.1 address with a port nothing listens on right now.

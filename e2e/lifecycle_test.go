@@ -4,22 +4,21 @@ package e2e
 
 import (
 	"context"
-	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
-
-// publicHost is what the hook reports as the host of NodePort endpoints in these tests.
-const publicHost = "127.0.0.1"
 
 // unpullableImage is an image kwok's pod-image-pull-backoff stage (hack/kwok-stages.yaml) reports
 // as ImagePullBackOff, the way a kubelet would for an image that does not exist.
 const unpullableImage = "registry.invalid/ctf/missing:1.0"
+
+var eventGVR = schema.GroupVersionResource{Version: "v1", Resource: "events"}
 
 // lifecycleChallenge is a one-container Challenge with an inline template, exposed on a NodePort.
 func lifecycleChallenge(name, image, timeout string) *unstructured.Unstructured {
@@ -47,150 +46,180 @@ func lifecycleChallenge(name, image, timeout string) *unstructured.Unstructured 
 	}}
 }
 
-// TestLifecycle drives Challenges through their whole life with the hook binary on the real clock,
-// the test's driver in Metacontroller's place, and Pods run by kwok on a fake node.
+// TestLifecycle drives Challenges through their life under Metacontroller, with the hook binary
+// on the real clock and Pods run by kwok on a fake node.
 func TestLifecycle(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
-	hook := startHook(t, c.root, "--flag-key-file=testdata/flag.key", "--public-host="+publicHost)
 	ns := c.createNamespace(testContext(t), t, "life", podSecurityRestricted)
 
-	t.Run("RunningThenExpired", func(t *testing.T) {
+	t.Run("ExpiredAtExpiresAt", func(t *testing.T) {
 		t.Parallel()
 		ctx := testContext(t)
-		d := newDriver(t, c, hook)
-		// 20s: long enough to reach Running and check it, short enough to wait for.
-		name := createChallenge(ctx, t, d, ns, lifecycleChallenge("expires", "ghcr.io/example/pwn:1.0", "20s"))
+		// 12s: long enough to reach Running first, short enough to wait for.
+		w, chal := startChallenge(ctx, t, c, ns, lifecycleChallenge("expires", "ghcr.io/example/pwn:1.0", "12s"))
+		running := w.phase(t, 30*time.Second, "Running")
+		expiresAt := statusTime(t, running.obj, "expiresAt")
+		if len(workloadsOf(childrenOf(ctx, t, c, ns, chal.GetUID()))) != 1 {
+			t.Fatalf("a Running instance without exactly one %s", workloadResource.Resource)
+		}
+		expired := w.phase(t, time.Until(expiresAt)+30*time.Second, "Expired")
+		if expired.reason != "Expired" {
+			t.Errorf("Expired with reason %q, want Expired", expired.reason)
+		}
+		// The hook decided at the Expired condition's transition (whole seconds, like expiresAt).
+		if decided := conditionTime(t, expired.obj, "Expired"); decided.Before(expiresAt) {
+			t.Errorf("Expired at %s, before status.expiresAt %s", decided.Format(time.RFC3339), expiresAt.Format(time.RFC3339))
+		}
+		// Metacontroller's resync period (shared.resync) would catch it too; the hook's
+		// resyncAfterSeconds is what makes it this prompt.
+		late := expired.at.Sub(expiresAt)
+		t.Logf("expiresAt %s, Expired seen %s later", expiresAt.Format(time.RFC3339), late.Round(time.Millisecond))
+		if late > 3*time.Second {
+			t.Errorf("Expired %s after status.expiresAt, want within 3s", late.Round(time.Millisecond))
+		}
+		waitFor(ctx, t, 15*time.Second, "the expired instance's children to be deleted", func() (bool, error) {
+			return len(childrenOf(ctx, t, c, ns, chal.GetUID())) == 0, nil
+		})
+		// The record stays, and stays Expired, over more than a resync period.
+		time.Sleep(shared.resync + time.Second)
+		got := mustGetChallenge(ctx, t, c, ns, chal.GetName())
+		if phase, _, _ := unstructured.NestedString(got.Object, "status", "phase"); phase != "Expired" {
+			t.Errorf("stored phase %q a resync later, want Expired (the record is kept)", phase)
+		}
+		if left := childrenOf(ctx, t, c, ns, chal.GetUID()); len(left) > 0 {
+			t.Errorf("children came back after expiry: %v", keys(left))
+		}
+	})
 
-		running := d.runUntil(ctx, t, ns, name, 60*time.Second, phaseIs("Running"))
-		checkNodePortEndpoint(ctx, t, c, ns, running)
-		if running.response.ResyncAfterSeconds <= 0 || running.response.ResyncAfterSeconds > 20 {
-			t.Errorf("Running with a 20s timeout: resyncAfterSeconds = %g, want a wake-up at expiry (0 < s <= 20)", running.response.ResyncAfterSeconds)
+	t.Run("ImagePullBackOff", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		w, _ := startChallenge(ctx, t, c, ns, lifecycleChallenge("bad-image", unpullableImage, ""))
+		failed := w.phase(t, 60*time.Second, "Error")
+		if failed.reason != "ImagePullBackOff" {
+			t.Errorf("reason = %q, want ImagePullBackOff", failed.reason)
 		}
-		steady, err := d.syncOnce(ctx, ns, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if steady.wrote() || steady.phase() != "Running" {
-			t.Errorf("a Running instance is not a fixed point: the next sync did %s", steady)
-		}
-
-		expiresAt := statusTime(t, running.response.Status, "expiresAt")
-		// Nothing changes while it runs: only resyncAfterSeconds wakes the driver in time (its
-		// resync period is longer than this wait).
-		expired := d.runUntil(ctx, t, ns, name, 45*time.Second, phaseIs("Expired"))
-		if expired.answeredAt.Before(expiresAt) {
-			t.Errorf("Expired at %s, before status.expiresAt %s", expired.answeredAt.Format(time.RFC3339Nano), expiresAt.Format(time.RFC3339))
-		}
-		if late := expired.answeredAt.Sub(expiresAt); late > 5*time.Second {
-			t.Errorf("Expired %s after status.expiresAt: resyncAfterSeconds did not wake the controller at expiry", late)
-		}
-		if reason := expired.response.Status["reason"]; reason != "Expired" {
-			t.Errorf("Expired reason = %v, want Expired", reason)
-		}
-		d.runUntil(ctx, t, ns, name, 30*time.Second, func(r syncResult) bool { return !r.wrote() })
-		children, err := d.observeChildren(ctx, mustGetChallenge(ctx, t, c, ns, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for id := range children {
-			if strings.HasPrefix(id, "Deployment.") {
-				t.Errorf("Expired instance still has its workload %s", id)
+		for _, want := range []string{`"app"`, unpullableImage} {
+			if !strings.Contains(failed.message, want) {
+				t.Errorf("message %q does not name %s", failed.message, want)
 			}
 		}
-		if got := mustGetChallenge(ctx, t, c, ns, name); got.Object["status"].(map[string]any)["phase"] != "Expired" {
-			t.Errorf("stored phase = %v, want Expired (the record is kept)", got.Object["status"].(map[string]any)["phase"])
-		}
 	})
 
-	t.Run("FinalizeToDeleted", func(t *testing.T) {
+	t.Run("DefinitionDeletedAndRestored", func(t *testing.T) {
 		t.Parallel()
 		ctx := testContext(t)
-		d := newDriver(t, c, hook)
-		// This one runs a ChallengeDefinition by reference (a related object found through the
-		// customize hook) with a dynamic flag (a Secret child).
+		// A ChallengeDefinition by reference (related through the customize hook) with a dynamic
+		// flag (a Secret child).
 		def := lifecycleChallenge("pwn-def", "ghcr.io/example/pwn:1.0", "")
 		def.SetKind("ChallengeDefinition")
-		def.SetNamespace(ns)
 		def.Object["spec"] = template(def)
 		template(def)["flag"] = map[string]any{"dynamic": true, "env": "FLAG"}
-		if _, err := c.dyn.Resource(defGVR).Namespace(ns).Create(ctx, def, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create ChallengeDefinition: %v", err)
-		}
-		chal := lifecycleChallenge("deleted", "unused", "")
+		createObject(ctx, t, c, ns, def)
+		chal := lifecycleChallenge("by-ref", "unused", "")
 		spec(chal)["definitionRef"] = map[string]any{"name": def.GetName()}
 		delete(spec(chal), "template")
-		name := createChallenge(ctx, t, d, ns, chal)
-		running := d.runUntil(ctx, t, ns, name, 60*time.Second, phaseIs("Running"))
-		var kinds, relatedKinds []string
-		for _, child := range running.observed.children {
-			kinds = append(kinds, child.GetKind())
+		w, created := startChallenge(ctx, t, c, ns, chal)
+		w.phase(t, 60*time.Second, "Running")
+		before := childrenOf(ctx, t, c, ns, created.GetUID())
+		if len(ofResource(before, "secrets")) == 0 {
+			t.Errorf("a definition with a dynamic flag: children %v, want a Secret", keys(before))
 		}
-		for _, obj := range running.observed.related {
-			relatedKinds = append(relatedKinds, obj.GetKind())
-		}
-		if !slices.Contains(kinds, "Secret") || !slices.Contains(relatedKinds, "ChallengeDefinition") {
-			t.Errorf("a referenced definition with a dynamic flag: children %v, related %v; want a Secret child and the ChallengeDefinition related", kinds, relatedKinds)
-		}
-		owner := mustGetChallenge(ctx, t, c, ns, name)
 
-		if err := c.dyn.Resource(chalGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Fatalf("delete Challenge: %v", err)
+		defs := c.dyn.Resource(defGVR).Namespace(ns)
+		if err := defs.Delete(ctx, def.GetName(), metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("delete ChallengeDefinition: %v", err)
 		}
-		var phases []string
-		final := d.runUntil(ctx, t, ns, name, 60*time.Second, func(r syncResult) bool {
-			phases = append(phases, r.phase())
-			return r.response.Finalized || r.parentGone
-		})
-		if !final.response.Finalized || final.phase() != "Deleted" {
-			t.Errorf("finalize ended with %s, want finalized and phase Deleted", final)
+		failed := w.phase(t, 30*time.Second, "Error")
+		if failed.reason != "DefinitionNotFound" {
+			t.Errorf("reason = %q, want DefinitionNotFound", failed.reason)
 		}
-		if len(phases) == 0 || phases[0] != "Terminating" {
-			t.Errorf("phases while finalizing = %v, want Terminating first (children still present)", phases)
+		// Metacontroller keeps syncing it (resyncs): still nothing is deleted or rewritten.
+		time.Sleep(2*shared.resync + time.Second)
+		if problems := sameChildren(versions(before), versions(childrenOf(ctx, t, c, ns, created.GetUID())), false); len(problems) > 0 {
+			t.Errorf("children changed while the definition was missing:\n  %s", strings.Join(problems, "\n  "))
 		}
-		waitFor(ctx, t, 30*time.Second, "the Challenge to be gone", func() (bool, error) {
-			_, err := c.dyn.Resource(chalGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), nil
-		})
-		if children, err := d.observeChildren(ctx, owner); err != nil || len(children) > 0 {
-			t.Errorf("children left after finalize: %v (err %v)", keys(children), err)
+
+		createObject(ctx, t, c, ns, def)
+		w.phase(t, 30*time.Second, "Running")
+		if problems := sameChildren(versions(before), versions(childrenOf(ctx, t, c, ns, created.GetUID())), false); len(problems) > 0 {
+			t.Errorf("children changed when the definition came back:\n  %s", strings.Join(problems, "\n  "))
 		}
 	})
 
-	t.Run("BadImageError", func(t *testing.T) {
+	t.Run("DeleteFinalizes", func(t *testing.T) {
 		t.Parallel()
 		ctx := testContext(t)
-		d := newDriver(t, c, hook)
-		name := createChallenge(ctx, t, d, ns, lifecycleChallenge("bad-image", unpullableImage, ""))
-		failed := d.runUntil(ctx, t, ns, name, 60*time.Second, phaseIs("Error"))
-		reason, _ := failed.response.Status["reason"].(string)
-		message, _ := failed.response.Status["message"].(string)
-		if reason != "ImagePullBackOff" && reason != "ErrImagePull" {
-			t.Errorf("reason = %q, want ImagePullBackOff or ErrImagePull", reason)
+		w, created := startChallenge(ctx, t, c, ns, lifecycleChallenge("deleted", "ghcr.io/example/pwn:1.0", ""))
+		w.phase(t, 60*time.Second, "Running")
+		if finalizers := mustGetChallenge(ctx, t, c, ns, created.GetName()).GetFinalizers(); len(finalizers) != 1 || finalizers[0] != shared.finalizer() {
+			t.Errorf("finalizers %v, want Metacontroller's %s", finalizers, shared.finalizer())
 		}
-		if !strings.Contains(message, unpullableImage) {
-			t.Errorf("message %q does not name the image %q", message, unpullableImage)
+		if err := c.dyn.Resource(chalGVR).Namespace(ns).Delete(ctx, created.GetName(), metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("delete Challenge: %v", err)
 		}
-		steady, err := d.syncOnce(ctx, ns, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if steady.wrote() {
-			t.Errorf("an Error instance is not a fixed point: the next sync did %s", steady)
-		}
+		w.phase(t, 30*time.Second, "Terminating")
+		w.gone(t, 60*time.Second)
+		waitFor(ctx, t, 15*time.Second, "every child to be gone", func() (bool, error) {
+			return len(childrenOf(ctx, t, c, ns, created.GetUID())) == 0, nil
+		})
 	})
 }
 
-// createChallenge creates a Challenge in ns with Metacontroller's finalizer already in place.
-func createChallenge(ctx context.Context, t *testing.T, d *driver, ns string, obj *unstructured.Unstructured) string {
-	t.Helper()
-	obj = obj.DeepCopy()
-	obj.SetNamespace(ns)
-	obj.SetFinalizers([]string{d.cc.finalizerName()})
-	created, err := d.c.dyn.Resource(chalGVR).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create Challenge %s: %v", obj.GetName(), err)
+// TestHookDown kills the hook under a Running instance: Metacontroller's failed syncs change
+// nothing, a Challenge created meanwhile waits, and both are served once the hook is back.
+// It stops the hook every test shares, so it is not parallel: Go runs it before the parallel tests.
+func TestHookDown(t *testing.T) {
+	c := newCluster(t)
+	ctx := testContext(t)
+	ns := c.createNamespace(ctx, t, "hook-down", podSecurityRestricted)
+	w, running := startChallenge(ctx, t, c, ns, lifecycleChallenge("survivor", "ghcr.io/example/pwn:1.0", ""))
+	w.phase(t, 60*time.Second, "Running")
+	before := versions(childrenOf(ctx, t, c, ns, running.GetUID()))
+
+	shared.hook.stop(syscall.SIGKILL)
+	t.Cleanup(func() {
+		if shared.hook.cmd == nil { // the test failed before restarting it: the next tests need it
+			if err := shared.hook.start(); err != nil {
+				t.Errorf("restart the hook: %v", err)
+			}
+		}
+	})
+	downAt := time.Now()
+	wNew, created := startChallenge(ctx, t, c, ns, lifecycleChallenge("newcomer", "ghcr.io/example/pwn:1.0", ""))
+	// Metacontroller tried: its failed sync is a SyncError event on the new Challenge.
+	waitFor(ctx, t, 30*time.Second, "a SyncError event on the Challenge created while the hook is down", func() (bool, error) {
+		events, err := c.dyn.Resource(eventGVR).Namespace(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + created.GetName() + ",reason=SyncError",
+		})
+		return err == nil && len(events.Items) > 0, err
+	})
+	// Down long enough for the running instance to be resynced (and fail) at least twice.
+	time.Sleep(time.Until(downAt.Add(2*shared.resync + time.Second)))
+	if problems := sameChildren(before, versions(childrenOf(ctx, t, c, ns, running.GetUID())), false); len(problems) > 0 {
+		t.Errorf("children of the Running instance changed while the hook was down:\n  %s", strings.Join(problems, "\n  "))
 	}
-	return created.GetName()
+	if got := childrenOf(ctx, t, c, ns, created.GetUID()); len(got) > 0 {
+		t.Errorf("children created without the hook: %v", keys(got))
+	}
+	if phases := wNew.phases(); len(phases) > 0 {
+		t.Errorf("status written without the hook: phases %v", phases)
+	}
+
+	if err := shared.hook.start(); err != nil {
+		t.Fatalf("restart the hook: %v", err)
+	}
+	backAt := time.Now()
+	// Metacontroller's retry backs off exponentially; its resync period bounds the wait.
+	served := wNew.phase(t, shared.resync+30*time.Second, "Running")
+	t.Logf("hook down for %s; the newcomer was Running %s after it came back", backAt.Sub(downAt).Round(time.Millisecond), served.at.Sub(backAt).Round(time.Millisecond))
+	if problems := sameChildren(before, versions(childrenOf(ctx, t, c, ns, running.GetUID())), false); len(problems) > 0 {
+		t.Errorf("children of the Running instance changed after the hook came back:\n  %s", strings.Join(problems, "\n  "))
+	}
+	if phase, _, _ := unstructured.NestedString(mustGetChallenge(ctx, t, c, ns, running.GetName()).Object, "status", "phase"); phase != "Running" {
+		t.Errorf("the instance that ran through the outage is %q, want Running", phase)
+	}
 }
 
 func mustGetChallenge(ctx context.Context, t *testing.T, c *cluster, ns, name string) *unstructured.Unstructured {
@@ -202,14 +231,10 @@ func mustGetChallenge(ctx context.Context, t *testing.T, c *cluster, ns, name st
 	return obj
 }
 
-func phaseIs(phase string) func(syncResult) bool {
-	return func(r syncResult) bool { return r.phase() == phase }
-}
-
 // statusTime parses an RFC 3339 status field.
-func statusTime(t *testing.T, status map[string]any, field string) time.Time {
+func statusTime(t *testing.T, obj *unstructured.Unstructured, field string) time.Time {
 	t.Helper()
-	raw, _ := status[field].(string)
+	raw, _, _ := unstructured.NestedString(obj.Object, "status", field)
 	at, err := time.Parse(time.RFC3339, raw)
 	if err != nil {
 		t.Fatalf("status.%s = %q: %v", field, raw, err)
@@ -217,33 +242,22 @@ func statusTime(t *testing.T, status map[string]any, field string) time.Time {
 	return at
 }
 
-// checkNodePortEndpoint: a Running instance's endpoint is the public host and the node port the
-// API server allocated to the instance's Service.
-func checkNodePortEndpoint(ctx context.Context, t *testing.T, c *cluster, ns string, res syncResult) {
+// conditionTime is the lastTransitionTime of a status condition.
+func conditionTime(t *testing.T, obj *unstructured.Unstructured, condType string) time.Time {
 	t.Helper()
-	endpoints, _ := res.response.Status["endpoints"].([]any)
-	if len(endpoints) != 1 {
-		t.Fatalf("Running with endpoints %v, want exactly one", endpoints)
-	}
-	endpoint, _ := endpoints[0].(map[string]any)
-	var nodePorts []int64
-	for id, child := range res.observed.children {
-		if !strings.HasPrefix(id, "Service.") {
-			continue
-		}
-		ports, _, _ := unstructured.NestedSlice(child.Object, "spec", "ports")
-		for _, raw := range ports {
-			if port, ok := raw.(map[string]any)["nodePort"].(int64); ok {
-				nodePorts = append(nodePorts, port)
+	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, raw := range conditions {
+		cond, _ := raw.(map[string]any)
+		if cond["type"] == condType {
+			at, err := time.Parse(time.RFC3339, cond["lastTransitionTime"].(string))
+			if err != nil {
+				t.Fatalf("condition %s lastTransitionTime: %v", condType, err)
 			}
+			return at
 		}
 	}
-	if len(nodePorts) != 1 {
-		t.Fatalf("want one allocated node port among the observed Services, got %v", nodePorts)
-	}
-	if endpoint["host"] != publicHost || endpoint["port"] != nodePorts[0] || endpoint["protocol"] != "TCP" {
-		t.Errorf("endpoint = %v, want host %s, port %d (the allocated nodePort), protocol TCP", endpoint, publicHost, nodePorts[0])
-	}
+	t.Fatalf("no condition %s in %v", condType, obj.Object["status"])
+	return time.Time{}
 }
 
 func keys(m map[string]*unstructured.Unstructured) []string {

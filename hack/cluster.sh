@@ -11,9 +11,15 @@
 #   RUN    state directory (pki, etcd data, logs, pids, kubeconfig); 'start' wipes its data
 #          unless KEEP=1
 #   ETCD   etcd binary (default $BIN/etcd, else etcd on PATH, e.g. Debian's etcd-server)
-#   EXTRA  any of "kcm scheduler kwok" (default none: apiserver only)
+#   EXTRA  any of "kcm scheduler kwok metacontroller" (default none: apiserver only)
 #   KWOK_STAGES  kwok stage configuration (default $BIN/kwok-stages.yaml)
-#   ETCD_PORT API_PORT KCM_PORT SCHED_PORT KWOK_PORT  loopback ports (etcd peer = ETCD_PORT+1)
+#   KCM_FLAGS    extra kube-controller-manager flags (e.g. --kube-api-qps=100)
+#   MC_DIR       Metacontroller binary and CRDs (hack/build-metacontroller.sh; default its cache)
+#   MC_FLAGS     Metacontroller flags besides kubeconfig, ports and logging
+#                (default --workers=5 --client-go-qps=100 --client-go-burst=200)
+#   MC_LOG_LEVEL Metacontroller's --zap-log-level (default 4: one line per child create/update/delete)
+#   ETCD_PORT API_PORT KCM_PORT SCHED_PORT KWOK_PORT MC_METRICS_PORT MC_HEALTH_PORT
+#          loopback ports (etcd peer = ETCD_PORT+1)
 set -euo pipefail
 
 BIN=${BIN:-${K8S_BINS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/k8s-bins/v${K8S:-1.36.3}}}
@@ -103,6 +109,24 @@ wait_for() { # NAME TIMEOUT CMD...
 
 api_get() { curl -sf --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "https://127.0.0.1:${API_PORT}$1"; }
 
+# Metacontroller out of cluster: its CRDs first (a CompositeController needs them), then the
+# binary, which picks up CompositeControllers and their resources through discovery every 2s.
+start_metacontroller() {
+  local dir=${MC_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/metacontroller/v${METACONTROLLER_VERSION:-4.17.2}}
+  local kubectl=(env KUBECACHEDIR="$RUN/kubecache" "$BIN/kubectl" --kubeconfig="$KUBECONFIG_OUT")
+  "${kubectl[@]}" apply -f "$dir/metacontroller-crds-v1.yaml" >/dev/null
+  "${kubectl[@]}" wait --for=condition=Established --timeout=60s \
+    crd/compositecontrollers.metacontroller.k8s.io crd/decoratorcontrollers.metacontroller.k8s.io \
+    crd/controllerrevisions.metacontroller.k8s.io >/dev/null
+  start_proc metacontroller "$dir/metacontroller" \
+    --kubeconfig="$KUBECONFIG_OUT" \
+    --discovery-interval=2s --zap-log-level="${MC_LOG_LEVEL:-4}" \
+    --metrics-address="127.0.0.1:${MC_METRICS_PORT:-9999}" \
+    --health-probe-bind-address="127.0.0.1:${MC_HEALTH_PORT:-8081}" \
+    ${MC_FLAGS:---workers=5 --client-go-qps=100 --client-go-burst=200}
+  wait_for metacontroller 60 curl -sf "http://127.0.0.1:${MC_HEALTH_PORT:-8081}/readyz"
+}
+
 cmd_start() {
   if [[ -f $PIDS/order ]]; then log "already started? run stop first"; exit 1; fi
   if [[ ${KEEP:-0} != 1 ]]; then rm -rf "$RUN/etcd" "$LOGS" "$PIDS"; fi
@@ -150,7 +174,7 @@ cmd_start() {
       --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
       --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
       --service-cluster-ip-range=${SERVICE_CIDR:-10.96.0.0/16} \
-      --use-service-account-credentials=false
+      --use-service-account-credentials=false ${KCM_FLAGS:-}
     wait_for kube-controller-manager 60 curl -skf "https://127.0.0.1:${KCM_PORT:-10257}/healthz"
   fi
   if [[ " $EXTRA " == *" scheduler "* ]]; then
@@ -170,6 +194,9 @@ cmd_start() {
       --node-ip=10.0.0.1 --cidr=${POD_CIDR:-10.244.0.0/16} \
       --server-address=127.0.0.1:${KWOK_PORT:-10247}
     wait_for kwok 60 curl -sf "http://127.0.0.1:${KWOK_PORT:-10247}/healthz"
+  fi
+  if [[ " $EXTRA " == *" metacontroller "* ]]; then
+    start_metacontroller
   fi
   log "control plane up; export KUBECONFIG=$KUBECONFIG_OUT"
 }

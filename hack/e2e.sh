@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# make e2e: end-to-end tests against a real kube-apiserver on loopback.
+# make e2e: end-to-end tests of the hook under the real Metacontroller, against a real
+# kube-apiserver on loopback.
 #   1. builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok once
-#      per version into a cache outside the repository (hack/build-k8s-bins.sh);
+#      per version into a cache outside the repository (hack/build-k8s-bins.sh), and Metacontroller
+#      once per version (hack/build-metacontroller.sh, from $METACONTROLLER_SOURCE);
 #   2. builds the hook binary;
-#   3. starts the control plane plus a kwok fake node on fixed loopback ports, in .cache/e2e/;
-#   4. runs the Go e2e tests (build tag e2e) and exits with their status;
+#   3. starts the control plane, a kwok fake node and Metacontroller (its CRDs applied) on fixed
+#      loopback ports, in .cache/e2e/;
+#   4. runs the Go e2e tests (build tag e2e), which serve the hook on $E2E_HOOK_ADDR and register
+#      it through compositecontroller.yaml, and exits with their status;
 #   and always stops what it started (EXIT trap).
-# Environment: K8S_BINS_DIR (binaries), E2E_RUN (state dir), E2E_RUN_ARGS (extra test binary
-# flags, e.g. -test.run=TestLifecycle), E2E_KEEP_LOGS=1 to print the component logs' tails on
-# success too.
+# Environment: K8S_BINS_DIR (binaries), METACONTROLLER_SOURCE / METACONTROLLER_DIR (see
+# hack/build-metacontroller.sh), E2E_RUN (state dir), E2E_RUN_ARGS (extra test binary flags, e.g.
+# -test.run=TestLifecycle), E2E_KEEP_LOGS=1 to print the component logs' tails on success too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -21,12 +25,21 @@ log() { echo "[e2e $(date +%T)] $*" >&2; }
 start=$SECONDS
 bash hack/build-k8s-bins.sh
 log "control-plane binaries ready in $((SECONDS - start))s ($K8S_BINS_DIR)"
+export METACONTROLLER_VERSION=${METACONTROLLER_VERSION:-4.17.2}
+export MC_DIR=${METACONTROLLER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/metacontroller/v$METACONTROLLER_VERSION}
+METACONTROLLER_DIR=$MC_DIR bash hack/build-metacontroller.sh
+log "metacontroller ready after $((SECONDS - start))s ($MC_DIR)"
 
 CGO_ENABLED=0 $GO build -o bin/challenge-hook ./cmd/challenge-hook
 
 # Fixed, non-default loopback ports, so a developer's own scratch cluster does not collide.
-export BIN=$K8S_BINS_DIR RUN EXTRA="kcm scheduler kwok" KWOK_STAGES=$ROOT/hack/kwok-stages.yaml
+export BIN=$K8S_BINS_DIR RUN EXTRA="kcm scheduler kwok metacontroller" KWOK_STAGES=$ROOT/hack/kwok-stages.yaml
 export ETCD_PORT=24790 API_PORT=26443 KCM_PORT=20257 SCHED_PORT=20259 KWOK_PORT=20247
+export MC_METRICS_PORT=29999 MC_HEALTH_PORT=28081 MC_LOG_LEVEL=4
+export MC_FLAGS="--workers=5 --client-go-qps=100 --client-go-burst=200"
+# The hook the tests serve, at the address the CompositeController's webhook urls name, and the
+# CompositeController's resync period: short, so that a test can watch three of them.
+HOOK_ADDR=127.0.0.1:28080 RESYNC_SECONDS=${E2E_RESYNC_SECONDS:-5}
 export KUBECACHEDIR=$RUN/kubecache
 mkdir -p "$RUN"
 # A previous run killed hard may have left its plane running: stop it first (by its own PIDs).
@@ -53,6 +66,7 @@ log "control plane up in $((SECONDS - plane))s"
 # before the EXIT trap stops the plane; the hook processes it started die with it.
 $GO test -tags e2e -c -o "$RUN/e2e.test" ./e2e
 (cd e2e && exec env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" E2E_KUBECTL="$K8S_BINS_DIR/kubectl" \
+  E2E_HOOK_ADDR=$HOOK_ADDR E2E_RESYNC_SECONDS=$RESYNC_SECONDS E2E_METACONTROLLER_LOG="$RUN/logs/metacontroller.log" \
   "$RUN/e2e.test" -test.v -test.count=1 -test.timeout=15m ${E2E_RUN_ARGS:-}) &
 tests=$!
 trap 'status=130; kill -TERM "$tests" 2>/dev/null; wait "$tests"; exit 130' INT TERM

@@ -1,0 +1,431 @@
+//go:build e2e && scale
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestScale is `make bench-cluster` (hack/bench-cluster.sh), never part of `make e2e`: it creates
+// $BENCH_CHALLENGES Challenges at once (the README's example definition, one Challenge per team)
+// and reports how the hook, Metacontroller and the control plane get them all Running, then
+// watches a steady window in which no child may be written. Figures go to the test log; the
+// script prints them and docs/benchmarks.md records a run.
+func TestScale(t *testing.T) {
+	n := envInt(t, "BENCH_CHALLENGES", 500)
+	steady := time.Duration(envInt(t, "BENCH_STEADY_SECONDS", int(shared.resync/time.Second)+15)) * time.Second
+	auditLog, pidsDir := os.Getenv("BENCH_AUDIT_LOG"), os.Getenv("BENCH_PIDS_DIR")
+	if auditLog == "" || pidsDir == "" {
+		t.Fatal("BENCH_AUDIT_LOG and BENCH_PIDS_DIR are not set: run `make bench-cluster`")
+	}
+	c := newCluster(t)
+	ctx := testContext(t)
+	ns := c.createNamespace(ctx, t, "scale", podSecurityRestricted)
+
+	var def, chal *unstructured.Unstructured
+	for _, s := range readmeSamples(t, c.root) {
+		switch s.obj.GetKind() {
+		case "ChallengeDefinition":
+			def = cleanForCreate(s.obj, ns)
+		case "Challenge":
+			chal = cleanForCreate(s.obj, ns)
+		}
+	}
+	if def == nil || chal == nil {
+		t.Fatal("README.md has no ChallengeDefinition and Challenge example")
+	}
+	createObject(ctx, t, c, ns, def)
+
+	cpu := newCPUMeter(t, pidsDir, shared.hook.cmd.Process.Pid)
+	hookSyncs0 := hookSyncs(t)
+	start := time.Now()
+	created := createChallenges(ctx, t, c, ns, chal, n)
+	createdIn := time.Since(start)
+
+	// Poll once a second: the first time each Challenge is seen Running.
+	runningAt := map[string]time.Time{}
+	var readyDelays []float64
+	for len(runningAt) < n {
+		if time.Since(start) > 15*time.Minute {
+			t.Fatalf("after 15 minutes only %d of %d Challenges are Running", len(runningAt), n)
+		}
+		time.Sleep(time.Second)
+		list, err := c.dyn.Resource(chalGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Logf("list Challenges: %v", err)
+			continue
+		}
+		for _, item := range list.Items {
+			if _, seen := runningAt[item.GetName()]; seen {
+				continue
+			}
+			if phase, _, _ := unstructured.NestedString(item.Object, "status", "phase"); phase != "Running" {
+				continue
+			}
+			runningAt[item.GetName()] = time.Now()
+			readyAt := statusTime(t, &item, "readyAt")
+			readyDelays = append(readyDelays, readyAt.Sub(item.GetCreationTimestamp().Time).Seconds())
+		}
+	}
+	allRunning := time.Since(start)
+	hookSyncs1 := hookSyncs(t)
+	runCPU := cpu.sample(t)
+
+	// Steady: every Challenge gets at least one resync in the window; nothing may be written.
+	time.Sleep(5 * time.Second)
+	steadyFrom := time.Now()
+	time.Sleep(steady)
+	steadyTo := time.Now()
+	hookSyncs2 := hookSyncs(t)
+	steadyCPU := cpu.sample(t)
+
+	audit := readAudit(t, auditLog, ns)
+	r := &report{}
+	r.linef("challenges            %d created at once in %.1fs (%d concurrent creators)", n, createdIn.Seconds(), len(created))
+	r.linef("all Running after     %.1fs (from the first create; polled every 1s)", allRunning.Seconds())
+	r.linef("creation -> readyAt   %s (status.readyAt - creationTimestamp, whole seconds)", distribution(readyDelays))
+	r.linef("hook syncs/instance   %.1f until all Running, %.2f in the steady window (%s)",
+		float64(hookSyncs1-hookSyncs0)/float64(n), float64(hookSyncs2-hookSyncs1)/float64(n), steady)
+	r.linef("API writes/instance until all Running, by component (last write after start):")
+	for _, comp := range audit.components() {
+		byResource := audit.writes(comp, start, steadyFrom)
+		total := 0
+		for _, k := range byResource {
+			total += k
+		}
+		if total == 0 {
+			continue
+		}
+		r.linef("  %-24s %6.2f  last at %5.1fs  %s", comp, float64(total)/float64(n),
+			audit.last(comp, start, steadyFrom).Sub(start).Seconds(), formatCounts(byResource, n))
+	}
+	r.linef("CPU seconds until all Running (%.0fs):  %s", allRunning.Seconds(), runCPU.format())
+	r.linef("CPU seconds in the steady window:       %s", steadyCPU.format())
+	r.linef("machine                %d CPUs; busy %.0f%% until all Running, %.0f%% steady; load average at end %s",
+		cpu.cpus, 100*runCPU.busy, 100*steadyCPU.busy, loadAverage())
+	childWrites := 0
+	r.linef("steady window writes (%s):", steady)
+	for _, comp := range audit.components() {
+		byResource := audit.writes(comp, steadyFrom, steadyTo)
+		if len(byResource) == 0 {
+			continue
+		}
+		r.linef("  %-24s %s", comp, formatCounts(byResource, 0))
+		for _, gvr := range shared.children {
+			childWrites += byResource[gvr.Resource]
+		}
+		childWrites += byResource["challenges/status"]
+	}
+	t.Log("\n" + r.String())
+	if childWrites > 0 {
+		t.Errorf("%d child or Challenge status writes in the steady window, want none", childWrites)
+	}
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	raw := os.Getenv(name)
+	if raw == "" {
+		return def
+	}
+	v, err := strconv.Atoi(raw)
+	if err != nil || v < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, raw)
+	}
+	return v
+}
+
+// createChallenges creates n copies of chal (name-<i>, owner team-<i>) from 20 goroutines at once.
+func createChallenges(ctx context.Context, t *testing.T, c *cluster, ns string, chal *unstructured.Unstructured, n int) []int {
+	t.Helper()
+	const creators = 20
+	next := make(chan int)
+	perCreator := make([]int, creators)
+	var wg sync.WaitGroup
+	for w := range creators {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				obj := chal.DeepCopy()
+				obj.SetName(fmt.Sprintf("%s-%04d", chal.GetName(), i))
+				_ = unstructured.SetNestedField(obj.Object, fmt.Sprintf("team-%04d", i), "spec", "owner")
+				if _, err := c.dyn.Resource(chalGVR).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+					t.Errorf("create Challenge %d: %v", i, err)
+				}
+				perCreator[w]++
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return perCreator
+}
+
+// hookSyncs is the hook's count of answered sync and finalize requests (its /metrics).
+func hookSyncs(t *testing.T) int {
+	t.Helper()
+	resp, err := http.Get("http://" + shared.hook.addr + "/metrics")
+	if err != nil {
+		t.Fatalf("hook metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	total := 0
+	scanner := bufio.NewScanner(resp.Body)
+	for scanner.Scan() {
+		line := scanner.Text()
+		if !strings.HasPrefix(line, "challenge_hook_http_requests_total{") ||
+			!(strings.Contains(line, `route="/sync"`) || strings.Contains(line, `route="/finalize"`)) {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			t.Fatalf("hook metrics line %q: %v", line, err)
+		}
+		total += int(v)
+	}
+	return total
+}
+
+// cpuMeter reads the CPU time of the hook and of every process hack/cluster.sh started
+// (/proc/<pid>/stat utime + stime), and how busy the whole machine was (/proc/stat).
+type cpuMeter struct {
+	pids    map[string]int
+	last    map[string]float64
+	lastCPU [2]float64 // busy, total jiffies of the machine
+	cpus    int
+}
+
+type cpuSample struct {
+	seconds map[string]float64
+	busy    float64
+}
+
+func newCPUMeter(t *testing.T, pidsDir string, hookPid int) *cpuMeter {
+	t.Helper()
+	m := &cpuMeter{pids: map[string]int{"challenge-hook": hookPid}, last: map[string]float64{}}
+	files, err := filepath.Glob(filepath.Join(pidsDir, "*.pid"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no PID files in %s (err %v)", pidsDir, err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		m.pids[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
+	}
+	m.sample(t)
+	return m
+}
+
+func (m *cpuMeter) sample(t *testing.T) cpuSample {
+	t.Helper()
+	const ticks = 100 // USER_HZ on Linux
+	s := cpuSample{seconds: map[string]float64{}}
+	for name, pid := range m.pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatalf("CPU of %s: %v", name, err)
+		}
+		// Fields after the ")" that ends the command name: utime and stime are the 12th and 13th.
+		fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		utime, _ := strconv.ParseFloat(fields[11], 64)
+		stime, _ := strconv.ParseFloat(fields[12], 64)
+		now := (utime + stime) / ticks
+		s.seconds[name] = now - m.last[name]
+		m.last[name] = now
+	}
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpus, total, idle := 0, 0.0, 0.0
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 5 && fields[0] == "cpu" {
+			for i, f := range fields[1:] {
+				v, _ := strconv.ParseFloat(f, 64)
+				total += v
+				if i == 3 || i == 4 { // idle, iowait
+					idle += v
+				}
+			}
+		} else if len(fields) > 0 && strings.HasPrefix(fields[0], "cpu") {
+			cpus++
+		}
+	}
+	if dt := total - m.lastCPU[1]; dt > 0 && m.lastCPU[1] > 0 {
+		s.busy = ((total - idle) - m.lastCPU[0]) / dt
+	}
+	m.lastCPU = [2]float64{total - idle, total}
+	m.cpus = cpus
+	return s
+}
+
+func (s cpuSample) format() string {
+	names := make([]string, 0, len(s.seconds))
+	for name := range s.seconds {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return s.seconds[names[i]] > s.seconds[names[j]] })
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %.1f", name, s.seconds[name])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(data))[:3], " ")
+}
+
+// auditEvent is the part of an API server audit event (level Metadata) the report needs.
+type auditEvent struct {
+	Verb      string `json:"verb"`
+	UserAgent string `json:"userAgent"`
+	ObjectRef struct {
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	Received metav1.MicroTime `json:"requestReceivedTimestamp"`
+}
+
+// component names the client of a write by its user agent: "metacontroller/v0.0.0 (linux/amd64)
+// kubernetes/$Format" -> metacontroller.
+func (e auditEvent) component() string {
+	return strings.SplitN(e.UserAgent, "/", 2)[0]
+}
+
+type auditLog struct{ events []auditEvent }
+
+// readAudit reads the successful writes in namespace ns.
+func readAudit(t *testing.T, path, ns string) auditLog {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("audit log: %v", err)
+	}
+	defer f.Close()
+	var log auditLog
+	dec := json.NewDecoder(f)
+	for {
+		var e auditEvent
+		if err := dec.Decode(&e); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("audit log %s: %v", path, err)
+		}
+		if e.ObjectRef.Namespace == ns && e.ResponseStatus.Code < 300 {
+			log.events = append(log.events, e)
+		}
+	}
+	return log
+}
+
+func (l auditLog) components() []string {
+	var out []string
+	for _, e := range l.events {
+		if !slices.Contains(out, e.component()) {
+			out = append(out, e.component())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// writes counts comp's writes received in [from, to) by resource (resource/subresource).
+func (l auditLog) writes(comp string, from, to time.Time) map[string]int {
+	out := map[string]int{}
+	for _, e := range l.events {
+		if e.component() != comp || e.Received.Time.Before(from) || !e.Received.Time.Before(to) {
+			continue
+		}
+		key := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			key += "/" + e.ObjectRef.Subresource
+		}
+		out[key]++
+	}
+	return out
+}
+
+func (l auditLog) last(comp string, from, to time.Time) time.Time {
+	var last time.Time
+	for _, e := range l.events {
+		if e.component() == comp && !e.Received.Time.Before(from) && e.Received.Time.Before(to) && e.Received.Time.After(last) {
+			last = e.Received.Time
+		}
+	}
+	return last
+}
+
+// formatCounts lists counts by key, divided by n (per instance) unless n is 0.
+func formatCounts(counts map[string]int, n int) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		if n > 0 {
+			parts[i] = fmt.Sprintf("%s %.2f", k, float64(counts[k])/float64(n))
+		} else {
+			parts[i] = fmt.Sprintf("%s %d", k, counts[k])
+		}
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+func distribution(values []float64) string {
+	if len(values) == 0 {
+		return "none"
+	}
+	sorted := slices.Clone(values)
+	slices.Sort(sorted)
+	at := func(q float64) float64 { return sorted[int(q*float64(len(sorted)-1))] }
+	return fmt.Sprintf("min %.0fs p50 %.0fs p90 %.0fs p99 %.0fs max %.0fs", sorted[0], at(0.5), at(0.9), at(0.99), sorted[len(sorted)-1])
+}
+
+type report struct{ strings.Builder }
+
+func (r *report) linef(format string, args ...any) {
+	fmt.Fprintf(r, format+"\n", args...)
+}

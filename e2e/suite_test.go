@@ -1,0 +1,213 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+// publicHost is what the suite's hook reports as the host of NodePort endpoints.
+const publicHost = "127.0.0.1"
+
+// workloadResource is the child that runs an instance's containers. Every check that depends on
+// the workload's kind ("the workload is gone") goes through it, so that a change of the hook's
+// workload (e.g. to a bare Pod) is this one line.
+var workloadResource = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+
+// suite is what TestMain sets up once for every test: the hook binary serving on the fixed address
+// the CompositeController names, and that CompositeController as Metacontroller runs it.
+type suite struct {
+	root string
+	hook *hookProcess
+	// controller is compositecontroller.yaml as installed: webhook urls, short resync period.
+	controller *unstructured.Unstructured
+	// children are the CompositeController's child resources.
+	children []schema.GroupVersionResource
+	// resync is the CompositeController's resyncPeriodSeconds.
+	resync time.Duration
+	// metacontrollerLog is the running Metacontroller's log file (--zap-log-level=4, JSON lines).
+	metacontrollerLog string
+}
+
+// shared is set by TestMain before any test runs and never reassigned. Tests only read it, except
+// TestHookDown, which kills and restarts the hook and runs while no other test does.
+var shared *suite
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	s, err := setUpSuite()
+	if s != nil && s.hook != nil {
+		defer s.hook.stop(syscall.SIGTERM)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e setup: %v\n", err)
+		if s != nil && s.hook != nil {
+			fmt.Fprintf(os.Stderr, "challenge-hook log:\n%s\n", s.hook.logs.String())
+		}
+		return 1
+	}
+	shared = s
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "challenge-hook log (last 4 KiB):\n%s\n", tail(s.hook.logs.String(), 4096))
+	}
+	return code
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+// setUpSuite starts the hook on $E2E_HOOK_ADDR, installs the CRDs and the CompositeController
+// (compositecontroller.yaml with webhook urls to that address and resyncPeriodSeconds
+// $E2E_RESYNC_SECONDS), and waits until Metacontroller syncs a probe Challenge.
+func setUpSuite() (*suite, error) {
+	addr := os.Getenv("E2E_HOOK_ADDR")
+	mcLog := os.Getenv("E2E_METACONTROLLER_LOG")
+	if addr == "" || mcLog == "" {
+		return nil, errors.New("E2E_HOOK_ADDR and E2E_METACONTROLLER_LOG are not set: run the e2e tests with `make e2e`")
+	}
+	resyncSeconds, err := strconv.Atoi(os.Getenv("E2E_RESYNC_SECONDS"))
+	if err != nil || resyncSeconds < 1 {
+		return nil, fmt.Errorf("E2E_RESYNC_SECONDS=%q: want a whole number of seconds >= 1", os.Getenv("E2E_RESYNC_SECONDS"))
+	}
+	root, err := findRepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	s := &suite{root: root, resync: time.Duration(resyncSeconds) * time.Second, metacontrollerLog: mcLog}
+	s.hook = newHookProcess(root, addr, "--flag-key-file=testdata/flag.key", "--public-host="+publicHost)
+	if err := s.hook.start(); err != nil {
+		s.hook = nil
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := connectCluster(ctx, root)
+	if err != nil {
+		return s, err
+	}
+	if s.controller, err = testCompositeController(root, "http://"+addr, resyncSeconds); err != nil {
+		return s, err
+	}
+	if s.children, err = childResources(s.controller); err != nil {
+		return s, err
+	}
+	ccs := c.dyn.Resource(schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"})
+	if err := c.createOrUpdate(ctx, ccs, s.controller); err != nil {
+		return s, fmt.Errorf("install the CompositeController (are Metacontroller's CRDs applied?): %w", err)
+	}
+	return s, s.probe(ctx, c)
+}
+
+// testCompositeController is compositecontroller.yaml changed only where a test must: each hook's
+// webhook `service` + `path` becomes `url: <hookBase><path>` (the hook runs outside the cluster),
+// and resyncPeriodSeconds is short so that tests can watch several periods.
+func testCompositeController(root, hookBase string, resyncSeconds int) (*unstructured.Unstructured, error) {
+	path := filepath.Join(root, "compositecontroller.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read CompositeController: %w", err)
+	}
+	var obj map[string]any
+	if err := yaml.Unmarshal(data, &obj); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	cc := &unstructured.Unstructured{Object: obj}
+	hooks, _, err := unstructured.NestedMap(cc.Object, "spec", "hooks")
+	if err != nil || len(hooks) == 0 {
+		return nil, fmt.Errorf("%s: no spec.hooks (err %v)", path, err)
+	}
+	for name, raw := range hooks {
+		hook, _ := raw.(map[string]any)
+		webhook, _ := hook["webhook"].(map[string]any)
+		hookPath, _ := webhook["path"].(string)
+		if webhook["service"] == nil || hookPath == "" {
+			return nil, fmt.Errorf("%s: hook %s has no webhook service and path to replace", path, name)
+		}
+		delete(webhook, "service")
+		delete(webhook, "path")
+		webhook["url"] = hookBase + hookPath
+	}
+	if err := unstructured.SetNestedMap(cc.Object, hooks, "spec", "hooks"); err != nil {
+		return nil, err
+	}
+	if err := unstructured.SetNestedField(cc.Object, int64(resyncSeconds), "spec", "resyncPeriodSeconds"); err != nil {
+		return nil, err
+	}
+	return cc, nil
+}
+
+func childResources(cc *unstructured.Unstructured) ([]schema.GroupVersionResource, error) {
+	list, _, err := unstructured.NestedSlice(cc.Object, "spec", "childResources")
+	if err != nil || len(list) == 0 {
+		return nil, fmt.Errorf("CompositeController has no spec.childResources (err %v)", err)
+	}
+	var out []schema.GroupVersionResource
+	for _, raw := range list {
+		child, _ := raw.(map[string]any)
+		apiVersion, _ := child["apiVersion"].(string)
+		resource, _ := child["resource"].(string)
+		gv, err := schema.ParseGroupVersion(apiVersion)
+		if err != nil || resource == "" {
+			return nil, fmt.Errorf("child resource %v: %v", child, err)
+		}
+		out = append(out, gv.WithResource(resource))
+	}
+	return out, nil
+}
+
+// finalizer is the finalizer Metacontroller puts on parents of a CompositeController with a
+// finalize hook.
+func (s *suite) finalizer() string {
+	return "metacontroller.io/compositecontroller-" + s.controller.GetName()
+}
+
+// probe creates a Challenge and waits until Metacontroller has called the hook and written its
+// status: then every test can count on a controller that already runs (discovery, informers).
+func (s *suite) probe(ctx context.Context, c *cluster) error {
+	ns := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"generateName": "probe-"},
+	}}
+	created, err := c.dyn.Resource(nsGVR).Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create probe namespace: %w", err)
+	}
+	defer func() {
+		_ = c.dyn.Resource(nsGVR).Delete(context.Background(), created.GetName(), metav1.DeleteOptions{})
+	}()
+	chal := validChallenge("probe")
+	chal.SetNamespace(created.GetName())
+	if _, err := c.dyn.Resource(chalGVR).Namespace(created.GetName()).Create(ctx, chal, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create probe Challenge: %w", err)
+	}
+	return waitUntil(ctx, 90*time.Second, "Metacontroller to sync a probe Challenge (see .cache/e2e/logs/metacontroller.log)", func() (bool, error) {
+		obj, err := c.dyn.Resource(chalGVR).Namespace(created.GetName()).Get(ctx, "probe", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, err
+		}
+		phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
+		return phase != "", err
+	})
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# make bench-cluster: a scale run of the hook under the real Metacontroller (not part of CI).
+# Starts the same loopback control plane as `make e2e` (own ports and state in .cache/bench-cluster/),
+# with the API server's audit log recording every write (who wrote what, when), and Metacontroller
+# with $BENCH_MC_FLAGS; then e2e/scale_test.go (build tags e2e,scale) creates $BENCH_CHALLENGES
+# Challenges at once and reports time to all Running, creation -> readyAt, API writes per instance by
+# component, hook syncs per instance, CPU per process, and a steady window without child writes.
+#   BENCH_CHALLENGES      how many Challenges (default 500)
+#   BENCH_MC_FLAGS        Metacontroller flags (default --workers=5 --client-go-qps=100 --client-go-burst=200)
+#   BENCH_KCM_FLAGS       extra kube-controller-manager flags (default none: --kube-api-qps 20)
+#   BENCH_RESYNC_SECONDS  the CompositeController's resyncPeriodSeconds (default 60, as shipped)
+#   BENCH_STEADY_SECONDS  the steady window (default resync + 15 s: every instance resyncs in it)
+# Runs alone: take the lock the e2e tests take (flock /tmp/e2e.lock make bench-cluster).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+GO=${GO:-go}
+K8S=${K8S:-1.36.3}
+export K8S_BINS_DIR=${K8S_BINS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/k8s-bins/v$K8S}
+RUN=${BENCH_RUN:-$ROOT/.cache/bench-cluster}
+log() { echo "[bench-cluster $(date +%T)] $*" >&2; }
+
+bash hack/build-k8s-bins.sh
+export METACONTROLLER_VERSION=${METACONTROLLER_VERSION:-4.17.2}
+export MC_DIR=${METACONTROLLER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/metacontroller/v$METACONTROLLER_VERSION}
+METACONTROLLER_DIR=$MC_DIR bash hack/build-metacontroller.sh
+CGO_ENABLED=0 $GO build -o bin/challenge-hook ./cmd/challenge-hook
+mkdir -p "$RUN"
+$GO test -tags e2e,scale -c -o "$RUN/scale.test" ./e2e
+
+export BIN=$K8S_BINS_DIR RUN EXTRA="kcm scheduler kwok metacontroller" KWOK_STAGES=$ROOT/hack/kwok-stages.yaml
+export ETCD_PORT=34790 API_PORT=36443 KCM_PORT=30257 SCHED_PORT=30259 KWOK_PORT=30247
+export MC_METRICS_PORT=39999 MC_HEALTH_PORT=38081 MC_LOG_LEVEL=info
+export MC_FLAGS=${BENCH_MC_FLAGS:---workers=5 --client-go-qps=100 --client-go-burst=200}
+export KCM_FLAGS=${BENCH_KCM_FLAGS:-}
+export KUBECACHEDIR=$RUN/kubecache
+cat >"$RUN/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+EOF
+rm -f "$RUN/audit.log"
+export APISERVER_EXTRA_FLAGS="--audit-policy-file=$RUN/audit-policy.yaml --audit-log-path=$RUN/audit.log --audit-log-maxsize=0 --audit-log-mode=batch"
+bash hack/cluster.sh stop >/dev/null 2>&1 || true
+trap 'bash hack/cluster.sh stop || true' EXIT
+bash hack/cluster.sh start
+
+log "Metacontroller $MC_FLAGS; controller-manager ${KCM_FLAGS:-(defaults)}; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+(cd e2e && env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" \
+  E2E_HOOK_ADDR=127.0.0.1:38080 E2E_RESYNC_SECONDS="${BENCH_RESYNC_SECONDS:-60}" \
+  E2E_METACONTROLLER_LOG="$RUN/logs/metacontroller.log" BENCH_AUDIT_LOG="$RUN/audit.log" BENCH_PIDS_DIR="$RUN/pids" \
+  "$RUN/scale.test" -test.run='^TestScale$' -test.v -test.count=1 -test.timeout=30m)
