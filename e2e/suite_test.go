@@ -26,7 +26,7 @@ const publicHost = "127.0.0.1"
 // workloadResource is the child that runs an instance's containers. Every check that depends on
 // the workload's kind ("the workload is gone") goes through it, so that a change of the hook's
 // workload (e.g. to a bare Pod) is this one line.
-var workloadResource = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+var workloadResource = podGVR
 
 // suite is what TestMain sets up once for every test: the hook binary serving on the fixed address
 // the CompositeController names, and that CompositeController as Metacontroller runs it.
