@@ -21,6 +21,9 @@ type goldenCase struct {
 	name     string
 	request  []byte
 	response []byte
+	// flags are the case's hook flags on top of testdata/dev.flags (testdata/<case>/hook.flags, e.g.
+	// a Gateway), nil for most cases.
+	flags []string
 }
 
 func (g goldenCase) customize() bool { return strings.HasPrefix(g.name, "customize-") }
@@ -47,7 +50,14 @@ func goldenCases(t *testing.T, root string) []goldenCase {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cases = append(cases, goldenCase{name: filepath.Base(dir), request: request, response: response})
+		var flags []string
+		switch content, err := os.ReadFile(filepath.Join(dir, "hook.flags")); {
+		case err == nil:
+			flags = strings.Fields(string(content))
+		case !os.IsNotExist(err):
+			t.Fatal(err)
+		}
+		cases = append(cases, goldenCase{name: filepath.Base(dir), request: request, response: response, flags: flags})
 	}
 	if len(cases) == 0 {
 		t.Fatal("no golden cases (testdata/*/request.json with response.json)")
@@ -65,14 +75,21 @@ func decodeJSONObject(t *testing.T, data []byte, what string) map[string]any {
 	return obj
 }
 
-// TestGoldenResponsesFromBinary: the built binary, served over HTTP with testdata/dev.flags,
-// answers every golden request with its response.json (the golden test checks the sync package;
-// this checks the server and flags in front of it).
+// TestGoldenResponsesFromBinary: the built binary, served over HTTP with testdata/dev.flags plus
+// the case's own testdata/<case>/hook.flags, answers every golden request with its response.json
+// (the golden test checks the sync package; this checks the server and flag parsing in front of
+// it). Each distinct set of case flags gets its own hook process.
 func TestGoldenResponsesFromBinary(t *testing.T) {
 	root := repoRoot(t)
-	hook := startHook(t, root, devFlags(t, root)...)
+	hooks := map[string]*hookServer{}
 	ctx := testContext(t)
 	for _, gc := range goldenCases(t, root) {
+		key := strings.Join(gc.flags, " ")
+		hook, ok := hooks[key]
+		if !ok {
+			hook = startHook(t, root, append(devFlags(t, root), gc.flags...)...)
+			hooks[key] = hook
+		}
 		t.Run(gc.name, func(t *testing.T) {
 			path := "/sync"
 			req := decodeJSONObject(t, gc.request, "request.json")
@@ -128,14 +145,7 @@ func relatedDefinitions(request map[string]any) []map[string]any {
 // needsBaseline: the template opts out of runAsNonRoot or allows privilege escalation (setuid),
 // which Pod Security "restricted" forbids and "baseline" admits.
 func needsBaseline(request map[string]any) bool {
-	for _, spec := range templateSpecs(request) {
-		for _, optOut := range []string{"runAsRoot", "allowPrivilegeEscalation"} {
-			if set, _, _ := unstructured.NestedBool(spec, "security", optOut); set {
-				return true
-			}
-		}
-	}
-	return false
+	return optsOut(request, "runAsRoot") || optsOut(request, "allowPrivilegeEscalation")
 }
 
 // runtimeClasses are the RuntimeClasses the templates name (Pods naming a missing one are refused).
@@ -209,39 +219,64 @@ func (g goldenInstance) create(ctx context.Context, t *testing.T, c *cluster, ns
 }
 
 // TestPodSecurityRefusesRoot: each golden case that opts into runAsRoot or allowPrivilegeEscalation
-// (setuid), created in a namespace enforcing "restricted" instead of "baseline", has its Pod refused by Pod Security admission and
-// never runs. (TestInstancesRunAndSettle runs the same case in a baseline namespace.) This is what
-// the other instances' Running under "restricted" proves they passed.
+// (setuid), created in a namespace enforcing "restricted", has its Pod refused by Pod Security
+// admission and never runs; the same case in a namespace enforcing "baseline" is admitted and
+// reaches Running. This is what the other instances' Running under "restricted" proves they passed.
 func TestPodSecurityRefusesRoot(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	ctx := testContext(t)
+	var optOuts []goldenCase
 	for _, gc := range goldenCases(t, c.root) {
-		if gc.customize() || !needsBaseline(decodeJSONObject(t, gc.request, gc.name)) {
-			continue
+		if !gc.customize() && len(gc.flags) == 0 && needsBaseline(decodeJSONObject(t, gc.request, gc.name)) {
+			optOuts = append(optOuts, gc)
 		}
-		g := goldenInstanceOf(t, gc)
-		ns := c.createNamespace(ctx, t, "psa-"+gc.name, podSecurityRestricted)
-		w, _ := g.create(ctx, t, c, ns)
-		var refusal string
-		waitFor(ctx, t, 60*time.Second, "an event saying Pod Security refused the instance's Pod", func() (bool, error) {
-			events, err := c.dyn.Resource(eventGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, err
-			}
-			for _, ev := range events.Items {
-				if message, _, _ := unstructured.NestedString(ev.Object, "message"); strings.Contains(message, "violates PodSecurity") {
-					refusal = message
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		t.Logf("%s: %s", gc.name, refusal)
-		if phases := w.phases(); slices.Contains(phases, "Running") {
-			t.Errorf("%s ran in a restricted namespace: phases %v", gc.name, phases)
-		}
-		return
 	}
-	t.Fatal("no golden case runs as root")
+	for _, opt := range []string{"runAsRoot", "allowPrivilegeEscalation"} {
+		if !slices.ContainsFunc(optOuts, func(gc goldenCase) bool { return optsOut(decodeJSONObject(t, gc.request, gc.name), opt) }) {
+			t.Errorf("no golden case opts into %s", opt)
+		}
+	}
+	for _, gc := range optOuts {
+		t.Run(gc.name, func(t *testing.T) {
+			t.Parallel()
+			g := goldenInstanceOf(t, gc)
+			if g.podSecurity != podSecurityBaseline {
+				t.Fatalf("level %s, want baseline", g.podSecurity)
+			}
+			restricted := c.createNamespace(ctx, t, "psa-r-"+gc.name, podSecurityRestricted)
+			wRefused, _ := g.create(ctx, t, c, restricted)
+			baseline := c.createNamespace(ctx, t, "psa-b-"+gc.name, podSecurityBaseline)
+			wAdmitted, _ := g.create(ctx, t, c, baseline)
+			var refusal string
+			waitFor(ctx, t, 60*time.Second, "an event saying Pod Security refused the instance's Pod", func() (bool, error) {
+				events, err := c.dyn.Resource(eventGVR).Namespace(restricted).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false, err
+				}
+				for _, ev := range events.Items {
+					if message, _, _ := unstructured.NestedString(ev.Object, "message"); strings.Contains(message, "violates PodSecurity") {
+						refusal = message
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			t.Logf("restricted: %s", refusal)
+			wAdmitted.phase(t, 60*time.Second, "Running")
+			if phases := wRefused.phases(); slices.Contains(phases, "Running") {
+				t.Errorf("ran in a restricted namespace: phases %v", phases)
+			}
+		})
+	}
+}
+
+// optsOut: a template of the request sets security.<optOut>: true.
+func optsOut(request map[string]any, optOut string) bool {
+	for _, spec := range templateSpecs(request) {
+		if set, _, _ := unstructured.NestedBool(spec, "security", optOut); set {
+			return true
+		}
+	}
+	return false
 }
