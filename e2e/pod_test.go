@@ -116,8 +116,8 @@ func TestPodRecreatedOnlyWhenChanged(t *testing.T) {
 	})
 	t.Logf("Pod %s replaced (uid %s -> %s, image %s); Running again %s after the change; phases %v",
 		newPod.GetName(), oldPod.GetUID(), newPod.GetUID(), newImage, running.at.Sub(changedAt).Round(time.Millisecond), wChanged.phases())
-	if writes := log.childWrites(t, offset, changedNS); writes["Deleting child"] == 0 || writes["Creating"] == 0 {
-		t.Errorf("Metacontroller logged %v for the changed instance, want a delete and a create", writes)
+	if writes := log.childWrites(t, offset, changedNS); writes["Deleting for update"] != 1 || writes["Creating"] != 1 {
+		t.Errorf("Metacontroller logged %v for the changed instance, want one Recreate delete and one create", writes)
 	}
 	if problems := sameChildren(others, versions(withoutWorkloads(childrenOf(ctx, t, c, changedNS, changed.GetUID()))), false); len(problems) > 0 {
 		t.Errorf("a new image changed more than the Pod:\n  %s", strings.Join(problems, "\n  "))
@@ -148,6 +148,8 @@ func TestFailedPodReplaced(t *testing.T) {
 	old := onlyWorkload(ctx, t, c, ns, chal.GetUID())
 	others := versions(withoutWorkloads(childrenOf(ctx, t, c, ns, chal.GetUID())))
 
+	log := metacontrollerLog{path: shared.metacontrollerLog}
+	offset := log.offset(t)
 	failedAt := time.Now()
 	pods := c.dyn.Resource(podGVR).Namespace(ns)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -186,6 +188,9 @@ func TestFailedPodReplaced(t *testing.T) {
 	})
 	t.Logf("Pod %s: uid %s failed, uid %s created; Running again %s after the failure",
 		fresh.GetName(), old.GetUID(), fresh.GetUID(), running.at.Sub(failedAt).Round(time.Millisecond))
+	if writes := log.childWrites(t, offset, ns); writes["Deleting child"] != 1 || writes["Creating"] != 1 {
+		t.Errorf("Metacontroller logged %v, want one delete (of the failed Pod) and one create", writes)
+	}
 	if phase, _, _ := unstructured.NestedString(fresh.Object, "status", "phase"); phase == "Failed" {
 		t.Errorf("the fresh Pod is Failed too")
 	}
