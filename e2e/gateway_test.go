@@ -10,7 +10,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sjson "k8s.io/apimachinery/pkg/util/json"
+	"sigs.k8s.io/yaml"
 )
 
 // gatewayAPIModule is the Go module whose standard-channel CRDs the tests install: the version is
@@ -80,6 +84,15 @@ func installGatewayCRDs(ctx context.Context, t *testing.T, c *cluster) {
 		}
 		crd := objs[0]
 		name := crd.GetName()
+		// A CRD an earlier test deleted may still be terminating (its routes being removed):
+		// creating it again waits until it is gone.
+		waitFor(ctx, t, 60*time.Second, "CRD "+name+" not terminating", func() (bool, error) {
+			existing, err := crds.Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			return err == nil && existing.GetDeletionTimestamp() == nil, err
+		})
 		_, err = crds.Create(ctx, crd, metav1.CreateOptions{})
 		switch {
 		case apierrors.IsAlreadyExists(err):
@@ -527,4 +540,176 @@ func mcDetectListMapKey(lists ...[]any) string {
 		}
 	}
 	return ""
+}
+
+// gatewayGVRs are the route resources, as the kustomize component declares them.
+var (
+	httpRouteGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}
+	tlsRouteGVR  = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "tlsroutes"}
+)
+
+// gatewayComponentChildren are the childResources the kustomize component
+// manifests/components/gateway-api appends to the CompositeController (its JSON patch's
+// "add /spec/childResources/-" operations, the only kind it has).
+func gatewayComponentChildren(t *testing.T, root string) []any {
+	t.Helper()
+	path := filepath.Join(root, "manifests", "components", "gateway-api", "kustomization.yaml")
+	objs, err := readYAMLObjects(path)
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("%s: want one Component (err %v)", path, err)
+	}
+	patches, _, _ := unstructured.NestedSlice(objs[0].Object, "patches")
+	var children []any
+	for _, raw := range patches {
+		patch, _ := raw.(map[string]any)
+		var ops []map[string]any
+		if err := yaml.Unmarshal([]byte(fmt.Sprint(patch["patch"])), &ops); err != nil {
+			t.Fatalf("%s: patch: %v", path, err)
+		}
+		for _, op := range ops {
+			if op["op"] != "add" || op["path"] != "/spec/childResources/-" {
+				t.Fatalf("%s: operation %v: the test applies only additions to /spec/childResources", path, op)
+			}
+			children = append(children, runtime.DeepCopyJSONValue(op["value"]))
+		}
+	}
+	if len(children) == 0 {
+		t.Fatalf("%s adds no child resources", path)
+	}
+	return children
+}
+
+// swapInGatewayController points the suite's CompositeController, with the component's route
+// child types added, at a hook of its own serving with --gateway, until the test ends. The suite's
+// controller and hook are what every other test uses, so the test must run while no other does:
+// it is not parallel, and the swap back is checked by the suite's probe (a Challenge synced by the
+// suite's hook) after the test's hook is stopped.
+func swapInGatewayController(ctx context.Context, t *testing.T, c *cluster) {
+	t.Helper()
+	hook := newHookProcess(c.root, freeLoopbackAddr(t), "--flag-key-file=testdata/flag.key", "--public-host="+publicHost, "--gateway="+gatewayName)
+	if err := hook.start(); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := testCompositeController(c.root, "http://"+hook.addr, int(shared.resync/time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	children, _, _ := unstructured.NestedSlice(cc.Object, "spec", "childResources")
+	if err := unstructured.SetNestedSlice(cc.Object, append(children, gatewayComponentChildren(t, c.root)...), "spec", "childResources"); err != nil {
+		t.Fatal(err)
+	}
+	ccs := c.dyn.Resource(schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"})
+	t.Cleanup(func() {
+		hook.stop(syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("gateway challenge-hook log:\n%s", hook.logs.String())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := c.createOrUpdate(ctx, ccs, shared.controller); err != nil {
+			t.Errorf("restore the suite's CompositeController: %v", err)
+			return
+		}
+		if err := shared.probe(ctx, c); err != nil {
+			t.Errorf("after restoring the suite's CompositeController: %v", err)
+		}
+	})
+	if err := c.createOrUpdate(ctx, ccs, cc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gatewayName is the Gateway the test's hook attaches routes to (it need not exist: the test plays
+// its controller).
+const gatewayName = "gateway-system/ctf"
+
+// routeOf waits for the one route of resource gvr that Metacontroller created for the Challenge.
+func routeOf(ctx context.Context, t *testing.T, c *cluster, gvr schema.GroupVersionResource, chal *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	var route *unstructured.Unstructured
+	waitFor(ctx, t, 90*time.Second, gvr.Resource+" child of "+chal.GetName(), func() (bool, error) {
+		list, err := c.dyn.Resource(gvr).Namespace(chal.GetNamespace()).List(ctx, metav1.ListOptions{
+			LabelSelector: controllerUIDLabel + "=" + string(chal.GetUID()),
+		})
+		if err != nil || len(list.Items) != 1 {
+			return false, err
+		}
+		route = &list.Items[0]
+		return true, nil
+	})
+	return route
+}
+
+// acceptRoute plays the Gateway's controller: Accepted=True for the route's current generation.
+func acceptRoute(ctx context.Context, t *testing.T, c *cluster, gvr schema.GroupVersionResource, route *unstructured.Unstructured) {
+	t.Helper()
+	gwNamespace, gwName, _ := strings.Cut(gatewayName, "/")
+	now := time.Now().UTC().Format(time.RFC3339)
+	route = route.DeepCopy()
+	route.Object["status"] = map[string]any{"parents": []any{map[string]any{
+		"parentRef":      map[string]any{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": gwNamespace, "name": gwName},
+		"controllerName": "e2e.challenge-hook.dev/gateway-controller",
+		"conditions": []any{map[string]any{
+			"type": "Accepted", "status": "True", "reason": "Accepted", "message": "accepted by the e2e test",
+			"observedGeneration": route.GetGeneration(), "lastTransitionTime": now,
+		}},
+	}}}
+	if _, err := c.dyn.Resource(gvr).Namespace(route.GetNamespace()).UpdateStatus(ctx, route, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("accept %s %s: %v", gvr.Resource, route.GetName(), err)
+	}
+}
+
+// TestGatewayInstancesUnderMetacontroller: with the Gateway API CRDs installed, the kustomize
+// component's route types declared and the hook serving with --gateway, the real Metacontroller
+// runs an HTTP instance through an HTTPRoute (no Ingress) and a TLS instance through a TLSRoute:
+// each waits in Creating, naming the Gateway, until the test (playing the Gateway's controller)
+// accepts its route, then goes Running with the endpoint the route's host serves.
+func TestGatewayInstancesUnderMetacontroller(t *testing.T) {
+	c := newCluster(t)
+	ctx := testContext(t)
+	installGatewayCRDs(ctx, t, c)
+	swapInGatewayController(ctx, t, c)
+	ns := c.createNamespace(ctx, t, "gw-mc", podSecurityRestricted)
+
+	// The swap is in effect once a Challenge gets an HTTPRoute: only the new controller makes one.
+	probe := validChallenge("swap-probe")
+	_, probeObj := startChallenge(ctx, t, c, ns, probe)
+	routeOf(ctx, t, c, httpRouteGVR, probeObj)
+
+	tlsChal := validChallenge("tls")
+	template(tlsChal)["expose"] = []any{map[string]any{"port": int64(8080), "type": "TLS"}}
+	instances := []struct {
+		chal      *unstructured.Unstructured
+		route     schema.GroupVersionResource
+		urlFormat string
+	}{
+		{validChallenge("web"), httpRouteGVR, "http://%s/"},
+		{tlsChal, tlsRouteGVR, "tls://%s:443"},
+	}
+	for _, in := range instances {
+		w, chal := startChallenge(ctx, t, c, ns, in.chal)
+		route := routeOf(ctx, t, c, in.route, chal)
+		waiting := w.next(t, 90*time.Second, "Creating, waiting for the Gateway", func(e statusEvent) bool {
+			return e.phase == "Creating" && strings.Contains(e.message, "Gateway "+gatewayName)
+		})
+		t.Logf("%s before acceptance: %s", chal.GetName(), waiting)
+		if phases := w.phases(); slices.Contains(phases, "Running") {
+			t.Fatalf("%s ran before its route was accepted: %v", chal.GetName(), phases)
+		}
+		acceptRoute(ctx, t, c, in.route, route)
+		running := w.phase(t, 90*time.Second, "Running")
+		instanceID, _, _ := unstructured.NestedString(running.obj.Object, "status", "instanceId")
+		host := instanceID + ".challenges.localhost"
+		endpoints, _, _ := unstructured.NestedSlice(running.obj.Object, "status", "endpoints")
+		if instanceID == "" || len(endpoints) != 1 || endpoints[0].(map[string]any)["url"] != fmt.Sprintf(in.urlFormat, host) {
+			t.Errorf("%s Running with instanceId %q and endpoints %v, want one endpoint %s", chal.GetName(), instanceID, endpoints, fmt.Sprintf(in.urlFormat, host))
+		}
+		if hostnames, _, _ := unstructured.NestedStringSlice(route.Object, "spec", "hostnames"); !slices.Equal(hostnames, []string{host}) {
+			t.Errorf("%s %s routes hostnames %v, want [%s]", in.route.Resource, route.GetName(), hostnames, host)
+		}
+		if ingresses := ofResource(childrenOf(ctx, t, c, ns, chal.GetUID()), "ingresses.networking.k8s.io"); len(ingresses) > 0 {
+			t.Errorf("%s has an Ingress besides its route", chal.GetName())
+		}
+		t.Logf("%s: %s", chal.GetName(), running)
+	}
 }
