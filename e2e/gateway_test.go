@@ -686,6 +686,7 @@ func TestGatewayInstancesUnderMetacontroller(t *testing.T) {
 		{validChallenge("web"), httpRouteGVR, "http://%s/"},
 		{tlsChal, tlsRouteGVR, "tls://%s:443"},
 	}
+	settled := map[string]string{} // route resource/name -> resourceVersion once Running
 	for _, in := range instances {
 		w, chal := startChallenge(ctx, t, c, ns, in.chal)
 		route := routeOf(ctx, t, c, in.route, chal)
@@ -711,5 +712,24 @@ func TestGatewayInstancesUnderMetacontroller(t *testing.T) {
 			t.Errorf("%s has an Ingress besides its route", chal.GetName())
 		}
 		t.Logf("%s: %s", chal.GetName(), running)
+		live, err := c.dyn.Resource(in.route).Namespace(ns).Get(ctx, route.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		settled[in.route.Resource+"/"+route.GetName()] = live.GetResourceVersion()
+	}
+	// Settled: over two resync periods Metacontroller syncs each instance again and writes nothing
+	// to its accepted route (no field it and the API server disagree on).
+	time.Sleep(2*shared.resync + time.Second)
+	for id, rv := range settled {
+		resource, name, _ := strings.Cut(id, "/")
+		gvr := map[string]schema.GroupVersionResource{httpRouteGVR.Resource: httpRouteGVR, tlsRouteGVR.Resource: tlsRouteGVR}[resource]
+		live, err := c.dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if live.GetResourceVersion() != rv {
+			t.Errorf("%s was written again after its instance settled: resourceVersion %s -> %s", id, rv, live.GetResourceVersion())
+		}
 	}
 }
