@@ -584,7 +584,7 @@ func gatewayComponentChildren(t *testing.T, root string) []any {
 // controller and hook are what every other test uses, so the test must run while no other does:
 // it is not parallel, and the swap back is checked by the suite's probe (a Challenge synced by the
 // suite's hook) after the test's hook is stopped.
-func swapInGatewayController(ctx context.Context, t *testing.T, c *cluster) {
+func swapInGatewayController(ctx context.Context, t *testing.T, c *cluster) *hookProcess {
 	t.Helper()
 	hook := newHookProcess(c.root, freeLoopbackAddr(t), "--flag-key-file=testdata/flag.key", "--public-host="+publicHost, "--gateway="+gatewayName)
 	if err := hook.start(); err != nil {
@@ -617,6 +617,18 @@ func swapInGatewayController(ctx context.Context, t *testing.T, c *cluster) {
 	if err := c.createOrUpdate(ctx, ccs, cc); err != nil {
 		t.Fatal(err)
 	}
+	return hook
+}
+
+// syncsLogged counts the /sync requests for the Challenge ns/name in a hook's JSON log.
+func syncsLogged(hook *hookProcess, ns, name string) int {
+	n := 0
+	for _, line := range strings.Split(hook.logs.String(), "\n") {
+		if strings.Contains(line, `"path":"/sync"`) && strings.Contains(line, `"parent":"`+ns+"/"+name+`"`) {
+			n++
+		}
+	}
+	return n
 }
 
 // gatewayName is the Gateway the test's hook attaches routes to (it need not exist: the test plays
@@ -668,7 +680,7 @@ func TestGatewayInstancesUnderMetacontroller(t *testing.T) {
 	c := newCluster(t)
 	ctx := testContext(t)
 	installGatewayCRDs(ctx, t, c)
-	swapInGatewayController(ctx, t, c)
+	hook := swapInGatewayController(ctx, t, c)
 	ns := c.createNamespace(ctx, t, "gw-mc", podSecurityRestricted)
 
 	// The swap is in effect once a Challenge gets an HTTPRoute: only the new controller makes one.
@@ -687,6 +699,7 @@ func TestGatewayInstancesUnderMetacontroller(t *testing.T) {
 		{tlsChal, tlsRouteGVR, "tls://%s:443"},
 	}
 	settled := map[string]string{} // route resource/name -> resourceVersion once Running
+	syncs := map[string]int{}      // Challenge name -> /sync requests logged once Running
 	for _, in := range instances {
 		w, chal := startChallenge(ctx, t, c, ns, in.chal)
 		route := routeOf(ctx, t, c, in.route, chal)
@@ -717,10 +730,16 @@ func TestGatewayInstancesUnderMetacontroller(t *testing.T) {
 			t.Fatal(err)
 		}
 		settled[in.route.Resource+"/"+route.GetName()] = live.GetResourceVersion()
+		syncs[chal.GetName()] = syncsLogged(hook, ns, chal.GetName())
 	}
 	// Settled: over two resync periods Metacontroller syncs each instance again and writes nothing
 	// to its accepted route (no field it and the API server disagree on).
 	time.Sleep(2*shared.resync + time.Second)
+	for name, before := range syncs {
+		if after := syncsLogged(hook, ns, name); after < before+2 {
+			t.Errorf("Challenge %s: %d syncs logged over two resync periods, want 2 or more: the settle check saw nothing", name, after-before)
+		}
+	}
 	for id, rv := range settled {
 		resource, name, _ := strings.Cut(id, "/")
 		gvr := map[string]schema.GroupVersionResource{httpRouteGVR.Resource: httpRouteGVR, tlsRouteGVR.Resource: tlsRouteGVR}[resource]
