@@ -21,7 +21,8 @@ type goldenCase struct {
 	name     string
 	request  []byte
 	response []byte
-	// flags are the case's hook flags beyond testdata/dev.flags (testdata/<case>/hook.flags).
+	// flags are the case's hook flags on top of testdata/dev.flags (testdata/<case>/hook.flags, e.g.
+	// a Gateway), nil for most cases.
 	flags []string
 }
 
@@ -49,13 +50,14 @@ func goldenCases(t *testing.T, root string) []goldenCase {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gc := goldenCase{name: filepath.Base(dir), request: request, response: response}
-		flags, err := os.ReadFile(filepath.Join(dir, "hook.flags"))
-		if err != nil && !os.IsNotExist(err) {
+		var flags []string
+		switch content, err := os.ReadFile(filepath.Join(dir, "hook.flags")); {
+		case err == nil:
+			flags = strings.Fields(string(content))
+		case !os.IsNotExist(err):
 			t.Fatal(err)
 		}
-		gc.flags = strings.Fields(string(flags))
-		cases = append(cases, gc)
+		cases = append(cases, goldenCase{name: filepath.Base(dir), request: request, response: response, flags: flags})
 	}
 	if len(cases) == 0 {
 		t.Fatal("no golden cases (testdata/*/request.json with response.json)")
@@ -73,19 +75,21 @@ func decodeJSONObject(t *testing.T, data []byte, what string) map[string]any {
 	return obj
 }
 
-// TestGoldenResponsesFromBinary: the built binary, served over HTTP with testdata/dev.flags (and
-// a case's hook.flags), answers every golden request with its response.json (the golden test
-// checks the sync package; this checks the server and flags in front of it).
+// TestGoldenResponsesFromBinary: the built binary, served over HTTP with testdata/dev.flags plus
+// the case's own testdata/<case>/hook.flags, answers every golden request with its response.json
+// (the golden test checks the sync package; this checks the server and flag parsing in front of
+// it). Each distinct set of case flags gets its own hook process.
 func TestGoldenResponsesFromBinary(t *testing.T) {
 	root := repoRoot(t)
 	hooks := map[string]*hookServer{}
 	ctx := testContext(t)
 	for _, gc := range goldenCases(t, root) {
 		key := strings.Join(gc.flags, " ")
-		if hooks[key] == nil {
-			hooks[key] = startHook(t, root, append(devFlags(t, root), gc.flags...)...)
+		hook, ok := hooks[key]
+		if !ok {
+			hook = startHook(t, root, append(devFlags(t, root), gc.flags...)...)
+			hooks[key] = hook
 		}
-		hook := hooks[key]
 		t.Run(gc.name, func(t *testing.T) {
 			path := "/sync"
 			req := decodeJSONObject(t, gc.request, "request.json")
@@ -141,14 +145,7 @@ func relatedDefinitions(request map[string]any) []map[string]any {
 // needsBaseline: the template opts out of runAsNonRoot or allows privilege escalation (setuid),
 // which Pod Security "restricted" forbids and "baseline" admits.
 func needsBaseline(request map[string]any) bool {
-	for _, spec := range templateSpecs(request) {
-		for _, optOut := range []string{"runAsRoot", "allowPrivilegeEscalation"} {
-			if set, _, _ := unstructured.NestedBool(spec, "security", optOut); set {
-				return true
-			}
-		}
-	}
-	return false
+	return optsOut(request, "runAsRoot") || optsOut(request, "allowPrivilegeEscalation")
 }
 
 // runtimeClasses are the RuntimeClasses the templates name (Pods naming a missing one are refused).
@@ -183,7 +180,7 @@ func cleanForCreate(obj *unstructured.Unstructured, ns string) *unstructured.Uns
 type goldenInstance struct {
 	parent      *unstructured.Unstructured
 	definitions []*unstructured.Unstructured
-	// podSecurity is the level its Pods need: restricted, or baseline for an opt-out (needsBaseline).
+	// podSecurity is the level its Pods need: restricted, or baseline for a runAsRoot or allowPrivilegeEscalation opt-out.
 	podSecurity      string
 	runtimeClasses   []string
 	hasSpecExpiresAt bool
@@ -221,29 +218,39 @@ func (g goldenInstance) create(ctx context.Context, t *testing.T, c *cluster, ns
 	return startChallenge(ctx, t, c, ns, g.parent)
 }
 
-// TestPodSecurityRefusesOptOuts: each golden case that opts into runAsRoot or
-// allowPrivilegeEscalation, created in a namespace enforcing "restricted" instead of "baseline",
-// has its Pod refused by Pod Security admission (an event says so) and never runs.
-// (TestInstancesRunAndSettle runs the same cases in baseline namespaces.) This is what the other
-// instances' Running under "restricted" proves they passed.
-func TestPodSecurityRefusesOptOuts(t *testing.T) {
+// TestPodSecurityRefusesRoot: each golden case that opts into runAsRoot or allowPrivilegeEscalation
+// (setuid), created in a namespace enforcing "restricted", has its Pod refused by Pod Security
+// admission and never runs; the same case in a namespace enforcing "baseline" is admitted and
+// reaches Running. This is what the other instances' Running under "restricted" proves they passed.
+func TestPodSecurityRefusesRoot(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	ctx := testContext(t)
-	checked := 0
+	var optOuts []goldenCase
 	for _, gc := range goldenCases(t, c.root) {
-		if gc.customize() || !needsBaseline(decodeJSONObject(t, gc.request, gc.name)) {
-			continue
+		if !gc.customize() && len(gc.flags) == 0 && needsBaseline(decodeJSONObject(t, gc.request, gc.name)) {
+			optOuts = append(optOuts, gc)
 		}
-		checked++
+	}
+	for _, opt := range []string{"runAsRoot", "allowPrivilegeEscalation"} {
+		if !slices.ContainsFunc(optOuts, func(gc goldenCase) bool { return optsOut(decodeJSONObject(t, gc.request, gc.name), opt) }) {
+			t.Errorf("no golden case opts into %s", opt)
+		}
+	}
+	for _, gc := range optOuts {
 		t.Run(gc.name, func(t *testing.T) {
 			t.Parallel()
 			g := goldenInstanceOf(t, gc)
-			ns := c.createNamespace(ctx, t, "psa-"+gc.name, podSecurityRestricted)
-			w, _ := g.create(ctx, t, c, ns)
+			if g.podSecurity != podSecurityBaseline {
+				t.Fatalf("level %s, want baseline", g.podSecurity)
+			}
+			restricted := c.createNamespace(ctx, t, "psa-r-"+gc.name, podSecurityRestricted)
+			wRefused, _ := g.create(ctx, t, c, restricted)
+			baseline := c.createNamespace(ctx, t, "psa-b-"+gc.name, podSecurityBaseline)
+			wAdmitted, _ := g.create(ctx, t, c, baseline)
 			var refusal string
 			waitFor(ctx, t, 60*time.Second, "an event saying Pod Security refused the instance's Pod", func() (bool, error) {
-				events, err := c.dyn.Resource(eventGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+				events, err := c.dyn.Resource(eventGVR).Namespace(restricted).List(ctx, metav1.ListOptions{})
 				if err != nil {
 					return false, err
 				}
@@ -255,13 +262,21 @@ func TestPodSecurityRefusesOptOuts(t *testing.T) {
 				}
 				return false, nil
 			})
-			t.Logf("%s", refusal)
-			if phases := w.phases(); slices.Contains(phases, "Running") {
+			t.Logf("restricted: %s", refusal)
+			wAdmitted.phase(t, 60*time.Second, "Running")
+			if phases := wRefused.phases(); slices.Contains(phases, "Running") {
 				t.Errorf("ran in a restricted namespace: phases %v", phases)
 			}
 		})
 	}
-	if checked < 2 {
-		t.Fatalf("%d golden cases opt into runAsRoot or allowPrivilegeEscalation, want at least 2 (one of each)", checked)
+}
+
+// optsOut: a template of the request sets security.<optOut>: true.
+func optsOut(request map[string]any, optOut string) bool {
+	for _, spec := range templateSpecs(request) {
+		if set, _, _ := unstructured.NestedBool(spec, "security", optOut); set {
+			return true
+		}
 	}
+	return false
 }

@@ -298,7 +298,8 @@ func checkControllerOwner(t *testing.T, parent *unstructured.Unstructured, child
 }
 
 // metacontrollerLog reads the lines Metacontroller writes about child objects (--zap-log-level=4:
-// one "Creating", "Updating" or "Deleting child" line per write).
+// one "Creating", "Updating" or "Deleting child" line per write, and "Deleting for update" when an
+// updateStrategy Recreate child is deleted to be created again).
 type metacontrollerLog struct{ path string }
 
 // offset is where the log ends now; lines written later are read from there.
@@ -336,7 +337,7 @@ func (l metacontrollerLog) childWrites(t *testing.T, offset int64, ns string) ma
 			continue
 		}
 		switch line.Msg {
-		case "Creating", "Updating", "Deleting child":
+		case "Creating", "Updating", "Deleting child", "Deleting for update":
 			if line.Parent.Namespace == ns {
 				counts[line.Msg]++
 			}

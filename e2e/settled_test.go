@@ -63,7 +63,9 @@ func TestInstancesRunAndSettle(t *testing.T) {
 			continue
 		}
 		if len(gc.flags) > 0 {
-			t.Logf("%s: skipped, it needs hook flags %v (the suite's hook has its own)", gc.name, gc.flags)
+			// The suite's hook runs without them: e.g. a Gateway case would answer
+			// GatewayAPINotEnabled here. The Gateway API e2e (its own hook, CRDs and Gateway) runs them.
+			t.Logf("%s: skipped, it needs hook flags %v the suite's hook does not have", gc.name, gc.flags)
 			continue
 		}
 		g := goldenInstanceOf(t, gc)
@@ -95,9 +97,14 @@ func TestInstancesRunAndSettle(t *testing.T) {
 			createObject(ctx, t, c, readmeNS, def)
 			w, created := startChallenge(ctx, t, c, readmeNS, chal)
 			running := w.phase(t, 60*time.Second, "Running")
-			if phases := w.phases(); !slices.Equal(phases, []string{"None", "Creating", "Running"}) {
-				t.Errorf("phases %v, want None, Creating, Running", phases)
+			// kwok makes a Pod Ready within milliseconds of its creation, so the sync Metacontroller
+			// runs after creating the Pod may already see it Ready: Creating shows only when a sync
+			// falls in between (TestFailedPodReplaced shows it deterministically).
+			phases := w.phases()
+			if !slices.Equal(phases, []string{"None", "Creating", "Running"}) && !slices.Equal(phases, []string{"None", "Running"}) {
+				t.Errorf("phases %v, want None, (Creating,) Running", phases)
 			}
+			t.Logf("phases %v", phases)
 			checkHTTPEndpoint(ctx, t, c, running.obj)
 			ran(t, readmeNS, created)
 		})

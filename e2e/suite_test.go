@@ -26,7 +26,7 @@ const publicHost = "127.0.0.1"
 // workloadResource is the child that runs an instance's containers. Every check that depends on
 // the workload's kind ("the workload is gone") goes through it, so that a change of the hook's
 // workload (e.g. to a bare Pod) is this one line.
-var workloadResource = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+var workloadResource = podGVR
 
 // suite is what TestMain sets up once for every test: the hook binary serving on the fixed address
 // the CompositeController names, and that CompositeController as Metacontroller runs it.
@@ -96,9 +96,7 @@ func setUpSuite() (*suite, error) {
 		return nil, err
 	}
 	s := &suite{root: root, resync: time.Duration(resyncSeconds) * time.Second, metacontrollerLog: mcLog}
-	// The plane's own Pod and Service ranges (hack/cluster.sh), as an operator would set them.
-	s.hook = newHookProcess(root, addr, "--flag-key-file=testdata/flag.key", "--public-host="+publicHost,
-		"--pod-cidrs=10.244.0.0/16", "--service-cidrs=10.96.0.0/16")
+	s.hook = newHookProcess(root, addr, "--flag-key-file=testdata/flag.key", "--public-host="+publicHost)
 	if err := s.hook.start(); err != nil {
 		s.hook = nil
 		return nil, err

@@ -2,10 +2,10 @@
 # make bench: Go benchmarks of the sync function (decode, sync, encode; no HTTP), then a load run of
 # the real binary and of a floor server (a no-op net/http handler answering a response of the same
 # size) with the same generator, wrk, over loopback keep-alive connections. Prints one summary table
-# with the ratios and PASS/FAIL per target, and exits 1 when a target fails.
+# with the hook's figures as ratios of the floor's: a report, with no target to pass or fail (issue 11).
+# Exits non-zero only on an error: a build, a server or wrk failing, or any request failing.
 #
 # Environment:
-#   BENCH_ENFORCE=0     report only: exit 0 even when a target fails
 #   BENCH_DURATION=5s   one measured run per server (after a 2 s warm-up)
 #   BENCH_ROUNDS=2      measured runs per server, alternating floor and hook (best one reported)
 #   BENCH_BODY=file     request body for the load run (default: the richest testdata/running-*)
@@ -42,16 +42,12 @@ $GO build -o "$WORK/loadrun" ./hack/loadrun
 
 echo "== go test ./sync -run '^\$' -bench . -benchmem"
 $GO test ./sync -run '^$' -bench . -benchmem -count 1 | tee "$WORK/gobench.txt"
-# The targeted figure again, five times: the report takes the fastest of all its lines, so that a
+# The reported figure again, five times: the report takes the fastest of all its lines, so that a
 # burst of other work on the shared machine does not decide it.
 echo "== go test ./sync -run '^\$' -bench '^BenchmarkPipeline\$/^running\$' -benchmem -count 5"
 $GO test ./sync -run '^$' -bench '^BenchmarkPipeline$/^running$' -benchmem -count 5 | tee -a "$WORK/gobench.txt"
 
 echo "== load run"
-enforce=true
-if [ "${BENCH_ENFORCE:-1}" = 0 ]; then
-	enforce=false
-fi
 "$WORK/loadrun" run \
 	-hook bin/challenge-hook \
 	-hook-args "$(cat testdata/dev.flags)" \
@@ -59,5 +55,4 @@ fi
 	-duration "${BENCH_DURATION:-5s}" \
 	-rounds "${BENCH_ROUNDS:-2}" \
 	-gobench "$WORK/gobench.txt" \
-	-workdir "$WORK" \
-	-enforce="$enforce"
+	-workdir "$WORK"

@@ -95,32 +95,64 @@ func TestFloorAnswersTheCannedResponse(t *testing.T) {
 	}
 }
 
-func TestReportFailsWhenATargetFails(t *testing.T) {
+func TestReportShowsTheBestRunsAndTheirRatios(t *testing.T) {
 	run := func(rps, p99 int64, rssKiB int64) serverRun {
 		return serverRun{wrk: wrkResult{Requests: rps, DurationUS: 1e6, P99US: p99}, peakRSSKiB: rssKiB}
 	}
-	cfg := runConfig{connections: 64, rounds: 1, pipelineBench: "BenchmarkPipeline/running"}
-	fast := &benchResult{NsPerOp: 15000, AllocsPerOp: 40}
-	good := report{cfg: cfg, floorRuns: []serverRun{run(1000, 100, 10000)}, hookRuns: []serverRun{run(700, 150, 30000)}, pipeline: fast}
-	if !good.print(io.Discard) {
-		t.Error("a run meeting every target did not pass")
+	rep := report{
+		cfg:       runConfig{connections: 64, rounds: 2, pipelineBench: "BenchmarkPipeline/running"},
+		floorRuns: []serverRun{run(1000, 100, 10000), run(900, 120, 10240)},
+		hookRuns:  []serverRun{run(600, 300, 20000), run(700, 150, 30720)},
+		pipeline:  &benchResult{NsPerOp: 450000, BytesPerOp: 65800, AllocsPerOp: 833},
 	}
-	for name, bad := range map[string]report{
-		"throughput": {cfg: cfg, floorRuns: []serverRun{run(1000, 100, 10000)}, hookRuns: []serverRun{run(500, 150, 30000)}, pipeline: fast},
-		"p99":        {cfg: cfg, floorRuns: []serverRun{run(1000, 100, 10000)}, hookRuns: []serverRun{run(700, 201, 30000)}, pipeline: fast},
-		"rss":        {cfg: cfg, floorRuns: []serverRun{run(1000, 100, 10000)}, hookRuns: []serverRun{run(700, 150, 51200)}, pipeline: fast},
-		"ns/op":      {cfg: cfg, floorRuns: []serverRun{run(1000, 100, 10000)}, hookRuns: []serverRun{run(700, 150, 30000)}, pipeline: &benchResult{NsPerOp: 20001, AllocsPerOp: 40}},
-		"allocs":     {cfg: cfg, floorRuns: []serverRun{run(1000, 100, 10000)}, hookRuns: []serverRun{run(700, 150, 30000)}, pipeline: &benchResult{NsPerOp: 15000, AllocsPerOp: 50}},
-		"no bench":   {cfg: cfg, floorRuns: []serverRun{run(1000, 100, 10000)}, hookRuns: []serverRun{run(700, 150, 30000)}},
-	} {
-		if bad.print(io.Discard) {
-			t.Errorf("%s: a run missing the target passed", name)
+	var out strings.Builder
+	rep.print(&out)
+	rows := map[string][]string{}
+	for line := range strings.SplitSeq(out.String(), "\n") {
+		// Right-aligned columns: the server's name ends at the first gap of two spaces.
+		if name, rest, ok := strings.Cut(strings.TrimSpace(line), "  "); ok {
+			rows[name] = strings.Fields(rest)
 		}
 	}
-	errored := good
-	errored.hookRuns = []serverRun{run(700, 150, 30000), run(600, 150, 30000)}
-	errored.hookRuns[1].wrk.StatusErrors = 1
-	if errored.print(io.Discard) {
-		t.Error("an error in a run that was not the best one went unnoticed")
+	// Columns: requests/s p50 p90 p99 p99.9 max errors CPU/request peak RSS (value and unit) ...
+	if got := rows["hook (best)"]; len(got) < 10 || got[0] != "700" || got[3] != "150.0µs" || got[8] != "30.0" {
+		t.Errorf("hook (best) row = %q, want the 700 requests/s run with the last run's peak RSS, 30.0 MiB", got)
+	}
+	if got := rows["floor (best)"]; len(got) < 4 || got[0] != "1000" || got[3] != "100.0µs" {
+		t.Errorf("floor (best) row = %q, want the 1000 requests/s run", got)
+	}
+	if got := rows["hook/floor"]; len(got) < 4 || got[0] != "0.70x" || got[3] != "1.50x" {
+		t.Errorf("hook/floor row = %q, want requests/s 0.70x and p99 1.50x", got)
+	}
+	if want := "BenchmarkPipeline/running (no HTTP): 450.0 µs/op, 65800 B/op, 833 allocs/op"; !strings.Contains(out.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, out.String())
+	}
+}
+
+func TestAFailedRequestInAnyRunFailsTheLoadRun(t *testing.T) {
+	run := func(rps int64) serverRun {
+		return serverRun{wrk: wrkResult{Requests: rps, DurationUS: 1e6}}
+	}
+	clean := report{
+		floorRuns: []serverRun{run(1000), run(900)},
+		hookRuns:  []serverRun{run(700), run(600)},
+		paced:     &pacedRuns{rate: 350, floor: run(350).wrk, hook: run(350).wrk},
+	}
+	if err := clean.requestErrors(); err != nil {
+		t.Errorf("a run without failed requests failed: %v", err)
+	}
+	failedHookRun := clean
+	failedHookRun.hookRuns = []serverRun{run(700), run(600)}
+	failedHookRun.hookRuns[1].wrk.StatusErrors = 1 // not the best run, so not in the table's best row
+	failedFloorRun := clean
+	failedFloorRun.floorRuns = []serverRun{run(1000), run(900)}
+	failedFloorRun.floorRuns[0].wrk.Timeouts = 2
+	failedPacedRun := clean
+	failedPacedRun.paced = &pacedRuns{rate: 350, floor: run(350).wrk, hook: run(350).wrk}
+	failedPacedRun.paced.hook.ReadErrors = 3
+	for name, rep := range map[string]report{"hook run 2": failedHookRun, "floor run 1": failedFloorRun, "paced hook run": failedPacedRun} {
+		if err := rep.requestErrors(); err == nil {
+			t.Errorf("%s: a failed request went unnoticed", name)
+		}
 	}
 }

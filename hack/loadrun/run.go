@@ -37,7 +37,6 @@ type runConfig struct {
 	goBenchPath   string
 	pipelineBench string
 	workDir       string
-	enforce       bool
 }
 
 func parseRunFlags(args []string) (runConfig, error) {
@@ -58,7 +57,6 @@ func parseRunFlags(args []string) (runConfig, error) {
 	fs.StringVar(&cfg.goBenchPath, "gobench", "", "output of `go test -bench -benchmem` holding the pipeline benchmark")
 	fs.StringVar(&cfg.pipelineBench, "pipeline-bench", "BenchmarkPipeline/running", "benchmark of decode+sync+encode of the Running request")
 	fs.StringVar(&cfg.workDir, "workdir", ".cache/bench", "directory for the script, logs and the canned response")
-	fs.BoolVar(&cfg.enforce, "enforce", true, "exit 1 when a target fails")
 	if err := fs.Parse(args); err != nil {
 		return runConfig{}, err
 	}
@@ -74,40 +72,40 @@ func parseRunFlags(args []string) (runConfig, error) {
 	return cfg, nil
 }
 
-// runMain performs the load run and prints the report. It returns whether every target held (always
-// true when -enforce=false).
-func runMain(ctx context.Context, args []string, out io.Writer) (bool, error) {
+// runMain performs the load run and prints the report. It fails when a server does not start or
+// answer, wrk fails, or any request of any run failed (after printing the report).
+func runMain(ctx context.Context, args []string, out io.Writer) error {
 	cfg, err := parseRunFlags(args)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if err := os.MkdirAll(cfg.workDir, 0o755); err != nil {
-		return false, fmt.Errorf("work dir: %w", err)
+		return fmt.Errorf("work dir: %w", err)
 	}
 	indented, err := os.ReadFile(cfg.bodyPath)
 	if err != nil {
-		return false, fmt.Errorf("read request body: %w", err)
+		return fmt.Errorf("read request body: %w", err)
 	}
 	// Metacontroller sends compact JSON (encoding/json's Marshal); golden files are indented.
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, indented); err != nil {
-		return false, fmt.Errorf("request body %s: %w", cfg.bodyPath, err)
+		return fmt.Errorf("request body %s: %w", cfg.bodyPath, err)
 	}
 	body := compact.Bytes()
 	bodyPath := filepath.Join(cfg.workDir, "request.json")
 	if err := os.WriteFile(bodyPath, body, 0o644); err != nil {
-		return false, fmt.Errorf("write request body: %w", err)
+		return fmt.Errorf("write request body: %w", err)
 	}
 	var pipeline, calibration *benchResult
 	if cfg.goBenchPath != "" {
 		benchOut, err := os.ReadFile(cfg.goBenchPath)
 		if err != nil {
-			return false, fmt.Errorf("read go bench output: %w", err)
+			return fmt.Errorf("read go bench output: %w", err)
 		}
 		results := parseGoBench(benchOut)
 		found, ok := results[cfg.pipelineBench]
 		if !ok {
-			return false, fmt.Errorf("%s has no %s line", cfg.goBenchPath, cfg.pipelineBench)
+			return fmt.Errorf("%s has no %s line", cfg.goBenchPath, cfg.pipelineBench)
 		}
 		pipeline = &found
 		if valid, ok := results[calibrationBench]; ok {
@@ -116,37 +114,37 @@ func runMain(ctx context.Context, args []string, out io.Writer) (bool, error) {
 	}
 	wrk, err := newWrkRunner(cfg.wrkBinary, cfg.workDir, bodyPath, cfg.connections, cfg.threads)
 	if err != nil {
-		return false, err
+		return err
 	}
 
 	hook, err := startHook(ctx, cfg)
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer hook.stop()
 	hookURL := "http://" + hook.addr + cfg.path
 	response, err := awaitFirstResponse(ctx, hook, hookURL, body)
 	if err != nil {
-		return false, err
+		return err
 	}
 	responsePath := filepath.Join(cfg.workDir, "response.json")
 	if err := os.WriteFile(responsePath, response, 0o644); err != nil {
-		return false, fmt.Errorf("write canned response: %w", err)
+		return fmt.Errorf("write canned response: %w", err)
 	}
 
 	floor, err := startFloor(ctx, cfg.workDir, responsePath)
 	if err != nil {
-		return false, err
+		return err
 	}
 	floorURL := "http://" + floor.addr + cfg.path
 	floorResponse, err := post(ctx, floorURL, body)
 	if err != nil {
 		floor.stop()
-		return false, fmt.Errorf("floor: %w", err)
+		return fmt.Errorf("floor: %w", err)
 	}
 	if len(floorResponse) != len(response) {
 		floor.stop()
-		return false, fmt.Errorf("floor answered %d bytes, the hook %d", len(floorResponse), len(response))
+		return fmt.Errorf("floor answered %d bytes, the hook %d", len(floorResponse), len(response))
 	}
 	defer floor.stop()
 	// Alternate the servers so that a burst of other work on the shared machine hits both alike.
@@ -154,12 +152,12 @@ func runMain(ctx context.Context, args []string, out io.Writer) (bool, error) {
 	for round := range cfg.rounds {
 		floorRun, err := measure(ctx, wrk, floor, floorURL, cfg, round == 0)
 		if err != nil {
-			return false, fmt.Errorf("floor: %w", err)
+			return fmt.Errorf("floor: %w", err)
 		}
 		floorRuns = append(floorRuns, floorRun)
 		hookRun, err := measure(ctx, wrk, hook, hookURL, cfg, round == 0)
 		if err != nil {
-			return false, fmt.Errorf("hook: %w", err)
+			return fmt.Errorf("hook: %w", err)
 		}
 		hookRuns = append(hookRuns, hookRun)
 	}
@@ -168,11 +166,11 @@ func runMain(ctx context.Context, args []string, out io.Writer) (bool, error) {
 	if rate := best(hookRuns).wrk.RequestsPerSecond() * cfg.pacedShare; rate > 0 {
 		floorPaced, err := wrk.RunPaced(ctx, floorURL, cfg.duration, rate)
 		if err != nil {
-			return false, fmt.Errorf("floor, paced: %w", err)
+			return fmt.Errorf("floor, paced: %w", err)
 		}
 		hookPaced, err := wrk.RunPaced(ctx, hookURL, cfg.duration, rate)
 		if err != nil {
-			return false, fmt.Errorf("hook, paced: %w", err)
+			return fmt.Errorf("hook, paced: %w", err)
 		}
 		paced = &pacedRuns{rate: rate, floor: floorPaced, hook: hookPaced}
 	}
@@ -188,8 +186,8 @@ func runMain(ctx context.Context, args []string, out io.Writer) (bool, error) {
 		pipeline:     pipeline,
 		calibration:  calibration,
 	}
-	passed := rep.print(out)
-	return passed || !cfg.enforce, nil
+	rep.print(out)
+	return rep.requestErrors()
 }
 
 // server is a process under load: the hook or the floor.
