@@ -53,7 +53,8 @@ func routeKinds(in instance, cfg Config) []string {
 }
 
 func hasExposure(expose []Expose, exposeType string) bool {
-	return slices.ContainsFunc(expose, func(e Expose) bool { return e.Type == exposeType })
+	_, found := exposureOf(expose, exposeType)
+	return found
 }
 
 // routeProblem refuses an instance whose routes the hook cannot return: a TLS exposure without a
@@ -148,7 +149,7 @@ type routeAcceptance struct {
 func acceptance(routes []ObservedRoute, kind string, in instance, cfg Config) routeAcceptance {
 	what := fmt.Sprintf("%s %s", kind, in.name)
 	waiting := routeAcceptance{pending: fmt.Sprintf("Gateway %s to accept %s", cfg.Gateway, what)}
-	route, found := findRoute(routes, in.name)
+	route, found := findByName(routes, in.name)
 	if !found {
 		return routeAcceptance{pending: "the " + kind}
 	}
@@ -170,15 +171,6 @@ func acceptance(routes []ObservedRoute, kind string, in instance, cfg Config) ro
 		}
 	}
 	return waiting
-}
-
-func findRoute(routes []ObservedRoute, name string) (ObservedRoute, bool) {
-	for _, r := range routes {
-		if r.Metadata.Name == name {
-			return r, true
-		}
-	}
-	return ObservedRoute{}, false
 }
 
 // isConfiguredGateway says whether a route's parent status is the configured Gateway's: group and

@@ -28,7 +28,7 @@ func observe(req Request, in instance, now time.Time, endpoints []Endpoint, miss
 	if req.Children.Count() == 0 {
 		return verdict{PhaseNone, ReasonPending, "creating the instance's workload"}, time.Time{}
 	}
-	pod, found := findPod(req.Children.Pods, in.name)
+	pod, found := findByName(req.Children.Pods, in.name)
 	if !found {
 		return verdict{PhaseCreating, ReasonStarting, "waiting for the Pod to be created"}, time.Time{}
 	}
@@ -75,15 +75,6 @@ func observe(req Request, in instance, now time.Time, endpoints []Endpoint, miss
 		return verdict{PhaseRunning, ReasonReady, "ready; the template exposes no port"}, time.Time{}
 	}
 	return verdict{PhaseRunning, ReasonReady, "ready at " + endpoints[0].URL}, time.Time{}
-}
-
-func findPod(pods []ObservedPod, name string) (ObservedPod, bool) {
-	for _, p := range pods {
-		if p.Metadata.Name == name {
-			return p, true
-		}
-	}
-	return ObservedPod{}, false
 }
 
 // podFinished says the Pod will not run again by itself: with restartPolicy Always a Pod ends in
@@ -219,7 +210,7 @@ func detail(message string) string {
 // and routes. missing names the first endpoint not known yet ("" when all are known); refused is
 // why the Gateway refused a route ("" when none is refused).
 func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing, refused string) {
-	svc, hasService := findService(req.Children.Services, in.name)
+	svc, hasService := findByName(req.Children.Services, in.name)
 	for _, e := range in.template.Expose {
 		port := exposedPort(in.template, e.Port)
 		ep := Endpoint{Name: portName(port), Protocol: protocolOf(port)}
@@ -230,7 +221,7 @@ func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing, r
 					missing, refused = firstOf(missing, a.pending), firstOf(refused, a.refused)
 					continue
 				}
-			} else if !hasIngress(req.Children.Ingresses, in.name) {
+			} else if _, found := findByName(req.Children.Ingresses, in.name); !found {
 				missing = firstOf(missing, "the Ingress")
 				continue
 			}
@@ -280,24 +271,6 @@ func firstOf(current, next string) string {
 		return current
 	}
 	return next
-}
-
-func findService(services []ObservedService, name string) (ObservedService, bool) {
-	for _, s := range services {
-		if s.Metadata.Name == name {
-			return s, true
-		}
-	}
-	return ObservedService{}, false
-}
-
-func hasIngress(ingresses []ObservedIngress, name string) bool {
-	for _, i := range ingresses {
-		if i.Metadata.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 func observedNodePort(svc ObservedService, port int32) int32 {

@@ -107,7 +107,7 @@ func instanceStatus(parent Challenge, v verdict, started, expires time.Time) Cha
 // answer has the Pod again and Metacontroller creates a fresh one.
 func desiredChildren(req Request, in instance, cfg Config) []any {
 	var children []any
-	if pod, found := findPod(req.Children.Pods, in.name); !found || !podFinished(pod) {
+	if pod, found := findByName(req.Children.Pods, in.name); !found || !podFinished(pod) {
 		children = append(children, buildPod(in, cfg))
 	}
 	return append(children, surroundingChildren(in, cfg)...)

@@ -203,6 +203,23 @@ type ObjectMeta struct {
 
 // ObservedObject is what the hook keeps of any observed child: its identity and the configuration
 // Metacontroller last applied, which is returned as is when the hook must not change the child.
+// named is every observed child type: each embeds ObservedObject.
+type named interface{ objectName() string }
+
+func (o ObservedObject) objectName() string { return o.Metadata.Name }
+
+// findByName finds the observed child with the given name (the instance's children are named
+// after it, one per type).
+func findByName[T named](objs []T, name string) (T, bool) {
+	for _, o := range objs {
+		if o.objectName() == name {
+			return o, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
 type ObservedObject struct {
 	APIVersion string       `json:"apiVersion"`
 	Kind       string       `json:"kind"`
