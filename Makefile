@@ -8,7 +8,7 @@ BIN := bin/challenge-hook
 # golden files were computed with, so that curl of any testdata request answers its response.json.
 DEV_FLAGS := $(shell cat testdata/dev.flags 2>/dev/null)
 
-.PHONY: all build run test lint update e2e bench bench-cluster fuzz clean
+.PHONY: all build run test lint update e2e e2e-node bench bench-cluster fuzz clean
 
 all: test build
 
@@ -32,7 +32,8 @@ lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e,scale ./...
-	$(GO) tool staticcheck -tags e2e,scale ./...
+	$(GO) vet -tags e2enode ./...
+	$(GO) tool staticcheck -tags e2e,scale,e2enode ./...
 
 # Regenerate the golden files and the NetworkPolicy truth table; read every changed line before committing.
 update:
@@ -42,6 +43,12 @@ update:
 # Metacontroller's source archive comes from (default: GitHub's archive of the release tag).
 e2e:
 	bash hack/e2e.sh
+
+# The hook under the real Metacontroller on a REAL node (containerd, runc, kubelet, kube-proxy,
+# kube-network-policies): the player's loop, failure reasons, the securityContext from inside, and
+# isolation with real packets across an instance's life. Root and Linux; installs its Debian packages.
+e2e-node:
+	bash hack/e2e-node.sh
 
 # A scale run under the real Metacontroller (BENCH_CHALLENGES, default 500); not part of CI.
 bench-cluster:

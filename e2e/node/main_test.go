@@ -1,0 +1,516 @@
+//go:build e2enode
+
+// Package node tests challenge-hook on a REAL node: the real Metacontroller, a kubelet running
+// containers with containerd and runc, kube-proxy, and kube-network-policies enforcing the hook's
+// NetworkPolicies on real packets. hack/e2e-node.sh (`make e2e-node`) starts all of it and the
+// test images (hack/testimages: a challenge server and an attacker); TestMain serves the hook
+// binary on loopback and registers it with Metacontroller through compositecontroller.yaml.
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+)
+
+// Namespaces: the instances', the platform's (a Pod outside any instance, standing in for the API
+// server, kubelets, the metadata service and the platform database) and another tenant's.
+const (
+	nsCTF      = "ctf"
+	nsPlatform = "platform"
+	nsOther    = "other"
+	verifyAddr = "127.0.0.1:25082" // a second hook, with a token: the only one serving /flags/verify
+)
+
+var (
+	chalGVR = schema.GroupVersionResource{Group: "ctf.challenge-hook.dev", Version: "v1alpha1", Resource: "challenges"}
+	defGVR  = schema.GroupVersionResource{Group: "ctf.challenge-hook.dev", Version: "v1alpha1", Resource: "challengedefinitions"}
+	crdGVR  = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	ccGVR   = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
+)
+
+// env is what hack/e2e-node.sh passes.
+type env struct {
+	root        string // repository root
+	hookBin     string
+	hookAddr    string
+	resync      int
+	nodeIP      string
+	podCIDR     string
+	serviceCIDR string
+	kubeletPort string
+	ctfbox      string // the test images' binary, for the host side (the player)
+	logDir      string
+}
+
+var (
+	cfg         env
+	kube        kubernetes.Interface
+	dyn         dynamic.Interface
+	verifyToken string
+	// targets are the Pods outside any instance: IP by name ("db" in platform, "neighbour" in other).
+	targets = map[string]string{}
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	var err error
+	if cfg, err = readEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e-node:", err)
+		return 1
+	}
+	stop, err := setUp()
+	defer stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e-node setup:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+func readEnv() (env, error) {
+	e := env{
+		root: os.Getenv("E2E_REPO_ROOT"), hookBin: os.Getenv("E2E_NODE_HOOK_BIN"), hookAddr: os.Getenv("E2E_NODE_HOOK_ADDR"),
+		nodeIP: os.Getenv("E2E_NODE_IP"), podCIDR: os.Getenv("E2E_NODE_POD_CIDR"), serviceCIDR: os.Getenv("E2E_NODE_SERVICE_CIDR"),
+		kubeletPort: os.Getenv("E2E_NODE_KUBELET_PORT"), ctfbox: os.Getenv("E2E_NODE_CTFBOX"),
+	}
+	var err error
+	e.resync, err = strconv.Atoi(os.Getenv("E2E_NODE_RESYNC_SECONDS"))
+	if e.root == "" || e.hookBin == "" || e.hookAddr == "" || e.nodeIP == "" || e.ctfbox == "" || os.Getenv("KUBECONFIG") == "" || err != nil {
+		return e, errors.New("E2E_REPO_ROOT, E2E_NODE_* or KUBECONFIG not set: run these tests with `make e2e-node`")
+	}
+	e.logDir = filepath.Join(filepath.Dir(filepath.Dir(os.Getenv("KUBECONFIG"))), "logs")
+	return e, nil
+}
+
+// setUp starts the hooks, installs the CRDs and the CompositeController, and creates the
+// namespaces and the Pods outside any instance. stop undoes what outlives the test binary.
+func setUp() (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	if err != nil {
+		return stop, err
+	}
+	rc.QPS, rc.Burst = 100, 200
+	if kube, err = kubernetes.NewForConfig(rc); err != nil {
+		return stop, err
+	}
+	if dyn, err = dynamic.NewForConfig(rc); err != nil {
+		return stop, err
+	}
+
+	// The hook Metacontroller calls, and a second one with a token for /flags/verify (stateless:
+	// an HMAC under the same key).
+	common := []string{
+		"--flag-key-file=" + filepath.Join(cfg.root, "testdata/flag.key"), "--public-host=" + cfg.nodeIP,
+		"--pod-cidrs=" + cfg.podCIDR, "--service-cidrs=" + cfg.serviceCIDR, "--node-cidrs=" + cfg.nodeIP + "/32",
+	}
+	for _, h := range []struct{ name, addr string }{{"hook", cfg.hookAddr}, {"hook-verify", verifyAddr}} {
+		args := append([]string{"--listen=" + h.addr}, common...)
+		if h.name == "hook-verify" {
+			verifyToken = strconv.FormatInt(time.Now().UnixNano(), 36) + "-e2e-node"
+			tokenFile := filepath.Join(cfg.logDir, "verify.token")
+			if err := os.WriteFile(tokenFile, []byte(verifyToken), 0o600); err != nil {
+				return stop, err
+			}
+			args = append(args, "--token-file="+tokenFile)
+		}
+		s, err := startProcess(ctx, h.name, cfg.hookBin, args, "http://"+h.addr+"/readyz")
+		if err != nil {
+			return stop, err
+		}
+		stops = append(stops, s)
+	}
+
+	if err := installCRDs(ctx); err != nil {
+		return stop, err
+	}
+	cc, err := compositeController()
+	if err != nil {
+		return stop, err
+	}
+	if err := createOrUpdate(ctx, dyn.Resource(ccGVR), cc); err != nil {
+		return stop, fmt.Errorf("install the CompositeController: %w", err)
+	}
+	for _, ns := range []string{nsCTF, nsPlatform, nsOther} {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: ns, Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
+		}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return stop, err
+		}
+	}
+	// Pod Security admission needs the namespace's default ServiceAccount (controller-manager).
+	for _, ns := range []string{nsCTF, nsPlatform, nsOther} {
+		if err := waitUntil(ctx, time.Minute, "ServiceAccount default in "+ns, func() (bool, error) {
+			_, err := kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+			return err == nil, nil
+		}); err != nil {
+			return stop, err
+		}
+	}
+	for name, ns := range map[string]string{"db": nsPlatform, "neighbour": nsOther} {
+		ip, err := startTargetPod(ctx, ns, name)
+		if err != nil {
+			return stop, err
+		}
+		targets[name] = ip
+	}
+	fmt.Printf("targets outside any instance: platform/db %s, other/neighbour %s\n", targets["db"], targets["neighbour"])
+	return stop, nil
+}
+
+// startProcess runs a binary in its own process group, logs to cfg.logDir/<name>.log, and waits
+// until readyURL answers 200. The returned func stops it (SIGTERM, then SIGKILL after 10 s).
+func startProcess(ctx context.Context, name, bin string, args []string, readyURL string) (func(), error) {
+	logFile, err := os.Create(filepath.Join(cfg.logDir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = logFile.Close()
+	}
+	err = waitUntil(ctx, 30*time.Second, name+" ready", func() (bool, error) {
+		select {
+		case <-done:
+			return false, fmt.Errorf("%s exited, see %s", name, logFile.Name())
+		default:
+		}
+		resp, err := http.Get(readyURL)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	return stop, err
+}
+
+func installCRDs(ctx context.Context) error {
+	paths, _ := filepath.Glob(filepath.Join(cfg.root, "manifests", "crd-*.yaml"))
+	if len(paths) == 0 {
+		return errors.New("no manifests/crd-*.yaml")
+	}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		crd, err := decode(string(data))
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		if err := createOrUpdate(ctx, dyn.Resource(crdGVR), crd); err != nil {
+			return err
+		}
+		if err := waitUntil(ctx, 30*time.Second, "CRD "+crd.GetName()+" Established", func() (bool, error) {
+			got, err := dyn.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+			for _, c := range conds {
+				if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// compositeController is compositecontroller.yaml with webhook urls to the hook on loopback and a
+// short resync period, and nothing else changed.
+func compositeController() (*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(filepath.Join(cfg.root, "compositecontroller.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	cc, err := decode(string(data))
+	if err != nil {
+		return nil, err
+	}
+	hooks, _, _ := unstructured.NestedMap(cc.Object, "spec", "hooks")
+	if len(hooks) == 0 {
+		return nil, errors.New("compositecontroller.yaml has no spec.hooks")
+	}
+	for _, raw := range hooks {
+		webhook, _ := raw.(map[string]any)["webhook"].(map[string]any)
+		path, _ := webhook["path"].(string)
+		delete(webhook, "service")
+		delete(webhook, "path")
+		webhook["url"] = "http://" + cfg.hookAddr + path
+	}
+	if err := unstructured.SetNestedMap(cc.Object, hooks, "spec", "hooks"); err != nil {
+		return nil, err
+	}
+	return cc, unstructured.SetNestedField(cc.Object, int64(cfg.resync), "spec", "resyncPeriodSeconds")
+}
+
+// startTargetPod runs the challenge server, restricted, outside any instance, and returns its IP.
+func startTargetPod(ctx context.Context, ns, name string) (string, error) {
+	pod, err := decode(fmt.Sprintf(`
+apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: %s, labels: {app: %s}}
+spec:
+  automountServiceAccountToken: false
+  enableServiceLinks: false
+  terminationGracePeriodSeconds: 1
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: server
+    image: local/ctfbox:v1
+    imagePullPolicy: Never
+    env: [{name: FLAG, value: "platform-secret-%s"}]
+    ports: [{containerPort: 8080}, {containerPort: 1337}, {containerPort: 1337, protocol: UDP}]
+    securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+    readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
+`, name, ns, name, name))
+	if err != nil {
+		return "", err
+	}
+	var p corev1.Pod
+	if err := fromUnstructured(pod, &p); err != nil {
+		return "", err
+	}
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx, &p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	var ip string
+	err = waitUntil(ctx, 2*time.Minute, "Pod "+ns+"/"+name+" Ready", func() (bool, error) {
+		got, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ip = got.Status.PodIP
+		return podReady(got) && ip != "", nil
+	})
+	return ip, err
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// ---------------------------------------------------------------- small helpers
+
+func decode(doc string) (*unstructured.Unstructured, error) {
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: obj}, nil
+}
+
+func fromUnstructured(u *unstructured.Unstructured, out any) error {
+	data, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return yaml.Unmarshal(data, out)
+}
+
+func createOrUpdate(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+	_, err := client.Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		existing, getErr := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if getErr != nil {
+			return getErr
+		}
+		obj = obj.DeepCopy()
+		obj.SetResourceVersion(existing.GetResourceVersion())
+		_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("create %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// waitUntil polls cond every 100 ms until it holds, or fails after timeout with cond's last error.
+func waitUntil(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		ok, err := cond()
+		if err != nil {
+			last = err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func waitFor(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	if err := waitUntil(ctx, timeout, what, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// ---------------------------------------------------------------- Challenges
+
+// apply creates a Challenge or ChallengeDefinition from YAML in the ctf namespace.
+func apply(ctx context.Context, t *testing.T, doc string) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := decode(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj.SetNamespace(nsCTF)
+	gvr := chalGVR
+	if obj.GetKind() == "ChallengeDefinition" {
+		gvr = defGVR
+	}
+	if err := createOrUpdate(ctx, dyn.Resource(gvr).Namespace(nsCTF), obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+func getChallenge(ctx context.Context, name string) (*unstructured.Unstructured, error) {
+	return dyn.Resource(chalGVR).Namespace(nsCTF).Get(ctx, name, metav1.GetOptions{})
+}
+
+func status(obj *unstructured.Unstructured, field string) string {
+	s, _, _ := unstructured.NestedString(obj.Object, "status", field)
+	return s
+}
+
+// waitPhase waits until the Challenge's status.phase is phase (and reason, when not empty).
+func waitPhase(ctx context.Context, t *testing.T, name, phase, reason string, timeout time.Duration) *unstructured.Unstructured {
+	t.Helper()
+	var got *unstructured.Unstructured
+	err := waitUntil(ctx, timeout, fmt.Sprintf("Challenge %s phase %s %s", name, phase, reason), func() (bool, error) {
+		var err error
+		got, err = getChallenge(ctx, name)
+		if err != nil {
+			return false, err
+		}
+		return status(got, "phase") == phase && (reason == "" || status(got, "reason") == reason), nil
+	})
+	if err != nil {
+		if got != nil {
+			t.Logf("last status of %s: phase %s, reason %s, message %q", name, status(got, "phase"), status(got, "reason"), status(got, "message"))
+		}
+		t.Fatal(err)
+	}
+	return got
+}
+
+func patchChallenge(ctx context.Context, t *testing.T, name, spec string) {
+	t.Helper()
+	if _, err := dyn.Resource(chalGVR).Namespace(nsCTF).Patch(ctx, name, "application/merge-patch+json", []byte(`{"spec":`+spec+`}`), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("patch Challenge %s with %s: %v", name, spec, err)
+	}
+}
+
+// deleteChallenge deletes a Challenge and waits until it and its Pod are gone.
+func deleteChallenge(ctx context.Context, t *testing.T, name string, timeout time.Duration) {
+	t.Helper()
+	err := dyn.Resource(chalGVR).Namespace(nsCTF).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, timeout, "Challenge "+name+" and its Pod gone", func() (bool, error) {
+		_, err := getChallenge(ctx, name)
+		_, perr := kube.CoreV1().Pods(nsCTF).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && apierrors.IsNotFound(perr), nil
+	})
+}
+
+// endpoint is status.endpoints[] by name.
+func endpoint(t *testing.T, obj *unstructured.Unstructured, name string) (host string, port int64) {
+	t.Helper()
+	eps, _, _ := unstructured.NestedSlice(obj.Object, "status", "endpoints")
+	for _, raw := range eps {
+		ep, _ := raw.(map[string]any)
+		if ep["name"] == name {
+			host, _ = ep["host"].(string)
+			port, _ = ep["port"].(int64)
+			return host, port
+		}
+	}
+	t.Fatalf("Challenge %s: no endpoint %q in %v", obj.GetName(), name, eps)
+	return "", 0
+}
+
+// flagFor is the dynamic flag the hook's key gives owner on definition (challenge-hook flag).
+func flagFor(t *testing.T, definition, owner, prefix string) string {
+	t.Helper()
+	var out, stderr bytes.Buffer
+	cmd := exec.Command(cfg.hookBin, "flag", "--definition", definition, "--owner", owner, "--prefix", prefix,
+		"--flag-key-file", filepath.Join(cfg.root, "testdata/flag.key"))
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("challenge-hook flag: %v: %s", err, stderr.String())
+	}
+	return strings.TrimSpace(out.String())
+}

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Builds the node side of a real Kubernetes node from the Go module proxy only, for make e2e-node:
+#   kubelet, kube-proxy   k8s.io/kubernetes v$K8S through the SAME wrapper module as the control plane
+#                         (hack/build-k8s-bins.sh keeps it in $K8S_BINS_DIR/src/k8s): the same module
+#                         graph, so every package the control plane already compiled comes from the Go
+#                         build cache -> $K8S_NODE_BINS_DIR
+#   kube-network-policies sig-network's NetworkPolicy agent (nftables/iptables + NFQUEUE), with a
+#                         --kubeconfig flag added to its in-cluster-only main -> $KNP_DIR
+# Cached per version: a part whose binaries exist is skipped.
+#
+#   K8S                Kubernetes version (default 1.36.3)
+#   K8S_BINS_DIR       the control plane's cache (its src/k8s wrapper is reused when present)
+#   K8S_NODE_BINS_DIR  default ${XDG_CACHE_HOME:-$HOME/.cache}/k8s-node-bins/v$K8S
+#   KNP_VER            kube-network-policies version (default v0.7.0; empty skips it)
+#   KNP_DIR            default ${XDG_CACHE_HOME:-$HOME/.cache}/kube-network-policies/$KNP_VER
+#   PARTS              "k8s knp" (default both)
+set -euo pipefail
+K8S=${K8S:-1.36.3}
+KNP_VER=${KNP_VER-v0.7.0}
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}
+K8S_BINS_DIR=${K8S_BINS_DIR:-$CACHE/k8s-bins/v$K8S}
+OUT=${K8S_NODE_BINS_DIR:-$CACHE/k8s-node-bins/v$K8S}
+KNP_DIR=${KNP_DIR:-$CACHE/kube-network-policies/$KNP_VER}
+PARTS=${PARTS:-k8s knp}
+TRIMPATH=${TRIMPATH:--trimpath}
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+export GOFLAGS=${GOFLAGS:--buildvcs=false} GOWORK=off CGO_ENABLED=0
+timed() { local start=$SECONDS; "$@"; echo "[build-node-bins] $((SECONDS - start))s: ${*:1:3}" >&2; }
+
+# ---------------------------------------------------------------- kubelet, kube-proxy
+if [[ " $PARTS " == *" k8s "* && ( ! -x $OUT/kubelet || ! -x $OUT/kube-proxy ) ]]; then
+  mkdir -p "$W/k8s"
+  if [[ -f $K8S_BINS_DIR/src/k8s/go.mod ]]; then
+    cp "$K8S_BINS_DIR/src/k8s/go.mod" "$K8S_BINS_DIR/src/k8s/go.sum" "$W/k8s/"
+  else # same generation as hack/build-k8s-bins.sh
+    gomod=$(go mod download -json "k8s.io/kubernetes@v$K8S" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+    {
+      printf 'module local/k8sbins\n\n'
+      grep -E '^(go|godebug) ' "$gomod"
+      printf '\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$K8S"
+      awk '/^replace \(/{f=1;next} f&&/^\)/{f=0} f && $3 ~ /^\.\/staging\// {print $1}' "$gomod" | while read -r mod; do
+        if awk -v m="$mod" '$1==m && $2=="v0.0.0" {found=1} END {exit !found}' "$gomod"; then
+          printf '\t%s => %s v0.%s\n' "$mod" "$mod" "${K8S#1.}"
+        fi
+      done
+      printf ')\n'
+    } > "$W/k8s/go.mod"
+  fi
+  write_main() { # DIR IMPORT CONSTRUCTOR
+    mkdir -p "$W/k8s/cmd/$1"
+    cat > "$W/k8s/cmd/$1/main.go" <<EOF
+package main
+
+import (
+	"context"
+	"os"
+	_ "time/tzdata"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"$2"
+)
+
+var _ = context.Background
+
+func main() { os.Exit(cli.Run(app.$3)) }
+EOF
+  }
+  write_main kubelet k8s.io/kubernetes/cmd/kubelet/app 'NewKubeletCommand(context.Background())'
+  write_main kube-proxy k8s.io/kubernetes/cmd/kube-proxy/app 'NewProxyCommand()'
+  LDF="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    LDF="$LDF -X $pkg.gitVersion=v$K8S -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(cut -d. -f2 <<<"$K8S") -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  mkdir -p "$OUT"
+  (cd "$W/k8s" && timed go mod tidy && timed go build $TRIMPATH -ldflags "$LDF" -o "$W/out/" ./cmd/kubelet ./cmd/kube-proxy)
+  mv "$W/out/kubelet" "$W/out/kube-proxy" "$OUT/"
+fi
+
+# ---------------------------------------------------------------- kube-network-policies
+if [[ " $PARTS " == *" knp "* && -n $KNP_VER && ! -x $KNP_DIR/kube-network-policies ]]; then
+  mkdir -p "$W/knp" "$KNP_DIR"
+  # The checksum database has no entry for this module (404): skip it for this module only.
+  export GONOSUMDB=sigs.k8s.io/kube-network-policies
+  src=$(go mod download -json "sigs.k8s.io/kube-network-policies@$KNP_VER" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  cp "$src/go.mod" "$src/go.sum" "$W/knp/" && chmod u+w "$W/knp/go.mod" "$W/knp/go.sum"
+  sed -i '1s#.*#module local/knp#' "$W/knp/go.mod"
+  printf '\nrequire sigs.k8s.io/kube-network-policies %s\n' "$KNP_VER" >> "$W/knp/go.mod"
+  # Upstream's main uses rest.InClusterConfig() only: add --kubeconfig so it runs as a host process.
+  sed -e 's#"k8s.io/client-go/rest"#"k8s.io/client-go/tools/clientcmd"#' \
+      -e 's#config, err := rest.InClusterConfig()#config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)#' \
+      -e 's#^func init() {#var kubeconfig string\n\nfunc init() {\n\tflag.StringVar(\&kubeconfig, "kubeconfig", "", "kubeconfig; empty = in-cluster")#' \
+      "$src/cmd/main.go" > "$W/knp/main.go"
+  grep -q 'BuildConfigFromFlags("", kubeconfig)' "$W/knp/main.go" || { echo "[build-node-bins] cannot patch $src/cmd/main.go" >&2; exit 1; }
+  (cd "$W/knp" && timed go mod tidy && timed go build $TRIMPATH -ldflags "-s -w" -o "$W/knp/kube-network-policies" .)
+  mv "$W/knp/kube-network-policies" "$KNP_DIR/"
+fi
+echo "[build-node-bins] $OUT: $(ls "$OUT" 2>/dev/null | tr '\n' ' ')  $KNP_DIR: $(ls "$KNP_DIR" 2>/dev/null | tr '\n' ' ')" >&2

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# make e2e-node: the hook under the real Metacontroller with a REAL node: containers run, packets
+# flow, NetworkPolicy is enforced (kube-network-policies). As root, on Linux.
+#   1. installs the Debian packages it needs when one is missing (apt-get update first);
+#   2. builds once per version, cached under ~/.cache: the control plane (hack/build-k8s-bins.sh),
+#      Metacontroller (hack/build-metacontroller.sh), kubelet + kube-proxy + kube-network-policies
+#      (hack/build-node-bins.sh); then the test images (hack/build-images.sh), the hook and the tests;
+#   3. starts the node (hack/node.sh up: containerd, control plane + Metacontroller, kubelet,
+#      kube-proxy, kube-network-policies) on loopback ports of its own (make e2e can run beside it);
+#   4. runs the Go tests of e2e/node (build tag e2enode), which serve the hook and register it;
+#   5. always tears everything down (EXIT trap) and fails if anything is left behind.
+# Each phase's time is printed. Environment: E2E_NODE_RUN_ARGS (test binary flags, e.g.
+# -test.run=TestIsolation), E2E_NODE_HOOK_BIN (a hook binary to test instead of building one),
+# METACONTROLLER_SOURCE (see hack/build-metacontroller.sh), NODE_ROOT (state, default .cache/e2e-node).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+GO=${GO:-go}
+K8S=${K8S:-1.36.3}
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}
+export K8S K8S_BINS_DIR=${K8S_BINS_DIR:-$CACHE/k8s-bins/v$K8S}
+export K8S_NODE_BINS_DIR=${K8S_NODE_BINS_DIR:-$CACHE/k8s-node-bins/v$K8S}
+export KNP_VER=${KNP_VER:-v0.7.0} KNP_DIR=${KNP_DIR:-$CACHE/kube-network-policies/${KNP_VER:-v0.7.0}}
+export KNP_BIN=$KNP_DIR/kube-network-policies
+export METACONTROLLER_VERSION=${METACONTROLLER_VERSION:-4.17.2}
+export MC_DIR=${METACONTROLLER_DIR:-$CACHE/metacontroller/v$METACONTROLLER_VERSION}
+export NODE_ROOT=${NODE_ROOT:-$ROOT/.cache/e2e-node}
+export IMAGES_DIR=$NODE_ROOT/images
+export NODE_IP=${NODE_IP:-172.30.255.1} POD_CIDR=${POD_CIDR:-10.244.0.0/16} SERVICE_CIDR=${SERVICE_CIDR:-10.96.0.0/16}
+export KUBELET_PORT=${KUBELET_PORT:-25250}
+HOOK_ADDR=${E2E_NODE_HOOK_ADDR:-127.0.0.1:25080}
+start=$SECONDS
+phase_start=$SECONDS
+log() { echo "[e2e-node $(date +%T)] $*" >&2; }
+phase() { log "PHASE $1: $((SECONDS - phase_start))s"; phase_start=$SECONDS; }
+
+[[ $(id -u) == 0 ]] || { log "needs root (network namespaces, iptables, mounts)"; exit 1; }
+[[ $(uname -s) == Linux ]] || { log "needs Linux"; exit 1; }
+
+# ---------------------------------------------------------------- 1. packages
+# containerd + runc from Debian; iptables/nftables/conntrack/ipset for kube-proxy and the policy
+# agent; the CNI reference plugins (bridge, host-local, loopback, portmap); openssl for the PKI.
+PACKAGES="containerd runc iptables ipset conntrack nftables containernetworking-plugins openssl curl util-linux"
+missing=()
+for p in $PACKAGES; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
+if (( ${#missing[@]} )); then
+  log "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null
+fi
+phase packages
+
+# ---------------------------------------------------------------- 2. builds (cached per version)
+bash hack/build-k8s-bins.sh; phase build-control-plane
+METACONTROLLER_DIR=$MC_DIR bash hack/build-metacontroller.sh; phase build-metacontroller
+bash hack/build-node-bins.sh; phase build-node-bins
+bash hack/build-images.sh; phase build-images
+HOOK_BIN=${E2E_NODE_HOOK_BIN:-$ROOT/bin/challenge-hook}
+if [[ -z ${E2E_NODE_HOOK_BIN:-} ]]; then CGO_ENABLED=0 $GO build -o bin/challenge-hook ./cmd/challenge-hook; fi
+$GO test -tags e2enode -c -o "$NODE_ROOT/e2enode.test" ./e2e/node
+phase build-hook-and-tests
+
+# ---------------------------------------------------------------- 3. node
+status=1
+down() {
+  local t=$SECONDS
+  bash hack/node.sh down || true
+  log "PHASE teardown: $((SECONDS - t))s"
+  if ! bash hack/node.sh leftovers; then log "LEFTOVERS after teardown (see above)"; [[ $status == 0 ]] && status=1; fi
+  if [[ $status != 0 || ${E2E_KEEP_LOGS:-0} == 1 ]]; then
+    for f in "$NODE_ROOT"/logs/*.log "$NODE_ROOT"/cluster/logs/*.log; do
+      [[ -f $f ]] || continue
+      echo "----- tail of $f" >&2; tail -n 20 "$f" >&2
+    done
+  fi
+  log "done in $((SECONDS - start))s, exit status $status"
+  exit $status
+}
+# A previous run killed hard may have left its node: stop it first (by its own PIDs).
+bash hack/node.sh down > /dev/null 2>&1 || true
+trap down EXIT
+phase_start=$SECONDS
+bash hack/node.sh up
+phase node-up
+
+# ---------------------------------------------------------------- 4. tests
+# In the background, so that an interrupted run stops the tests (and the hook they started)
+# before the EXIT trap stops the node.
+(cd e2e/node && exec env KUBECONFIG="$NODE_ROOT/cluster/kubeconfig" E2E_REPO_ROOT="$ROOT" \
+  E2E_NODE_HOOK_BIN="$HOOK_BIN" E2E_NODE_HOOK_ADDR="$HOOK_ADDR" E2E_NODE_RESYNC_SECONDS="${E2E_NODE_RESYNC_SECONDS:-5}" \
+  E2E_NODE_IP="$NODE_IP" E2E_NODE_POD_CIDR="$POD_CIDR" E2E_NODE_SERVICE_CIDR="$SERVICE_CIDR" \
+  E2E_NODE_KUBELET_PORT="$KUBELET_PORT" E2E_NODE_CTFBOX="$IMAGES_DIR/ctfbox" \
+  "$NODE_ROOT/e2enode.test" -test.v -test.count=1 -test.timeout=20m ${E2E_NODE_RUN_ARGS:-}) &
+tests=$!
+trap 'status=130; kill -TERM "$tests" 2>/dev/null; wait "$tests"; exit 130' INT TERM
+set +e
+wait "$tests"
+status=$?
+set -e
+phase tests
+exit $status

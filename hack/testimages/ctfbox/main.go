@@ -1,0 +1,325 @@
+// ctfbox is the one static binary of make e2e-node's test images (hack/build-images.sh):
+//
+//	ctfbox serve         a challenge server: HTTP on :8080 (/ the flag, /healthz, /self what the
+//	                     process sees of its sandbox, /fill?mib=N writes to /tmp), raw TCP on :1337 (the flag, then close) and a
+//	                     UDP echo on :1337. The flag comes from $FLAG_ENV (default FLAG) or the file
+//	                     $FLAG_FILE (default /flag.txt), as the hook delivers it.
+//	ctfbox probe [-ignore-term] [-listen :8080] [-interval 200ms] NAME=tcp|udp://HOST:PORT ...
+//	                     an attacker: opens one new connection to every target every interval and
+//	                     prints each result as a JSON line; POST /targets (lines NAME=URL) on the
+//	                     listen address adds or replaces targets, GET /healthz answers ok.
+//	ctfbox crash CODE    exits with CODE after 200 ms
+//	ctfbox oom           allocates and touches memory until the kernel kills it
+//	ctfbox pause         sleeps until SIGTERM or SIGINT (the Pod sandbox image)
+package main
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: ctfbox serve|probe|crash|oom|pause")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "serve":
+		serve()
+	case "probe":
+		probe(os.Args[2:])
+	case "crash":
+		code, _ := strconv.Atoi(append(os.Args[2:], "1")[0])
+		fmt.Println("crashing with exit code", code)
+		time.Sleep(200 * time.Millisecond)
+		os.Exit(code)
+	case "oom":
+		var keep [][]byte
+		for {
+			b := make([]byte, 1<<20)
+			for i := range b {
+				b[i] = byte(i)
+			}
+			keep = append(keep, b)
+			if len(keep)%16 == 0 {
+				fmt.Println("allocated MiB:", len(keep))
+			}
+		}
+	case "pause":
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+		<-ch
+	default:
+		fmt.Fprintln(os.Stderr, "unknown command", os.Args[1])
+		os.Exit(2)
+	}
+}
+
+// ---------------------------------------------------------------- serve
+
+// readFlag returns the flag from the environment variable or the file, and where it came from.
+func readFlag() (flag, source string) {
+	env := envOr("FLAG_ENV", "FLAG")
+	file := envOr("FLAG_FILE", "/flag.txt")
+	if v := os.Getenv(env); v != "" {
+		return v, "env " + env
+	}
+	if b, err := os.ReadFile(file); err == nil {
+		return strings.TrimSpace(string(b)), "file " + file
+	}
+	return "", "none"
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func serve() {
+	nonce := make([]byte, 8)
+	_, _ = rand.Read(nonce)
+	started := hex.EncodeToString(nonce) // new for every process: a restart shows
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		f, _ := readFlag()
+		fmt.Fprintln(w, f)
+	})
+	mux.HandleFunc("/self", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(self(started))
+	})
+	// /fill?mib=N writes N MiB to /tmp/fill: past the emptyDir's sizeLimit, the kubelet evicts the Pod.
+	mux.HandleFunc("/fill", func(w http.ResponseWriter, r *http.Request) {
+		mib, _ := strconv.Atoi(r.URL.Query().Get("mib"))
+		if err := os.WriteFile("/tmp/fill", make([]byte, mib<<20), 0o600); err != nil {
+			http.Error(w, err.Error(), http.StatusInsufficientStorage)
+			return
+		}
+		fmt.Fprintln(w, "wrote", mib, "MiB to /tmp/fill")
+	})
+	go func() {
+		ln, err := net.Listen("tcp", ":1337")
+		if err != nil {
+			fatal(err)
+		}
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				continue
+			}
+			f, _ := readFlag()
+			_, _ = fmt.Fprintln(c, f)
+			_ = c.Close()
+		}
+	}()
+	go func() {
+		pc, err := net.ListenPacket("udp", ":1337")
+		if err != nil {
+			fatal(err)
+		}
+		buf := make([]byte, 1500)
+		for {
+			n, addr, err := pc.ReadFrom(buf)
+			if err == nil {
+				_, _ = pc.WriteTo(buf[:n], addr)
+			}
+		}
+	}()
+	srv := &http.Server{Addr: ":8080", Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+		<-ch
+		_ = srv.Close()
+	}()
+	fmt.Println("serving :8080 (HTTP), :1337 (TCP flag, UDP echo); started", started)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fatal(err)
+	}
+}
+
+// self is what the process sees of its sandbox: the securityContext promises, checked from inside.
+func self(started string) map[string]any {
+	out := map[string]any{"started": started, "pid": os.Getpid(), "uid": os.Getuid(), "gid": os.Getgid()}
+	groups, _ := os.Getgroups()
+	out["groups"] = groups
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			switch v = strings.TrimSpace(v); {
+			case !ok:
+			case k == "CapEff" || k == "CapPrm" || k == "CapBnd" || k == "CapAmb" || k == "CapInh" || k == "NoNewPrivs" || k == "Seccomp":
+				out[k] = v
+			}
+		}
+	}
+	out["rootWrite"] = writeErr("/probe-root")
+	out["tmpWrite"] = writeErr("/tmp/probe")
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/tmp", &st); err == nil {
+		out["tmpBytes"] = st.Blocks * uint64(st.Bsize)
+	}
+	_, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token")
+	out["serviceAccountToken"] = err == nil
+	var kube []string
+	for _, e := range os.Environ() {
+		if strings.HasPrefix(e, "KUBERNETES_") {
+			kube = append(kube, e)
+		}
+	}
+	out["kubernetesEnv"] = kube
+	_, out["flagSource"] = readFlag()
+	return out
+}
+
+// writeErr writes and removes a file: "" when that worked, else the error.
+func writeErr(path string) string {
+	if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+		return err.Error()
+	}
+	_ = os.Remove(path)
+	return ""
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
+
+// ---------------------------------------------------------------- probe
+
+type result struct {
+	T      time.Time `json:"t"`
+	Target string    `json:"target"`
+	OK     bool      `json:"ok"`
+	Ms     float64   `json:"ms"`
+	Err    string    `json:"err,omitempty"`
+}
+
+type targets struct {
+	mu sync.Mutex
+	m  map[string]string // name -> tcp://host:port or udp://host:port
+}
+
+func (t *targets) set(line string) error {
+	name, url, ok := strings.Cut(strings.TrimSpace(line), "=")
+	if !ok || name == "" || !(strings.HasPrefix(url, "tcp://") || strings.HasPrefix(url, "udp://")) {
+		return fmt.Errorf("target %q: want NAME=tcp://HOST:PORT or NAME=udp://HOST:PORT", line)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.m[name] = url
+	return nil
+}
+
+func (t *targets) snapshot() map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]string, len(t.m))
+	for k, v := range t.m {
+		out[k] = v
+	}
+	return out
+}
+
+func probe(args []string) {
+	fs := flag.NewFlagSet("probe", flag.ExitOnError)
+	ignoreTerm := fs.Bool("ignore-term", false, "ignore SIGTERM (a process that outlives its Pod's deletion until SIGKILL)")
+	listen := fs.String("listen", ":8080", "control address (empty: none)")
+	interval := fs.Duration("interval", 200*time.Millisecond, "time between two attempts on one target")
+	timeout := fs.Duration("timeout", time.Second, "timeout of one attempt")
+	_ = fs.Parse(args)
+	if *ignoreTerm {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	ts := &targets{m: map[string]string{}}
+	for _, a := range fs.Args() {
+		if err := ts.set(a); err != nil {
+			fatal(err)
+		}
+	}
+	out := json.NewEncoder(os.Stdout)
+	var outMu sync.Mutex
+	emit := func(r result) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		_ = out.Encode(r)
+	}
+	if *listen != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.HandleFunc("/targets", func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost {
+				_ = json.NewEncoder(w).Encode(ts.snapshot())
+				return
+			}
+			sc := bufio.NewScanner(io.LimitReader(r.Body, 1<<16))
+			for sc.Scan() {
+				if strings.TrimSpace(sc.Text()) == "" {
+					continue
+				}
+				if err := ts.set(sc.Text()); err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		go func() {
+			srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+			if err := srv.ListenAndServe(); err != nil {
+				fatal(err)
+			}
+		}()
+	}
+	tick := time.NewTicker(*interval)
+	defer tick.Stop()
+	for ; ; <-tick.C {
+		for name, url := range ts.snapshot() {
+			go func() { emit(attempt(name, url, *timeout)) }()
+		}
+	}
+}
+
+// attempt opens one new connection (so that the policy agent sees its first packet) and reports
+// whether the peer answered: a TCP handshake, or a UDP datagram echoed.
+func attempt(name, url string, timeout time.Duration) result {
+	start := time.Now()
+	r := result{T: start, Target: name}
+	proto, addr, _ := strings.Cut(url, "://")
+	c, err := net.DialTimeout(proto, addr, timeout)
+	if err == nil {
+		defer c.Close()
+		if proto == "udp" {
+			_ = c.SetDeadline(start.Add(timeout))
+			if _, err = c.Write([]byte("ping")); err == nil {
+				buf := make([]byte, 16)
+				_, err = c.Read(buf)
+			}
+		}
+	}
+	r.Ms = float64(time.Since(start).Microseconds()) / 1000
+	r.OK = err == nil
+	if err != nil {
+		r.Err = err.Error()
+	}
+	return r
+}
