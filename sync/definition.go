@@ -192,6 +192,9 @@ func ValidateDefinition(spec DefinitionSpec) error {
 			return fmt.Errorf("runtimeClassName %q: %s", spec.RuntimeClassName, strings.Join(errs, "; "))
 		}
 	}
+	if g := spec.TerminationGracePeriodSeconds; g != nil && (*g < 1 || *g > maxTerminationGracePeriod) {
+		return fmt.Errorf("terminationGracePeriodSeconds: %d is not between 1 and %d", *g, maxTerminationGracePeriod)
+	}
 	if sec := spec.Security; sec != nil && sec.RunAsUser != nil {
 		if *sec.RunAsUser < 0 {
 			return fmt.Errorf("security.runAsUser: %d is negative", *sec.RunAsUser)

@@ -424,6 +424,9 @@ type DefinitionSpec struct {
 	Flag             *Flag       `json:"flag,omitempty"`
 	RuntimeClassName string      `json:"runtimeClassName,omitempty"`
 	Security         *Security   `json:"security,omitempty"`
+	// TerminationGracePeriodSeconds is how long the Pod's processes get after SIGTERM (default 5,
+	// at most 30): while a Pod terminates its NetworkPolicy holds, and the player keeps a shell.
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 }
 
 // Container is one container of the instance's Pod.
