@@ -19,12 +19,6 @@ import (
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
-// childKeys are the keys of the children map, as Metacontroller spells the CompositeController's
-// five child types.
-func childKeys() []string {
-	return []string{"Pod.v1", "Service.v1", "NetworkPolicy.networking.k8s.io/v1", "Ingress.networking.k8s.io/v1", "Secret.v1"}
-}
-
 // relatedDefinitionKey is the key of the related map for the type the customize hook asks for.
 const relatedDefinitionKey = "ChallengeDefinition." + hooksync.APIVersion
 
@@ -180,16 +174,19 @@ func buildFirstSyncRequest(files []string, now time.Time, gateway bool, stderr i
 		metadata["creationTimestamp"] = now.UTC().Format(time.RFC3339)
 	}
 
-	children := map[string]map[string]any{}
-	keys := childKeys()
-	controller := map[string]any{}
+	// Every type the CompositeController declares has an entry, as Metacontroller sends them; with
+	// a Gateway, the one patched by the Gateway API component.
+	kinds := hooksync.ChildKinds("")
 	if gateway {
-		keys = append(keys, hooksync.RouteChildKeys()...)
-		controller["spec"] = map[string]any{"childResources": hooksync.RouteChildResources()}
+		kinds = append(kinds, hooksync.ChildKinds(hooksync.GatewayAPIComponent)...)
 	}
-	for _, key := range keys {
-		children[key] = map[string]any{}
+	children := map[string]map[string]any{}
+	var declared []hooksync.ChildResource
+	for _, k := range kinds {
+		children[k.Key()] = map[string]any{}
+		declared = append(declared, k.ChildResource())
 	}
+	controller := map[string]any{"spec": map[string]any{"childResources": declared}}
 	relatedDefinitions := map[string]any{}
 	for _, def := range definitions {
 		defNamespace := def.meta.Metadata.Namespace
