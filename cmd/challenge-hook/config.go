@@ -189,17 +189,37 @@ func readSecretFile(flagName, path string) ([]byte, error) {
 	return []byte(trimmed), nil
 }
 
+// minFlagKeyBytes is the shortest flag key accepted. Every player holds an HMAC of a known input
+// (their own flag over their definition and owner), so a short key is brute-forced offline, and
+// then every flag is minted: 32 bytes is HMAC-SHA256's own key strength.
+const minFlagKeyBytes = 32
+
 // loadFlagKey reads the dynamic-flag key when a file is configured.
 func (h *hookConfig) loadFlagKey() error {
 	if h.flagKeyFile == "" {
 		return nil
 	}
-	key, err := readSecretFile("flag-key-file", h.flagKeyFile)
+	key, err := readFlagKey(h.flagKeyFile)
 	if err != nil {
 		return err
 	}
 	h.sync.FlagKey = key
 	return nil
+}
+
+// readFlagKey reads a flag key file (whitespace trimmed) and refuses a key shorter than
+// minFlagKeyBytes. The error names the file and the length, never the key.
+func readFlagKey(path string) ([]byte, error) {
+	key, err := readSecretFile("flag-key-file", path)
+	if err != nil {
+		return nil, err
+	}
+	if len(key) < minFlagKeyBytes {
+		return nil, fmt.Errorf("--flag-key-file: the key in %s is %d bytes, fewer than the %d required: every player holds an HMAC of their own flag under it, "+
+			"so a short key is guessed offline and then every flag is minted; generate one with: head -c 32 /dev/urandom | base64",
+			path, len(key), minFlagKeyBytes)
+	}
+	return key, nil
 }
 
 // Flag values. Each one validates in Set, so that the error names the flag or variable it came from.

@@ -165,14 +165,53 @@ func TestSecretFilesAreCheckedAtStartWithoutPrintingThem(t *testing.T) {
 
 	// A readable key is trimmed and never appears in the logs.
 	key := filepath.Join(dir, "flag.key")
-	require.NoError(t, os.WriteFile(key, []byte("s3cr3t-flag-key-material\n\n"), 0o600))
+	require.NoError(t, os.WriteFile(key, []byte("s3cr3t-flag-key-material-of-32-bytes\n\n"), 0o600))
 	cfg, _, err := parseServerConfig([]string{"--flag-key-file=" + key}, noEnv)
 	require.NoError(t, err)
 	require.NoError(t, cfg.hook.loadFlagKey())
-	assert.Equal(t, []byte("s3cr3t-flag-key-material"), cfg.hook.sync.FlagKey)
+	assert.Equal(t, []byte("s3cr3t-flag-key-material-of-32-bytes"), cfg.hook.sync.FlagKey)
 
 	r := startRun(t, "--listen=127.0.0.1:0", "--flag-key-file="+key, "--log-level=debug")
 	require.NoError(t, r.stop(t))
 	assert.Contains(t, r.logs.String(), `"flag_key_loaded":true`)
 	assert.False(t, strings.Contains(r.logs.String(), "s3cr3t"), "the logs show the flag key")
+}
+
+// A flag key shorter than 32 bytes is refused by everything that reads one: the server at
+// start-up, render and flag. The error says how long it is and how to make a good one, and never
+// shows the key.
+func TestShortFlagKeyIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short.key")
+	const shortKey = "only-31-bytes-of-key-material-x" // whitespace is trimmed first
+	require.Len(t, shortKey, minFlagKeyBytes-1)
+	require.NoError(t, os.WriteFile(short, []byte(shortKey+"\n"), 0o600))
+	exact := filepath.Join(dir, "exact.key")
+	require.NoError(t, os.WriteFile(exact, []byte(shortKey+"y"), 0o600))
+	challenge := filepath.Join("..", "..", "examples", "inline.yaml")
+
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"server", []string{"--listen=127.0.0.1:0", "--flag-key-file=" + short}},
+		{"render", []string{"render", "-f", challenge, "--flag-key-file=" + short}},
+		{"flag", []string{"flag", "--definition=ctf/web", "--owner=team-7", "--flag-key-file=" + short}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), append([]string{"challenge-hook"}, tt.args...), noEnv, &stdout, &stderr)
+			require.Error(t, err)
+			if missing := missingPart(err.Error(), "--flag-key-file", short, "31 bytes", "32 required", "head -c 32 /dev/urandom"); missing != "" {
+				t.Errorf("error lacks %q: %v", missing, err)
+			}
+			assert.NotContains(t, err.Error(), shortKey)
+			assert.Empty(t, stdout.String(), "nothing is rendered or printed with a short key")
+		})
+	}
+
+	// Exactly 32 bytes is enough.
+	var stdout bytes.Buffer
+	require.NoError(t, run(t.Context(), []string{"challenge-hook", "flag", "--definition=ctf/web", "--owner=team-7", "--flag-key-file=" + exact}, noEnv, &stdout, &bytes.Buffer{}))
+	assert.True(t, strings.HasPrefix(stdout.String(), "flag{"), stdout.String())
 }

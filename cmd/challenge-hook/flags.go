@@ -77,7 +77,7 @@ func runFlag(args []string, getenv func(string) string, stdout, stderr io.Writer
 	if keyFile == "" {
 		return errors.New("flag: --flag-key-file is required: the flag is derived from the hook's key")
 	}
-	key, err := readSecretFile("flag-key-file", keyFile)
+	key, err := readFlagKey(keyFile)
 	if err != nil {
 		return fmt.Errorf("flag: %w", err)
 	}

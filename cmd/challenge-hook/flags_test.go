@@ -32,7 +32,7 @@ func newTokenServer(t *testing.T) tokenServer {
 	tokenFile := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600))
 	keyFile := filepath.Join(dir, "flag.key")
-	require.NoError(t, os.WriteFile(keyFile, []byte("auth-test-key\n"), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, []byte("auth-test-key-of-at-least-32-bytes\n"), 0o600))
 	srv, logs := newTestServer(t, "--token-file="+tokenFile, "--flag-key-file="+keyFile)
 	resp, body := post(t, srv.URL+"/sync", "application/json", dynamicFlagRequest(t), "Authorization", "Bearer "+testToken)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
@@ -120,7 +120,7 @@ func TestFlagVerify(t *testing.T) {
 // guesses, and the hook's NetworkPolicy is meant for Metacontroller alone.
 func TestFlagVerifyNeedsATokenFile(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "flag.key")
-	require.NoError(t, os.WriteFile(keyFile, []byte("verify-test-key"), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, []byte("verify-test-key-of-at-least-32-bytes"), 0o600))
 	srv, _ := newTestServer(t, "--flag-key-file="+keyFile)
 	resp, body := post(t, srv.URL+"/flags/verify", "application/json", verification(t, "ctf/pwn", "team-7", "flag{0}"))
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, "body: %s", body)
