@@ -131,6 +131,9 @@ func addHookFlags(c *configFlags, cfg *hookConfig) {
 	c.env((*ipv4Value)(&cfg.sync.NodeLocalDNS), "node-local-dns", "`address` of a node-local DNS cache, also allowed on port 53 (empty: none)")
 	c.env((*namespaceValue)(&cfg.sync.IngressController.Namespace), "ingress-controller-namespace", "`namespace` of the ingress controller's Pods, the only source of HTTP exposures")
 	c.env((*labelsValue)(&cfg.sync.IngressController.Labels), "ingress-controller-pod-labels", "`labels` (k=v,...) of the ingress controller's Pods (empty: every Pod of its namespace)")
+	// What the hook believes of a Challenge, whose author is the platform, not the organizer.
+	c.env(&allowValue{refuse: &cfg.sync.RefuseInlineTemplates}, "inline-templates", "accept Challenges with an inline spec.template; false: only ChallengeDefinitions say what runs, and an inline template is refused (InvalidSpec)")
+	c.env((*namespaceList)(&cfg.sync.DefinitionNamespaces), "definition-namespaces", "the only `namespaces` (comma-separated) a spec.definitionRef may point to; others are refused (InvalidSpec) and never fetched (empty: any)")
 }
 
 // parseServerConfig parses the server's flags (args without the program name).
@@ -285,6 +288,49 @@ func (l *labelsValue) Set(v string) error {
 		out[key] = value
 	}
 	*l = out
+	return nil
+}
+
+// allowValue is a boolean flag, true by default, stored as its negation (a refuse switch whose
+// zero value allows).
+type allowValue struct{ refuse *bool }
+
+func (a *allowValue) IsBoolFlag() bool { return true }
+func (a *allowValue) String() string {
+	if a.refuse == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*a.refuse)
+}
+
+func (a *allowValue) Set(v string) error {
+	allow, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("expected true or false")
+	}
+	*a.refuse = !allow
+	return nil
+}
+
+// namespaceList is a comma-separated list of namespace names; empty means none listed.
+type namespaceList []string
+
+func (n *namespaceList) String() string { return strings.Join(*n, ",") }
+func (n *namespaceList) Set(v string) error {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(item); len(errs) > 0 {
+			return fmt.Errorf("%q: expected namespace names such as ctf,ctf-definitions: %s", item, strings.Join(errs, "; "))
+		}
+		if !slices.Contains(out, item) {
+			out = append(out, item)
+		}
+	}
+	*n = out
 	return nil
 }
 

@@ -215,3 +215,40 @@ func TestShortFlagKeyIsRefused(t *testing.T) {
 	require.NoError(t, run(t.Context(), []string{"challenge-hook", "flag", "--definition=ctf/web", "--owner=team-7", "--flag-key-file=" + exact}, noEnv, &stdout, &bytes.Buffer{}))
 	assert.True(t, strings.HasPrefix(stdout.String(), "flag{"), stdout.String())
 }
+
+func TestTrustSwitchFlags(t *testing.T) {
+	cfg, _, err := parseServerConfig(nil, noEnv)
+	require.NoError(t, err)
+	assert.False(t, cfg.hook.sync.RefuseInlineTemplates, "inline templates are accepted by default")
+	assert.Empty(t, cfg.hook.sync.DefinitionNamespaces, "any namespace by default")
+
+	cfg, _, err = parseServerConfig([]string{"--inline-templates=false", "--definition-namespaces=ctf-definitions, ctf,ctf"}, noEnv)
+	require.NoError(t, err)
+	assert.True(t, cfg.hook.sync.RefuseInlineTemplates)
+	assert.Equal(t, []string{"ctf-definitions", "ctf"}, cfg.hook.sync.DefinitionNamespaces)
+
+	env := envMap(map[string]string{"CHALLENGE_HOOK_INLINE_TEMPLATES": "false", "CHALLENGE_HOOK_DEFINITION_NAMESPACES": "ctf"})
+	cfg, _, err = parseServerConfig(nil, env)
+	require.NoError(t, err)
+	assert.True(t, cfg.hook.sync.RefuseInlineTemplates, "env over default")
+	assert.Equal(t, []string{"ctf"}, cfg.hook.sync.DefinitionNamespaces)
+	cfg, _, err = parseServerConfig([]string{"--inline-templates", "--definition-namespaces="}, env)
+	require.NoError(t, err)
+	assert.False(t, cfg.hook.sync.RefuseInlineTemplates, "a bare boolean flag is true, and wins over the environment")
+	assert.Empty(t, cfg.hook.sync.DefinitionNamespaces, "an empty flag means any namespace again")
+
+	for _, tt := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"--inline-templates=no"}, []string{"inline-templates", "true or false"}},
+		{[]string{"--definition-namespaces=ctf,CTF_Defs"}, []string{"definition-namespaces", `"CTF_Defs"`, "namespace names"}},
+	} {
+		_, _, err := parseServerConfig(tt.args, noEnv)
+		if assert.Error(t, err, "%v", tt.args) {
+			for _, want := range tt.wants {
+				assert.Contains(t, err.Error(), want)
+			}
+		}
+	}
+}

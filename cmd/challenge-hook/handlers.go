@@ -89,7 +89,7 @@ func handleSync(cfg hooksync.Config, now clock, m *metrics, finalize bool) http.
 }
 
 // handleCustomize serves /customize: which related objects the sync hook needs.
-func handleCustomize() http.HandlerFunc {
+func handleCustomize(cfg hooksync.Config) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, ok := readBody(w, r)
 		if !ok {
@@ -103,7 +103,7 @@ func handleCustomize() http.HandlerFunc {
 		if info := requestInfoFrom(r.Context()); info != nil {
 			info.parent = req.Parent.Metadata.Namespace + "/" + req.Parent.Metadata.Name
 		}
-		respondJSON(w, http.StatusOK, hooksync.Customize(req))
+		respondJSON(w, http.StatusOK, hooksync.Customize(req, cfg))
 	}
 }
 

@@ -13,7 +13,7 @@ func addRoutes(r chi.Router, cfg serverConfig, token []byte, now clock, m *metri
 		r.Use(requireBearerToken(token), requireJSON, limitBody(cfg.maxRequestBytes))
 		r.Post("/sync", handleSync(cfg.hook.sync, now, m, false))
 		r.Post("/finalize", handleSync(cfg.hook.sync, now, m, true))
-		r.Post("/customize", handleCustomize())
+		r.Post("/customize", handleCustomize(cfg.hook.sync))
 	})
 	// Flag verification answers whether a guess is right, so it exists only behind a token: without
 	// one, the hook's NetworkPolicy admitting Metacontroller alone would be its only protection.

@@ -512,3 +512,39 @@ func TestPinnedClockWarnsAtStartup(t *testing.T) {
 	_, logs = newTestServer(t)
 	assert.Empty(t, clockWarnings(logs.String()), "the real clock needs no warning")
 }
+
+// The trust switches through the server: an inline template is refused by /sync, and /customize
+// relates no definition from a namespace the hook does not take them from.
+func TestTrustSwitchesOverHTTP(t *testing.T) {
+	srv, _ := newTestServer(t, "--inline-templates=false", "--definition-namespaces=ctf-definitions")
+	resp, body := post(t, srv.URL+"/sync", "application/json", mutate(t, func(map[string]any) {}))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	var answer struct {
+		Status   struct{ Phase, Reason, Message string } `json:"status"`
+		Children []json.RawMessage                       `json:"children"`
+	}
+	require.NoError(t, json.Unmarshal(body, &answer))
+	assert.Equal(t, "Error", answer.Status.Phase)
+	assert.Equal(t, "InvalidSpec", answer.Status.Reason)
+	assert.Contains(t, answer.Status.Message, "--inline-templates=false")
+	assert.Empty(t, answer.Children)
+
+	byRef := func(namespace string) []byte {
+		return mutate(t, func(req map[string]any) {
+			delete(specOf(req), "template")
+			specOf(req)["definitionRef"] = map[string]any{"name": "pwn", "namespace": namespace}
+		})
+	}
+	resp, body = post(t, srv.URL+"/customize", "application/json", byRef("ctf"))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	assert.JSONEq(t, `{"relatedResources":[]}`, string(body))
+	resp, body = post(t, srv.URL+"/customize", "application/json", byRef("ctf-definitions"))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	assert.Contains(t, string(body), `"namespace":"ctf-definitions"`)
+
+	resp, body = post(t, srv.URL+"/sync", "application/json", byRef("ctf"))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	require.NoError(t, json.Unmarshal(body, &answer))
+	assert.Equal(t, "InvalidSpec", answer.Status.Reason)
+	assert.Contains(t, answer.Status.Message, "--definition-namespaces=ctf-definitions")
+}
