@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -122,10 +123,14 @@ func addHookFlags(c *configFlags, cfg *hookConfig) {
 	c.env((*nonNegativeDuration)(&cfg.sync.ExpiryWarning), "expiry-warning", "how long (`duration`) before expiry the ExpiringSoon condition is True; the hook asks to be woken then (0s: never)")
 	c.env((*stringValue)(&cfg.flagKeyFile), "flag-key-file", "`file` holding the HMAC key of dynamic flags (read once at start-up; empty: the server refuses dynamic flags, render prints a placeholder)")
 	// Where the cluster's networks and platform Pods are, for each instance's NetworkPolicy.
-	c.env((*cidrList)(&cfg.sync.PodCIDRs), "pod-cidrs", "the cluster's Pod `CIDRs`, comma-separated: refused as egress destinations and as NodePort/LoadBalancer sources (empty: every private and CGNAT range)")
-	c.env((*cidrList)(&cfg.sync.ServiceCIDRs), "service-cidrs", "the cluster's Service `CIDRs`, comma-separated: refused as egress destinations")
-	c.env((*cidrList)(&cfg.sync.NodeCIDRs), "node-cidrs", "the nodes' `CIDRs`, comma-separated: refused as egress destinations (needed where nodes have public addresses)")
-	c.env((*cidrList)(&cfg.sync.APIServerCIDRs), "api-server-cidrs", "the API server's `CIDRs`, comma-separated: refused as egress destinations (needed where its endpoint is public)")
+	c.env(&cidrList{p: &cfg.sync.PodCIDRs, instead: "the cluster's Pod CIDRs, e.g. 10.244.0.0/16 (kubectl get nodes -o jsonpath='{.items[*].spec.podCIDR}' lists each node's part)"},
+		"pod-cidrs", "the cluster's Pod `CIDRs`, comma-separated: refused as egress destinations and as NodePort/LoadBalancer sources (empty: every private and CGNAT range)")
+	c.env(&cidrList{p: &cfg.sync.ServiceCIDRs, instead: "the cluster's Service CIDRs, e.g. 10.96.0.0/12 (the API server's --service-cluster-ip-range)"},
+		"service-cidrs", "the cluster's Service `CIDRs`, comma-separated: refused as egress destinations")
+	c.env(&cidrList{p: &cfg.sync.NodeCIDRs, instead: "the nodes' own addresses, e.g. 203.0.113.0/24 (kubectl get nodes -o wide)"},
+		"node-cidrs", "the nodes' `CIDRs`, comma-separated: refused as egress destinations (needed where nodes have public addresses)")
+	c.env(&cidrList{p: &cfg.sync.APIServerCIDRs, instead: "the API server's own addresses, e.g. 203.0.113.10/32 (kubectl -n default get endpointslices -l kubernetes.io/service-name=kubernetes)"},
+		"api-server-cidrs", "the API server's `CIDRs`, comma-separated: refused as egress destinations (needed where its endpoint is public)")
 	c.env((*namespaceValue)(&cfg.sync.DNS.Namespace), "dns-namespace", "`namespace` of the cluster DNS Pods, the only in-cluster egress destination (port 53)")
 	c.env((*labelsValue)(&cfg.sync.DNS.Labels), "dns-pod-labels", "`labels` (k=v,...) of the cluster DNS Pods")
 	c.env((*ipv4Value)(&cfg.sync.NodeLocalDNS), "node-local-dns", "`address` of a node-local DNS cache, also allowed on port 53 (empty: none)")
@@ -171,6 +176,9 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	}
 	if (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == "") {
 		return cfg, c, errors.New("--tls-cert-file and --tls-key-file (CHALLENGE_HOOK_TLS_CERT_FILE, CHALLENGE_HOOK_TLS_KEY_FILE) must be set together")
+	}
+	if err := checkNetworkFlags(cfg.hook.sync); err != nil {
+		return cfg, c, err
 	}
 	if cfg.shutdownDelay >= cfg.shutdownTimeout {
 		return cfg, c, fmt.Errorf("--shutdown-delay (%s) must be shorter than --shutdown-timeout (%s), which includes it", cfg.shutdownDelay, cfg.shutdownTimeout)
@@ -234,9 +242,21 @@ func (s *stringValue) Set(v string) error { *s = stringValue(v); return nil }
 
 // cidrList is a comma-separated list of IPv4 CIDRs, each its network address (10.244.0.0/16, not
 // 10.244.1.0/16): instances get no IPv6 ingress or egress, so IPv6 ranges would have no effect.
-type cidrList []string
+// Each CIDR becomes an except entry under 0.0.0.0/0 in every instance's NetworkPolicy, which the
+// API server accepts only as a strict subset: 0.0.0.0/0 itself is refused here, saying instead
+// what to pass.
+type cidrList struct {
+	p       *[]string
+	instead string // what the flag should hold, for the error
+}
 
-func (c *cidrList) String() string { return strings.Join(*c, ",") }
+func (c *cidrList) String() string {
+	if c.p == nil {
+		return ""
+	}
+	return strings.Join(*c.p, ",")
+}
+
 func (c *cidrList) Set(v string) error {
 	var out []string
 	for _, item := range strings.Split(v, ",") {
@@ -251,10 +271,54 @@ func (c *cidrList) Set(v string) error {
 		if p.Masked() != p {
 			return fmt.Errorf("%q has host bits set: did you mean %s?", item, p.Masked())
 		}
+		if p.Bits() == 0 {
+			return fmt.Errorf("%q is every IPv4 address: each CIDR is an except entry under 0.0.0.0/0 in the instances' NetworkPolicies, "+
+				"which must be a strict subset of it (the API server would refuse every policy); pass %s", item, c.instead)
+		}
 		out = append(out, p.String())
 	}
-	*c = out
+	*c.p = out
 	return nil
+}
+
+// checkNetworkFlags refuses CIDR flags that would leave an instance's NetworkPolicy rule admitting
+// nothing: Pod CIDRs that together cover every IPv4 address (a NodePort or LoadBalancer exposure
+// would admit no player), or blocked ranges that do (egress: true would reach nothing).
+func checkNetworkFlags(cfg hooksync.Config) error {
+	if coversIPv4(cfg.PodCIDRs) {
+		return fmt.Errorf("--pod-cidrs %s cover every IPv4 address: NodePort and LoadBalancer exposures admit players from outside the Pod networks, "+
+			"so they would admit nobody; pass only the cluster's Pod CIDRs, e.g. 10.244.0.0/16", strings.Join(cfg.PodCIDRs, ","))
+	}
+	blocked := slices.Concat(cfg.PodCIDRs, cfg.ServiceCIDRs, cfg.NodeCIDRs, cfg.APIServerCIDRs)
+	if coversIPv4(blocked) {
+		return fmt.Errorf("--pod-cidrs, --service-cidrs, --node-cidrs and --api-server-cidrs together cover every IPv4 address (%s): "+
+			"they are never an egress destination, so egress: true would reach nothing; pass only the cluster's own ranges", strings.Join(blocked, ","))
+	}
+	return nil
+}
+
+// coversIPv4 says whether the union of IPv4 CIDRs (in canonical form) is all of 0.0.0.0/0.
+func coversIPv4(cidrs []string) bool {
+	type span struct{ first, last uint64 }
+	var spans []span
+	for _, c := range cidrs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil || !p.Addr().Is4() {
+			continue
+		}
+		a := p.Masked().Addr().As4()
+		first := uint64(a[0])<<24 | uint64(a[1])<<16 | uint64(a[2])<<8 | uint64(a[3])
+		spans = append(spans, span{first, first + 1<<(32-p.Bits()) - 1})
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.first, b.first) })
+	var next uint64 // the first address not covered yet
+	for _, s := range spans {
+		if s.first > next {
+			return false
+		}
+		next = max(next, s.last+1)
+	}
+	return next == 1<<32
 }
 
 // labelsValue is a comma-separated list of label=value pairs; empty means no labels.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -251,4 +252,102 @@ func TestTrustSwitchFlags(t *testing.T) {
 			}
 		}
 	}
+}
+
+// CIDR flags end up as except entries under 0.0.0.0/0 in every instance's NetworkPolicy: one that
+// the API server would refuse (0.0.0.0/0 is not a strict subset of itself), or a set that would
+// leave a rule admitting nothing, stops the hook at start-up and render, saying what to pass.
+func TestCIDRFlagsThatBreakPoliciesAreRefused(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		wants []string
+	}{
+		{"pod CIDRs every address", []string{"--pod-cidrs=0.0.0.0/0"}, nil,
+			[]string{"pod-cidrs", `"0.0.0.0/0" is every IPv4 address`, "strict subset", "the cluster's Pod CIDRs, e.g. 10.244.0.0/16", "spec.podCIDR"}},
+		{"service CIDRs every address among others", []string{"--service-cidrs=10.96.0.0/12,0.0.0.0/0"}, nil,
+			[]string{"service-cidrs", `"0.0.0.0/0"`, "--service-cluster-ip-range"}},
+		{"node CIDRs every address, from the environment", nil, map[string]string{"CHALLENGE_HOOK_NODE_CIDRS": "0.0.0.0/0"},
+			[]string{"CHALLENGE_HOOK_NODE_CIDRS", "--node-cidrs", "strict subset", "nodes' own addresses"}},
+		{"API server CIDRs every address", []string{"--api-server-cidrs=0.0.0.0/0"}, nil,
+			[]string{"api-server-cidrs", "strict subset", "endpointslices"}},
+		{"pod CIDRs that cover every address together", []string{"--pod-cidrs=0.0.0.0/1,128.0.0.0/1"}, nil,
+			[]string{"--pod-cidrs 0.0.0.0/1,128.0.0.0/1 cover every IPv4 address", "admit nobody", "e.g. 10.244.0.0/16"}},
+		{"blocked ranges that cover every address together", []string{"--pod-cidrs=10.244.0.0/16", "--service-cidrs=0.0.0.0/1", "--node-cidrs=128.0.0.0/2,192.0.0.0/2"}, nil,
+			[]string{"together cover every IPv4 address", "egress: true would reach nothing"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := parseServerConfig(tt.args, envMap(tt.env))
+			require.Error(t, err)
+			if missing := missingPart(err.Error(), tt.wants...); missing != "" {
+				t.Errorf("error lacks %q: %v", missing, err)
+			}
+			// render builds the same policies, and refuses the same flags.
+			err = run(t.Context(), append([]string{"challenge-hook", "render", "-f", "../../examples/inline.yaml"}, tt.args...), envMap(tt.env), &bytes.Buffer{}, &bytes.Buffer{})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wants[0])
+		})
+	}
+
+	// Large but partial ranges are valid policies: accepted.
+	cfg, _, err := parseServerConfig([]string{"--pod-cidrs=0.0.0.0/1", "--service-cidrs=128.0.0.0/2"}, noEnv)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"0.0.0.0/1"}, cfg.hook.sync.PodCIDRs)
+}
+
+func TestCoversIPv4(t *testing.T) {
+	for _, tt := range []struct {
+		cidrs []string
+		want  bool
+	}{
+		{nil, false},
+		{[]string{"0.0.0.0/0"}, true},
+		{[]string{"0.0.0.0/1", "128.0.0.0/1"}, true},
+		{[]string{"128.0.0.0/1", "0.0.0.0/2", "64.0.0.0/2"}, true},
+		{[]string{"0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/3", "224.0.0.0/3"}, true},
+		{[]string{"0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/3"}, false},
+		{[]string{"0.0.0.0/1", "0.0.0.0/1", "128.0.0.0/1", "10.0.0.0/8"}, true},
+		{[]string{"0.0.0.0/1", "128.0.0.1/32", "128.0.0.0/1"}, true},
+		{[]string{"10.0.0.0/8", "172.16.0.0/12"}, false},
+		{[]string{"0.0.0.0/1", "128.0.0.0/1", "255.255.255.255/32"}, true},
+		{[]string{"0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/2"}, true},
+		{[]string{"1.0.0.0/8", "0.0.0.0/8", "2.0.0.0/7", "4.0.0.0/6", "8.0.0.0/5", "16.0.0.0/4", "32.0.0.0/3", "64.0.0.0/2", "128.0.0.0/1"}, true},
+		{[]string{"1.0.0.0/8", "2.0.0.0/7", "4.0.0.0/6", "8.0.0.0/5", "16.0.0.0/4", "32.0.0.0/3", "64.0.0.0/2", "128.0.0.0/1"}, false},
+	} {
+		assert.Equal(t, tt.want, coversIPv4(tt.cidrs), "%v", tt.cidrs)
+	}
+}
+
+// Without --pod-cidrs or --service-cidrs the hook still serves, and says what it assumes and why
+// that matters; with them, it says nothing.
+func TestUnsetNetworksWarnAtStartup(t *testing.T) {
+	warnings := func(logs string) map[string]map[string]any {
+		found := map[string]map[string]any{}
+		for line := range strings.Lines(logs) {
+			var entry map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &entry), "log line %q", line)
+			msg, _ := entry["msg"].(string)
+			for _, flag := range []string{"--pod-cidrs", "--service-cidrs"} {
+				if entry["level"] == "WARN" && strings.HasPrefix(msg, flag+" is not set") {
+					found[flag] = entry
+				}
+			}
+		}
+		return found
+	}
+	_, logs := newTestServer(t)
+	found := warnings(logs.String())
+	require.Len(t, found, 2, "logs:\n%s", logs)
+	if missing := missingPart(found["--pod-cidrs"]["msg"].(string), "every private and CGNAT range", "refuse players on private networks", "set --pod-cidrs"); missing != "" {
+		t.Errorf("--pod-cidrs warning lacks %q: %s", missing, found["--pod-cidrs"]["msg"])
+	}
+	assert.Equal(t, "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16", found["--pod-cidrs"]["assumed"])
+	if missing := missingPart(found["--service-cidrs"]["msg"].(string), "egress: true", "set --service-cidrs"); missing != "" {
+		t.Errorf("--service-cidrs warning lacks %q: %s", missing, found["--service-cidrs"]["msg"])
+	}
+
+	_, logs = newTestServer(t, "--pod-cidrs=10.244.0.0/16", "--service-cidrs=10.96.0.0/12")
+	assert.Empty(t, warnings(logs.String()))
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
 // newServer builds the hook's HTTP handler: middleware, then every route. cfg.hook.sync.FlagKey must
@@ -56,6 +58,7 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 			return nil, err
 		}
 	}
+	warnUnsetNetworks(logger, cfg.hook.sync)
 	now := clock(time.Now)
 	if pinned := cfg.clock; !pinned.IsZero() {
 		// Loud, because a production hook on a frozen clock never expires an instance.
@@ -127,4 +130,20 @@ func (a *app) serve(ctx context.Context, ln net.Listener) error {
 	}
 	a.logger.Info("stopped")
 	return nil
+}
+
+// warnUnsetNetworks says at start-up what the hook assumes when the cluster's Pod or Service CIDRs
+// are not given, and why that matters: each instance's NetworkPolicy is built from them.
+func warnUnsetNetworks(logger *slog.Logger, cfg hooksync.Config) {
+	if len(cfg.PodCIDRs) == 0 {
+		logger.Warn("--pod-cidrs is not set: every private and CGNAT range stands in for the Pod networks, so NodePort and LoadBalancer exposures "+
+			"refuse players on private networks too, and admit Pods whose network lies outside those ranges; set --pod-cidrs to the cluster's Pod CIDRs",
+			slog.String("assumed", "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16"))
+	}
+	if len(cfg.ServiceCIDRs) == 0 {
+		logger.Warn("--service-cidrs is not set: no Service network is blocked as an egress destination besides the ranges always blocked "+
+			"(private, CGNAT, link-local and the other special-purpose ones), which hold the usual 10.96.0.0/12; a Service network outside them "+
+			"is reachable from instances with egress: true; set --service-cidrs to the cluster's Service CIDRs",
+			slog.String("assumed", "no Service CIDRs"))
+	}
 }
