@@ -44,6 +44,8 @@ type serverConfig struct {
 	listen            string
 	clock             time.Time // zero: the real clock
 	tokenFile         string
+	verifyListen      string // flag verification's own listener, served only with verifyTokenFile
+	verifyTokenFile   string
 	tlsCertFile       string
 	tlsKeyFile        string
 	maxRequestBytes   int64
@@ -55,6 +57,9 @@ type serverConfig struct {
 	shutdownTimeout   time.Duration
 	logLevel          slog.Level
 }
+
+// defaultVerifyListen is the flag-verification listener's address, when a verification token is set.
+const defaultVerifyListen = ":8081"
 
 // defaultMaxRequestBytes bounds a request body. Metacontroller sends whole live objects
 // (managedFields included), so a parent with a few children can reach hundreds of KiB.
@@ -145,6 +150,7 @@ func addHookFlags(c *configFlags, cfg *hookConfig) {
 func parseServerConfig(args []string, getenv func(string) string) (serverConfig, *configFlags, error) {
 	cfg := serverConfig{
 		listen:            ":8080",
+		verifyListen:      defaultVerifyListen,
 		maxRequestBytes:   defaultMaxRequestBytes,
 		readHeaderTimeout: 5 * time.Second,
 		readTimeout:       30 * time.Second,
@@ -157,7 +163,9 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	c.env((*listenValue)(&cfg.listen), "listen", "address to serve on, `host:port`")
 	c.env((*clockValue)(&cfg.clock), "clock", "pin the clock to this RFC 3339 `time`, for demos and golden replays only: on a frozen clock no instance ever expires; logs a warning at start-up (empty: the real clock)")
 	addHookFlags(c, &cfg.hook)
-	c.env((*stringValue)(&cfg.tokenFile), "token-file", "`file` holding the bearer token hook callers must send (empty: no token required)")
+	c.env((*stringValue)(&cfg.tokenFile), "token-file", "`file` holding the bearer token Metacontroller sends to /sync, /finalize and /customize (empty: no token required); it never verifies flags")
+	c.env((*listenValue)(&cfg.verifyListen), "verify-listen", "address of the flag-verification listener, `host:port`: POST /flags/verify only, served only with --verify-token-file")
+	c.env((*stringValue)(&cfg.verifyTokenFile), "verify-token-file", "`file` holding the bearer token the platform sends to POST /flags/verify on --verify-listen; it opens nothing else, and must differ from --token-file's (empty: no flag verification)")
 	c.env((*stringValue)(&cfg.tlsCertFile), "tls-cert-file", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")
 	c.env((*stringValue)(&cfg.tlsKeyFile), "tls-key-file", "TLS private key `file` (PEM), reloaded when it changes; needs --tls-cert-file")
 	c.env((*byteSize)(&cfg.maxRequestBytes), "max-request-bytes", "largest request body accepted (`size`), in bytes or with a binary suffix such as 8Mi")
@@ -179,6 +187,15 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	}
 	if err := checkNetworkFlags(cfg.hook.sync); err != nil {
 		return cfg, c, err
+	}
+	verifyListenSet := false
+	c.fs.Visit(func(f *flag.Flag) { verifyListenSet = verifyListenSet || f.Name == "verify-listen" }) // the environment's too
+	if cfg.verifyTokenFile == "" && verifyListenSet {
+		return cfg, c, fmt.Errorf("--verify-listen %s is set but --verify-token-file is not: flag verification is served only with its own token; "+
+			"pass --verify-token-file, or drop --verify-listen to serve no flag verification", cfg.verifyListen)
+	}
+	if _, port, _ := net.SplitHostPort(cfg.listen); cfg.verifyTokenFile != "" && cfg.verifyListen == cfg.listen && port != "0" {
+		return cfg, c, fmt.Errorf("--verify-listen and --listen are both %s: flag verification needs a listener of its own, so that the hook's NetworkPolicy can admit the platform to it alone", cfg.listen)
 	}
 	if cfg.shutdownDelay >= cfg.shutdownTimeout {
 		return cfg, c, fmt.Errorf("--shutdown-delay (%s) must be shorter than --shutdown-timeout (%s), which includes it", cfg.shutdownDelay, cfg.shutdownTimeout)

@@ -43,7 +43,7 @@ func handleReadyz(h *health) http.HandlerFunc {
 
 func handleNotFound() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: the hook serves POST /sync, /finalize, /customize and (with a token) /flags/verify", r.URL.Path))
+		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: this listener serves POST /sync, /finalize and /customize, GET /healthz, /readyz and /metrics", r.URL.Path))
 	}
 }
 

@@ -21,17 +21,30 @@ import (
 // formContentType is what `curl -d` sends, the way the README tells users to try the hook.
 const formContentType = "application/x-www-form-urlencoded"
 
-// newTestServer builds the server as run does from args, served by httptest on 127.0.0.1.
+// newTestServer builds the server as run does from args, served by httptest on 127.0.0.1: the
+// main listener's routes.
 func newTestServer(t *testing.T, args ...string) (*httptest.Server, *logBuffer) {
+	t.Helper()
+	srv, _, logs := newTestServers(t, args...)
+	return srv, logs
+}
+
+// newTestServers is newTestServer with the flag-verification listener's routes too, served
+// separately; verify is nil when args set no verification token.
+func newTestServers(t *testing.T, args ...string) (main, verify *httptest.Server, logs *logBuffer) {
 	t.Helper()
 	cfg, _, err := parseServerConfig(args, noEnv)
 	require.NoError(t, err)
-	logs := newLogBuffer()
+	logs = newLogBuffer()
 	a, err := newApp(cfg, logs)
 	require.NoError(t, err)
-	srv := httptest.NewServer(a.handler)
-	t.Cleanup(srv.Close)
-	return srv, logs
+	main = httptest.NewServer(a.handler)
+	t.Cleanup(main.Close)
+	if a.verifyHandler != nil {
+		verify = httptest.NewServer(a.verifyHandler)
+		t.Cleanup(verify.Close)
+	}
+	return main, verify, logs
 }
 
 func post(t *testing.T, url, contentType string, body []byte, header ...string) (*http.Response, []byte) {
@@ -323,13 +336,17 @@ func TestBearerToken(t *testing.T) {
 		{"token without scheme", "right-token"},
 	}
 	for _, path := range []string{"/sync", "/finalize", "/customize", "/flags/verify"} {
+		base := ts.url
+		if path == "/flags/verify" {
+			base = ts.verifyURL
+		}
 		for _, tt := range refused {
 			t.Run(path+" "+tt.name, func(t *testing.T) {
 				var header []string
 				if tt.authorization != "" {
 					header = []string{"Authorization", tt.authorization}
 				}
-				resp, body := post(t, ts.url+path, "application/json", request, header...)
+				resp, body := post(t, base+path, "application/json", request, header...)
 				require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "body: %s", body)
 				assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 				assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "Bearer")
