@@ -144,7 +144,6 @@ func TestVerifyListenerConfiguration(t *testing.T) {
 	}{
 		{"one token for both", []string{"--token-file=" + tokenFile, "--verify-token-file=" + sameToken}, []string{"--verify-token-file " + sameToken + " holds the same token as --token-file", "separate"}},
 		{"empty verification token", []string{"--verify-token-file=" + blank}, []string{"--verify-token-file", blank, "empty"}},
-		{"missing verification token", []string{"--verify-token-file=" + filepath.Join(dir, "missing")}, []string{"--verify-token-file", "missing"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := run(t.Context(), append([]string{"challenge-hook", "--listen=127.0.0.1:0", "--verify-listen=127.0.0.1:0"}, tt.args...), noEnv, io.Discard, io.Discard)
@@ -155,6 +154,22 @@ func TestVerifyListenerConfiguration(t *testing.T) {
 			assert.NotContains(t, err.Error(), testToken, "the error shows the token")
 		})
 	}
+}
+
+// In-cluster the verification token is an optional Secret, like the flag key: a file that does not
+// exist leaves the hook serving Metacontroller, with a warning, and no verification listener.
+func TestMissingVerifyTokenFileServesWithoutVerification(t *testing.T) {
+	missingFile := filepath.Join(t.TempDir(), "verify-token")
+	r := startRun(t, "--listen=127.0.0.1:0", "--verify-listen=127.0.0.1:0", "--verify-token-file="+missingFile)
+	assert.Empty(t, r.verifyAddr)
+	assert.Contains(t, r.logs.String(), `"flag_verification":false`)
+	if missing := missingPart(r.logs.String(), `"level":"WARN"`, "verification token file does not exist", missingFile); missing != "" {
+		t.Errorf("logs lack %q:\n%s", missing, r.logs)
+	}
+	resp, err := http.Get("http://" + r.addr + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
 // run serves both listeners, logs both addresses, and stops both on cancel.

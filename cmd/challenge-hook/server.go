@@ -62,6 +62,15 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 	if err := cfg.hook.loadFlagKey(); err != nil {
 		return nil, err
 	}
+	if file := cfg.verifyTokenFile; file != "" {
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			// Also an optional Secret in-cluster: the hook serves Metacontroller all the same, and
+			// flag verification (its listener) starts with the hook once the token exists.
+			logger.Warn("verification token file does not exist: no flag verification (nothing listens on --verify-listen) until it exists and the hook restarts",
+				slog.String("verify_token_file", file))
+			cfg.verifyTokenFile = ""
+		}
+	}
 	var hookToken, verifyToken []byte
 	var err error
 	if cfg.tokenFile != "" {
