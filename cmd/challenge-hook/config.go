@@ -40,30 +40,51 @@ type hookConfig struct {
 
 // serverConfig is the server's whole configuration, as parsed from flags and the environment.
 type serverConfig struct {
-	hook              hookConfig
-	listen            string
-	clock             time.Time // zero: the real clock
-	tokenFile         string
-	verifyListen      string // flag verification's own listener, served only with verifyTokenFile
-	verifyTokenFile   string
-	tlsCertFile       string
-	tlsKeyFile        string
-	maxRequestBytes   int64
-	readHeaderTimeout time.Duration
-	readTimeout       time.Duration
-	writeTimeout      time.Duration
-	idleTimeout       time.Duration
-	shutdownDelay     time.Duration
-	shutdownTimeout   time.Duration
-	logLevel          slog.Level
+	hook                  hookConfig
+	listen                string
+	clock                 time.Time // zero: the real clock
+	tokenFile             string
+	verifyListen          string // flag verification's own listener, served only with verifyTokenFile
+	verifyTokenFile       string
+	tlsCertFile           string
+	tlsKeyFile            string
+	maxRequestBytes       int64
+	maxConcurrentRequests int
+	readHeaderTimeout     time.Duration
+	readTimeout           time.Duration
+	writeTimeout          time.Duration
+	idleTimeout           time.Duration
+	shutdownDelay         time.Duration
+	shutdownTimeout       time.Duration
+	logLevel              slog.Level
 }
 
 // defaultVerifyListen is the flag-verification listener's address, when a verification token is set.
 const defaultVerifyListen = ":8081"
 
-// defaultMaxRequestBytes bounds a request body. Metacontroller sends whole live objects
-// (managedFields included), so a parent with a few children can reach hundreds of KiB.
-const defaultMaxRequestBytes = 8 << 20
+// defaultMaxRequestBytes bounds a request body, sized from the largest real request with a margin.
+// Metacontroller sends whole live objects: every child with its status, managedFields and its
+// metacontroller.k8s.io/last-applied-configuration annotation, the parent, the related
+// definition. The largest recorded request (testdata/upgrade-deployment-child-replaced-by-pod:
+// a Challenge, its definition and 5 live children, one a Deployment) is 25,885 bytes as
+// Metacontroller sends it (compact JSON; 44,053 indented in the file); the Gateway cases, with 7
+// child types, are 22.6 KB; a live child weighs 1.9 KB (Secret) to 6.2 KB (Pod). What grows a
+// request beyond that is the template, which it carries up to 4 times: the definition (or the
+// inline template), kubectl's last-applied annotation on it, the live Pod's spec and the Pod's
+// last-applied annotation. So a Challenge with 7 children and a template 10 times the recorded
+// ones' (a few hundred bytes each today; say 8 containers with long commands and env, 16 KiB)
+// comes to about 40 + 4 × 16 = 104 KiB. 1 MiB is 10 times that and 40 times the largest
+// recorded request: room for a template of 230 KiB. A larger request gets 413 (logged, and
+// Metacontroller retries) until the organizer raises --max-request-bytes together with the
+// memory limit: at 8 maximal requests at once, 1 MiB measured a 68 MiB peak, 8 MiB 182 MiB.
+const defaultMaxRequestBytes = 1 << 20
+
+// defaultMaxConcurrentRequests bounds the sync, finalize and customize requests answered at once.
+// Metacontroller calls the hook from its --workers goroutines (5 by default; 20 measured no
+// faster), spread over the hook's two replicas, so 8 per replica seldom makes one wait; 8 maximal
+// requests at once measured a 68 MiB peak against the Deployment's 128 Mi (16: 102 MiB; see
+// TestMaximalConcurrentLoadFitsTheMemoryLimit).
+const defaultMaxConcurrentRequests = 8
 
 // configFlags registers flags on a FlagSet and remembers which of them fall back to the environment.
 type configFlags struct {
@@ -149,15 +170,16 @@ func addHookFlags(c *configFlags, cfg *hookConfig) {
 // parseServerConfig parses the server's flags (args without the program name).
 func parseServerConfig(args []string, getenv func(string) string) (serverConfig, *configFlags, error) {
 	cfg := serverConfig{
-		listen:            ":8080",
-		verifyListen:      defaultVerifyListen,
-		maxRequestBytes:   defaultMaxRequestBytes,
-		readHeaderTimeout: 5 * time.Second,
-		readTimeout:       30 * time.Second,
-		writeTimeout:      30 * time.Second,
-		idleTimeout:       120 * time.Second,
-		shutdownTimeout:   25 * time.Second,
-		logLevel:          slog.LevelInfo,
+		listen:                ":8080",
+		verifyListen:          defaultVerifyListen,
+		maxRequestBytes:       defaultMaxRequestBytes,
+		maxConcurrentRequests: defaultMaxConcurrentRequests,
+		readHeaderTimeout:     5 * time.Second,
+		readTimeout:           30 * time.Second,
+		writeTimeout:          30 * time.Second,
+		idleTimeout:           120 * time.Second,
+		shutdownTimeout:       25 * time.Second,
+		logLevel:              slog.LevelInfo,
 	}
 	c := newConfigFlags("challenge-hook")
 	c.env((*listenValue)(&cfg.listen), "listen", "address to serve on, `host:port`")
@@ -168,7 +190,8 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	c.env((*stringValue)(&cfg.verifyTokenFile), "verify-token-file", "`file` holding the bearer token the platform sends to POST /flags/verify on --verify-listen; it opens nothing else, and must differ from --token-file's (empty: no flag verification)")
 	c.env((*stringValue)(&cfg.tlsCertFile), "tls-cert-file", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")
 	c.env((*stringValue)(&cfg.tlsKeyFile), "tls-key-file", "TLS private key `file` (PEM), reloaded when it changes; needs --tls-cert-file")
-	c.env((*byteSize)(&cfg.maxRequestBytes), "max-request-bytes", "largest request body accepted (`size`), in bytes or with a binary suffix such as 8Mi")
+	c.env((*byteSize)(&cfg.maxRequestBytes), "max-request-bytes", "largest request body accepted (`size`), in bytes or with a binary suffix such as 1Mi; raise the memory limit with it")
+	c.env((*positiveInt)(&cfg.maxConcurrentRequests), "max-concurrent-requests", "`number` of sync, finalize and customize requests answered at once; more wait up to 1s, then get 429 with Retry-After")
 	c.env((*positiveDuration)(&cfg.readHeaderTimeout), "read-header-timeout", "`duration` allowed to read request headers")
 	c.env((*positiveDuration)(&cfg.readTimeout), "read-timeout", "`duration` allowed to read a whole request")
 	c.env((*positiveDuration)(&cfg.writeTimeout), "write-timeout", "`duration` allowed from the end of the request headers to the end of the response")
@@ -497,6 +520,18 @@ func (c *clockValue) Set(v string) error {
 		return errors.New("expected an RFC 3339 time such as 2026-11-01T12:05:00Z, or empty for the real clock")
 	}
 	*c = clockValue(parsed.UTC())
+	return nil
+}
+
+type positiveInt int
+
+func (p *positiveInt) String() string { return strconv.Itoa(int(*p)) }
+func (p *positiveInt) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return errors.New("expected a positive whole number such as 8")
+	}
+	*p = positiveInt(n)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
@@ -108,8 +109,15 @@ func handleCustomize(cfg hooksync.Config) http.HandlerFunc {
 }
 
 // readBody reads the (size-limited) request body, answering 413 or 400 itself when it cannot.
+// JSON is UTF-8, and what Metacontroller and the API server encode always is: a body that is not
+// is refused before decoding, where each invalid byte would become a 3-byte U+FFFD and the answer
+// that echoes it up to 3 times the body (a hand-crafted request's way past the memory bound).
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := readAll(r)
+	if err == nil && !utf8.Valid(body) {
+		respondError(w, r, http.StatusBadRequest, "bad_request", "request body is not valid UTF-8, as JSON must be")
+		return nil, false
+	}
 	if err == nil {
 		return body, true
 	}

@@ -28,7 +28,7 @@ func addHookRoutes(r chi.Router, cfg serverConfig, creds credentials, now clock,
 	r.Get("/readyz", handleReadyz(h))
 	r.Method("GET", "/metrics", m.handler())
 	r.Group(func(r chi.Router) {
-		r.Use(requireBearerToken(creds.hook, creds.verify), requireJSON, limitBody(cfg.maxRequestBytes))
+		r.Use(requireBearerToken(creds.hook, creds.verify), requireJSON, limitConcurrency(cfg.maxConcurrentRequests, concurrencyWait), limitBody(cfg.maxRequestBytes))
 		r.Post("/sync", handleSync(cfg.hook.sync, now, m, false))
 		r.Post("/finalize", handleSync(cfg.hook.sync, now, m, true))
 		r.Post("/customize", handleCustomize(cfg.hook.sync))

@@ -163,7 +163,7 @@ func TestBadInputMatrix(t *testing.T) {
 	valid := mutate(t, func(map[string]any) {})
 	// Deeper than encoding/json's limit of 10000 levels, which applies to each value the hook decodes.
 	nested := []byte(`{"parent":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`)
-	huge := mutate(t, func(req map[string]any) { specOf(req)["owner"] = strings.Repeat("x", 7<<20) })
+	huge := mutate(t, func(req map[string]any) { specOf(req)["owner"] = strings.Repeat("x", defaultMaxRequestBytes-4<<10) })
 	objectWithoutMetadata := map[string]any{"apiVersion": "v1", "kind": "Pod"}
 
 	tests := []struct {
@@ -181,7 +181,7 @@ func TestBadInputMatrix(t *testing.T) {
 		{name: "empty body", body: nil, wantCode: 400, wantError: "EOF"},
 		{name: "trailing garbage", body: append(append([]byte{}, valid...), "garbage"...), wantCode: 400, wantError: "after the JSON object"},
 		{name: "two JSON objects", body: append(append([]byte{}, valid...), valid...), wantCode: 400, wantError: "after the JSON object"},
-		{name: "body over the limit", body: bytes.Repeat([]byte(" "), 8<<20+1), wantCode: 413, wantError: "larger than 8388608 bytes"},
+		{name: "body over the limit", body: bytes.Repeat([]byte(" "), defaultMaxRequestBytes+1), wantCode: 413, wantError: "larger than 1048576 bytes"},
 		{name: "missing parent", body: mutate(t, func(req map[string]any) { delete(req, "parent") }), wantCode: 400, wantError: "no parent"},
 		{name: "null parent", body: mutate(t, func(req map[string]any) { req["parent"] = nil }), wantCode: 400, wantError: "no parent"},
 		{name: "JSON null", body: []byte("null"), wantCode: 400, wantError: "no parent"},
@@ -214,6 +214,7 @@ func TestBadInputMatrix(t *testing.T) {
 		{name: "JSON array", body: []byte(`[` + string(valid) + `]`), wantCode: 400, wantError: "cannot unmarshal array"},
 		{name: "JSON string", body: []byte(`"sync please"`), wantCode: 400, wantError: "cannot unmarshal string"},
 		{name: "deeply nested JSON", body: nested, wantCode: 400, wantError: "depth"},
+		{name: "invalid UTF-8", body: bytes.Replace(valid, []byte("team-7"), []byte("team-\xff"), 1), wantCode: 400, wantError: "not valid UTF-8"},
 		{name: "huge string value", body: huge, wantCode: 200, allowCodes: []int{400}},
 		{name: "GET /sync", method: http.MethodGet, path: "/sync", wantCode: 405, wantError: "method GET not allowed"},
 		{name: "PUT /finalize", method: http.MethodPut, path: "/finalize", body: valid, wantCode: 405, wantError: "method PUT not allowed"},
@@ -227,7 +228,7 @@ func TestBadInputMatrix(t *testing.T) {
 		{name: "finalize malformed", path: "/finalize", body: []byte(`{`), wantCode: 400, wantError: "unexpected EOF"},
 		{name: "customize without parent", path: "/customize", body: []byte(`{"controller":{}}`), wantCode: 400, wantError: "no parent"},
 		{name: "customize parent without name", path: "/customize", body: []byte(`{"parent":{"metadata":{}}}`), wantCode: 400, wantError: "metadata.name"},
-		{name: "customize over the limit", path: "/customize", body: bytes.Repeat([]byte(" "), 8<<20+1), wantCode: 413, wantError: "larger than"},
+		{name: "customize over the limit", path: "/customize", body: bytes.Repeat([]byte(" "), defaultMaxRequestBytes+1), wantCode: 413, wantError: "larger than"},
 	}
 	require.GreaterOrEqual(t, len(tests), 25)
 	passed := 0
@@ -417,7 +418,7 @@ func TestMetricsAndRequestLog(t *testing.T) {
 	require.Contains(t, string(body), `"reason":"FlagKeyMissing"`)
 	resp, _ = post(t, srv.URL+"/sync", "application/json", []byte(`{"parent":`))
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	resp, _ = post(t, srv.URL+"/finalize", "application/json", bytes.Repeat([]byte(" "), 8<<20+1))
+	resp, _ = post(t, srv.URL+"/finalize", "application/json", bytes.Repeat([]byte(" "), defaultMaxRequestBytes+1))
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 
 	metricsResp, err := http.Get(srv.URL + "/metrics")
