@@ -71,18 +71,18 @@ const defaultVerifyListen = ":8081"
 // child types, are 22.6 KB; a live child weighs 1.9 KB (Secret) to 6.2 KB (Pod). What grows a
 // request beyond that is the template, which it carries up to 4 times: the definition (or the
 // inline template), kubectl's last-applied annotation on it, the live Pod's spec and the Pod's
-// last-applied annotation. So a Challenge with 7 children and a template 10 times the recorded
-// ones' (a few hundred bytes each today; say 8 containers with long commands and env, 16 KiB)
-// comes to about 40 + 4 × 16 = 104 KiB. 1 MiB is 10 times that and 40 times the largest
-// recorded request: room for a template of 230 KiB. A larger request gets 413 (logged, and
+// last-applied annotation. The recorded templates are at most 536 bytes; say one 30 times that,
+// 16 KiB (8 containers with long commands and env), and a Challenge with 7 children comes to
+// about 40 + 4 × 16 = 104 KiB. 1 MiB is 10 times that and 40 times the largest recorded request:
+// room for a template of 230 KiB. A larger request gets 413 (logged, and
 // Metacontroller retries) until the organizer raises --max-request-bytes together with the
-// memory limit: at 8 maximal requests at once, 1 MiB measured a 68 MiB peak, 8 MiB 182 MiB.
+// memory limit: at 8 maximal requests at once, 1 MiB measured a 62 to 75 MiB peak, 8 MiB 182 MiB.
 const defaultMaxRequestBytes = 1 << 20
 
 // defaultMaxConcurrentRequests bounds the sync, finalize and customize requests answered at once.
 // Metacontroller calls the hook from its --workers goroutines (5 by default; 20 measured no
 // faster), spread over the hook's two replicas, so 8 per replica seldom makes one wait; 8 maximal
-// requests at once measured a 68 MiB peak against the Deployment's 128 Mi (16: 102 MiB; see
+// requests at once measured a 62 to 75 MiB peak against the Deployment's 128 Mi (16: 102 MiB; see
 // TestMaximalConcurrentLoadFitsTheMemoryLimit).
 const defaultMaxConcurrentRequests = 8
 
