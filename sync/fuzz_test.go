@@ -109,8 +109,8 @@ func FuzzCustomize(f *testing.F) {
 			}
 			return
 		}
-		first := encode(t, hooksync.Customize(req))
-		if second := encode(t, hooksync.Customize(req)); !bytes.Equal(first, second) {
+		first := encode(t, hooksync.Customize(req, hooksync.DefaultConfig()))
+		if second := encode(t, hooksync.Customize(req, hooksync.DefaultConfig())); !bytes.Equal(first, second) {
 			t.Fatalf("two answers to one request differ:\n%s\n%s", first, second)
 		}
 	})

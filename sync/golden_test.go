@@ -101,7 +101,7 @@ func answerAt(t testing.TB, c goldenCase, cfg Config, now time.Time) []byte {
 	if strings.HasPrefix(c.name, "customize-") {
 		req, err := DecodeCustomizeRequest(c.request)
 		require.NoError(t, err)
-		resp = Customize(req)
+		resp = Customize(req, cfg)
 	} else {
 		req, err := DecodeRequest(c.request)
 		require.NoError(t, err)

@@ -259,15 +259,20 @@ func finalize(req Request, now time.Time) Response {
 	return Response{Status: status, Children: heldIsolation(req), Finalized: remaining == 0}
 }
 
-// Customize asks Metacontroller for the related object Sync needs: the referenced definition. It
-// depends only on the parent's spec and identity, as Metacontroller caches it.
-func Customize(req CustomizeRequest) CustomizeResponse {
+// Customize asks Metacontroller for the related object Sync needs: the referenced definition, unless
+// its namespace is not one cfg.DefinitionNamespaces allows. It depends only on the parent's spec
+// and identity and the hook's configuration, as Metacontroller caches it (per parent: Sync checks
+// the namespace again, so a cached answer from before the flag changed relates nothing it uses).
+func Customize(req CustomizeRequest, cfg Config) CustomizeResponse {
 	parent := req.Parent
 	rules := []RelatedResourceRule{}
 	if ref := parent.Spec.DefinitionRef; ref != nil && ref.Name != "" {
 		namespace := ref.Namespace
 		if namespace == "" {
 			namespace = parent.Metadata.Namespace
+		}
+		if !definitionNamespaceAllowed(cfg, namespace) {
+			return CustomizeResponse{RelatedResources: rules} // Sync says why (InvalidSpec)
 		}
 		rules = append(rules, RelatedResourceRule{
 			APIVersion: APIVersion, Resource: "challengedefinitions", Namespace: namespace, Names: []string{ref.Name},

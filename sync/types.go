@@ -89,6 +89,17 @@ type Config struct {
 	// Gateway is set. Empty namespace: the Gateway's; no labels: the Gateway API's
 	// gateway.networking.k8s.io/gateway-name=<name>.
 	GatewayDataPlane PodPeer
+
+	// Trust switches: how much the hook believes of a Challenge, whose author (the platform) is
+	// not the organizer who writes ChallengeDefinitions. The zero values trust it fully.
+
+	// RefuseInlineTemplates refuses every Challenge with an inline spec.template (InvalidSpec):
+	// then only ChallengeDefinitions say which images and commands run.
+	RefuseInlineTemplates bool
+	// DefinitionNamespaces, when not empty, are the only namespaces a spec.definitionRef may point
+	// to: a reference elsewhere is refused (InvalidSpec), and Customize does not even ask
+	// Metacontroller for it. Empty: any namespace.
+	DefinitionNamespaces []string
 }
 
 // PodPeer selects Pods by namespace and, optionally, labels.

@@ -56,6 +56,9 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if len(files) == 0 {
 		return errors.New("render: no input: name the Challenge's file with -f challenge.yaml")
 	}
+	if err := checkNetworkFlags(hook.sync); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
 	if err := hook.loadFlagKey(); err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
