@@ -40,6 +40,12 @@ func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *
 		return in, &problem{ReasonInvalidSpec, err.Error(), nil}
 	}
 	if parent.Spec.Template != nil {
+		if cfg.RefuseInlineTemplates {
+			// No template for the deadline either: a refused template does not choose how long
+			// the children it may already have keep running.
+			return in, &problem{ReasonInvalidSpec,
+				"spec.template: this hook refuses inline templates (--inline-templates=false): reference a ChallengeDefinition with spec.definitionRef instead", nil}
+		}
 		in.template = *parent.Spec.Template
 		if err := ValidateDefinition(in.template); err != nil {
 			return in, &problem{ReasonInvalidSpec, "spec.template: " + err.Error(), &in.template}
@@ -48,6 +54,11 @@ func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *
 		ref := *parent.Spec.DefinitionRef
 		if ref.Namespace == "" {
 			ref.Namespace = parent.Metadata.Namespace
+		}
+		if !definitionNamespaceAllowed(cfg, ref.Namespace) {
+			return in, &problem{ReasonInvalidSpec, fmt.Sprintf(
+				"spec.definitionRef: namespace %q is not one this hook takes ChallengeDefinitions from (--definition-namespaces=%s): reference a definition in one of those",
+				ref.Namespace, strings.Join(cfg.DefinitionNamespaces, ",")), nil}
 		}
 		def, found := findDefinition(related.Definitions, ref)
 		if !found {
@@ -65,6 +76,12 @@ func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *
 			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook", &in.template}
 	}
 	return in.withLabels(), nil
+}
+
+// definitionNamespaceAllowed says whether a definitionRef may point to namespace: any, unless
+// cfg.DefinitionNamespaces lists the allowed ones.
+func definitionNamespaceAllowed(cfg Config, namespace string) bool {
+	return len(cfg.DefinitionNamespaces) == 0 || slices.Contains(cfg.DefinitionNamespaces, namespace)
 }
 
 func findDefinition(defs []ChallengeDefinition, ref DefinitionRef) (ChallengeDefinition, bool) {
@@ -191,6 +208,9 @@ func ValidateDefinition(spec DefinitionSpec) error {
 		if errs := validation.IsDNS1123Subdomain(spec.RuntimeClassName); len(errs) > 0 {
 			return fmt.Errorf("runtimeClassName %q: %s", spec.RuntimeClassName, strings.Join(errs, "; "))
 		}
+	}
+	if g := spec.TerminationGracePeriodSeconds; g != nil && (*g < 1 || *g > maxTerminationGracePeriod) {
+		return fmt.Errorf("terminationGracePeriodSeconds: %d is not between 1 and %d", *g, maxTerminationGracePeriod)
 	}
 	if sec := spec.Security; sec != nil && sec.RunAsUser != nil {
 		if *sec.RunAsUser < 0 {
@@ -339,9 +359,12 @@ func validateExpose(expose []Expose, portProtocol map[int32]string) error {
 			return fmt.Errorf("%s.port: %d is exposed twice", field, e.Port)
 		}
 		seen[e.Port] = true
-		switch e.Type {
-		case ExposeHTTP, ExposeTLS:
-			// Both are routed by the instance's one host: one of each at most.
+		kind, known := exposureKindOf(e.Type)
+		switch {
+		case !known:
+			return fmt.Errorf("%s.type: %q is not %s", field, e.Type, exposureTypeNames())
+		case kind.routed:
+			// Routed by the instance's one host: one of each type at most.
 			routedCount[e.Type]++
 			if routedCount[e.Type] > 1 {
 				return fmt.Errorf("%s: at most one %s exposure per instance", field, e.Type)
@@ -349,15 +372,13 @@ func validateExpose(expose []Expose, portProtocol map[int32]string) error {
 			if protocol != "TCP" {
 				return fmt.Errorf("%s: %s needs a TCP port, port %d is %s", field, e.Type, e.Port, protocol)
 			}
-		case ExposeNodePort, ExposeLoadBalancer, ExposeClusterIP:
+		default:
 			if serviceType != "" && serviceType != e.Type {
 				return fmt.Errorf("%s.type: %s and %s cannot be mixed: all exposures other than HTTP and TLS share one Service", field, serviceType, e.Type)
 			}
 			serviceType = e.Type
-		default:
-			return fmt.Errorf("%s.type: %q is not NodePort, LoadBalancer, HTTP, TLS or ClusterIP", field, e.Type)
 		}
-		if err := validateExposeFrom(e, field); err != nil {
+		if err := validateExposeFrom(e, kind, field); err != nil {
 			return err
 		}
 	}
@@ -366,14 +387,10 @@ func validateExpose(expose []Expose, portProtocol map[int32]string) error {
 
 // validateExposeFrom checks the peers of a ClusterIP exposure: its only sources, so it needs at
 // least one, and each must say which Pods it means.
-func validateExposeFrom(e Expose, field string) error {
-	if e.Type != ExposeClusterIP {
+func validateExposeFrom(e Expose, kind exposureKind, field string) error {
+	if kind.entry != entryNamedPeers {
 		if len(e.From) > 0 {
-			source := "outside the cluster"
-			if e.Type == ExposeHTTP {
-				source = "the ingress controller"
-			}
-			return fmt.Errorf("%s.from: only ClusterIP exposures name their peers; %s traffic comes from %s", field, e.Type, source)
+			return fmt.Errorf("%s.from: only ClusterIP exposures name their peers; %s traffic comes from %s", field, e.Type, kind.source)
 		}
 		return nil
 	}
