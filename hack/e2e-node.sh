@@ -20,8 +20,8 @@ K8S=${K8S:-1.36.3}
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}
 export K8S K8S_BINS_DIR=${K8S_BINS_DIR:-$CACHE/k8s-bins/v$K8S}
 export K8S_NODE_BINS_DIR=${K8S_NODE_BINS_DIR:-$CACHE/k8s-node-bins/v$K8S}
-export KNP_VER=${KNP_VER:-v0.7.0} KNP_DIR=${KNP_DIR:-$CACHE/kube-network-policies/${KNP_VER:-v0.7.0}}
-export KNP_BIN=$KNP_DIR/kube-network-policies
+export KNP_VER=${KNP_VER:-v0.7.0}
+KNP_BIN=$(bash hack/build-node-bins.sh --knp-bin); export KNP_BIN
 export METACONTROLLER_VERSION=${METACONTROLLER_VERSION:-4.17.2}
 export MC_DIR=${METACONTROLLER_DIR:-$CACHE/metacontroller/v$METACONTROLLER_VERSION}
 export NODE_ROOT=${NODE_ROOT:-$ROOT/.cache/e2e-node}

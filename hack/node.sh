@@ -26,7 +26,7 @@ K8S=${K8S:-1.36.3}
 NODE_ROOT=${NODE_ROOT:-$ROOT/.cache/e2e-node}
 K8S_BINS_DIR=${K8S_BINS_DIR:-$CACHE/k8s-bins/v$K8S}
 K8S_NODE_BINS_DIR=${K8S_NODE_BINS_DIR:-$CACHE/k8s-node-bins/v$K8S}
-KNP_BIN=${KNP_BIN:-$CACHE/kube-network-policies/${KNP_VER:-v0.7.0}/kube-network-policies}
+KNP_BIN=${KNP_BIN:-$(bash "$here/build-node-bins.sh" --knp-bin)}
 IMAGES_DIR=${IMAGES_DIR:-$NODE_ROOT/images}
 NODE_NAME=${NODE_NAME:-e2e-node}
 NODE_IF=${NODE_IF:-chnode0}              # veth (peer ${NODE_IF}p) carrying the node IP
@@ -229,6 +229,11 @@ cmd_up() {
     # no 'dummy' driver in this kind of VM: a veth pair whose peer stays unused
     ip link add "$NODE_IF" type veth peer name "${NODE_IF}p"; ip addr add "$NODE_IP/32" dev "$NODE_IF"
     ip link set "${NODE_IF}p" up; ip link set "$NODE_IF" up; }
+  # The CNI bridge plugin creates the bridge on the first Pod; a bridge whose MAC the kernel picks
+  # takes its lowest port's, which changes as Pods (veths) come and go: Pods' ARP entries for the
+  # gateway go stale and packets to the host are lost for a second. Created here with a fixed MAC.
+  ip link show "$NODE_BRIDGE" > /dev/null 2>&1 || {
+    ip link add "$NODE_BRIDGE" type bridge; ip link set "$NODE_BRIDGE" address 02:00:0a:f4:00:01; ip link set "$NODE_BRIDGE" up; }
   t=$(now)
   start_proc containerd "$CONTAINERD" --config "$ETC/containerd.toml"
   wait_for containerd 30 "${CTR[@]}" version
@@ -243,13 +248,14 @@ cmd_up() {
   log "node Ready $(since "$t")s after kubelet start"
   start_proc kube-proxy "$K8S_NODE_BINS_DIR/kube-proxy" --config="$ETC/kube-proxy.yaml" --v=1
   wait_for kube-proxy 60 curl -sf "http://127.0.0.1:$PROXY_HEALTHZ_PORT/healthz"
-  local knp_flags=()
+  local knp_nft=1
   if [[ ${NETPOL_IPTABLES:-auto} == 1 ]] || { [[ ${NETPOL_IPTABLES:-auto} == auto ]] && ! nft_queue_supported; }; then
     log "no nft queue support in this kernel: kube-network-policies' queue rules as iptables (mangle $KNP_QUEUE)"
     netpol_iptables
+    knp_nft=0   # and it does not try its nft table (see hack/build-node-bins.sh: each failure drops queued packets)
   fi
-  start_proc kube-network-policies "$KNP_BIN" --kubeconfig="$RUN/kubeconfig" --hostname-override="$NODE_NAME" \
-    --nfqueue-id="$KNP_QUEUE" --metrics-bind-address="127.0.0.1:$KNP_METRICS_PORT" --v="${KNP_V:-2}" "${knp_flags[@]}"
+  start_proc kube-network-policies env KNP_NFTABLES=$knp_nft "$KNP_BIN" --kubeconfig="$RUN/kubeconfig" --hostname-override="$NODE_NAME" \
+    --nfqueue-id="$KNP_QUEUE" --metrics-bind-address="127.0.0.1:$KNP_METRICS_PORT" --v="${KNP_V:-2}"
   wait_for kube-network-policies 60 curl -sf "http://127.0.0.1:$KNP_METRICS_PORT/metrics"
   log "node up in $(since "$T0")s; export KUBECONFIG=$RUN/kubeconfig"
 }

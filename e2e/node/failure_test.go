@@ -149,13 +149,27 @@ spec:
 		t.Errorf("flag endpoint: %q, %v", got, err)
 	}
 
-	// /tmp is bounded: 80 MiB in the 64Mi emptyDir, and the kubelet evicts the Pod.
+	// /tmp is bounded at 64Mi: a memory-backed /tmp (tmpfs of that size) refuses 80 MiB; a
+	// disk-backed one takes them, and the kubelet evicts the Pod for its emptyDir.
 	pod, err := kube.CoreV1().Pods(nsCTF).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body, err := httpGet("http://" + hostPort(host, httpPort) + "/fill?mib=80"); err != nil {
-		t.Logf("/fill: %v %s (a bounded medium refuses the write: also bounded)", err, body)
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil {
+			t.Logf("volume %s: emptyDir medium %q sizeLimit %v; statfs(/tmp) inside: %d bytes", v.Name, v.EmptyDir.Medium, v.EmptyDir.SizeLimit, s.TmpBytes)
+		}
+	}
+	body, err := httpGet("http://" + hostPort(host, httpPort) + "/fill?mib=80")
+	if err != nil {
+		if !strings.Contains(body, "no space left on device") {
+			t.Fatalf("/fill?mib=80: %v: %s", err, body)
+		}
+		t.Logf("80 MiB into /tmp refused: %s", strings.TrimSpace(body))
+		if s.TmpBytes > 64<<20 {
+			t.Errorf("/tmp is %d bytes, more than 64Mi", s.TmpBytes)
+		}
+		return
 	}
 	waitFor(ctx, t, 2*time.Minute, "the kubelet to evict the Pod for its /tmp", func() (bool, error) {
 		events, err := kube.CoreV1().Events(nsCTF).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(pod.UID)})

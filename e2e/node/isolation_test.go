@@ -229,6 +229,7 @@ spec:
         image: local/attacker:v1
         args: [-listen=:8080, self=tcp://127.0.0.1:8080, db=tcp://%s:8080, db-udp=udp://%s:1337, neighbour=tcp://%s:8080, node-kubelet=tcp://%s:%s]
         ports: [{name: ctl, containerPort: 8080}]
+    terminationGracePeriodSeconds: 30
     egress: %v
     timeout: 30m
     maxLifetime: 2h

@@ -127,23 +127,28 @@ func setUp() (stop func(), err error) {
 		return stop, err
 	}
 
-	// The hook Metacontroller calls, and a second one with a token for /flags/verify (stateless:
-	// an HMAC under the same key).
+	// The hook Metacontroller calls, with a token for POST /flags/verify (stateless: an HMAC under
+	// the flag key). Hooks since issue 19 serve it on a listener of its own (--verify-listen,
+	// --verify-token-file); older ones on the main listener with --token-file, which Metacontroller
+	// would then have to send too: for those, a second process serves verification.
+	verifyToken = strconv.FormatInt(time.Now().UnixNano(), 36) + "-e2e-node-verify"
+	tokenFile := filepath.Join(cfg.logDir, "verify.token")
+	if err := os.WriteFile(tokenFile, []byte(verifyToken), 0o600); err != nil {
+		return stop, err
+	}
 	common := []string{
 		"--flag-key-file=" + filepath.Join(cfg.root, "testdata/flag.key"), "--public-host=" + cfg.nodeIP,
 		"--pod-cidrs=" + cfg.podCIDR, "--service-cidrs=" + cfg.serviceCIDR, "--node-cidrs=" + cfg.nodeIP + "/32",
 	}
-	for _, h := range []struct{ name, addr string }{{"hook", cfg.hookAddr}, {"hook-verify", verifyAddr}} {
-		args := append([]string{"--listen=" + h.addr}, common...)
-		if h.name == "hook-verify" {
-			verifyToken = strconv.FormatInt(time.Now().UnixNano(), 36) + "-e2e-node"
-			tokenFile := filepath.Join(cfg.logDir, "verify.token")
-			if err := os.WriteFile(tokenFile, []byte(verifyToken), 0o600); err != nil {
-				return stop, err
-			}
-			args = append(args, "--token-file="+tokenFile)
-		}
-		s, err := startProcess(ctx, h.name, cfg.hookBin, args, "http://"+h.addr+"/readyz")
+	help, _ := exec.Command(cfg.hookBin, "-h").CombinedOutput()
+	hooks := [][]string{append([]string{"hook", "--listen=" + cfg.hookAddr}, common...)}
+	if bytes.Contains(help, []byte("-verify-listen")) {
+		hooks[0] = append(hooks[0], "--verify-listen="+verifyAddr, "--verify-token-file="+tokenFile)
+	} else {
+		hooks = append(hooks, append([]string{"hook-verify", "--listen=" + verifyAddr, "--token-file=" + tokenFile}, common...))
+	}
+	for _, h := range hooks {
+		s, err := startProcess(ctx, h[0], cfg.hookBin, h[1:], "http://"+strings.TrimPrefix(h[1], "--listen=")+"/readyz")
 		if err != nil {
 			return stop, err
 		}
