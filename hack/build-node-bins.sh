@@ -23,7 +23,7 @@ OUT=${K8S_NODE_BINS_DIR:-$CACHE/k8s-node-bins/v$K8S}
 PARTS=${PARTS:-k8s knp}
 # KNP_PATCH names the patch level of kube-network-policies (below) in its cache directory; change it
 # when the patches change.
-KNP_PATCH=p1
+KNP_PATCH=p2
 KNP_DIR=${KNP_DIR:-$CACHE/kube-network-policies/$KNP_VER-$KNP_PATCH}
 # --knp-bin: print where the kube-network-policies binary is (hack/node.sh, hack/e2e-node.sh)
 [[ ${1:-} == --knp-bin ]] && { echo "$KNP_DIR/kube-network-policies"; exit 0; }
@@ -85,7 +85,7 @@ EOF
 fi
 
 # ---------------------------------------------------------------- kube-network-policies
-# Two patches, on a copy of the module's source (its own go.mod and go.sum decide the dependencies):
+# Two patches, on a copy of the module's source:
 #  1. cmd/main.go uses rest.InClusterConfig() only: a --kubeconfig flag, to run as a host process;
 #  2. KNP_NFTABLES=0 in its environment skips programming its nft table. For kernels without nft
 #     'queue' support (CONFIG_NFT_QUEUE), where hack/node.sh sends the same packets to its queue
@@ -107,7 +107,21 @@ if [[ " $PARTS " == *" knp "* && -n $KNP_VER && ! -x $KNP_DIR/kube-network-polic
       "$W/knp/pkg/networkpolicy/controller.go"
   grep -q 'BuildConfigFromFlags("", kubeconfig)' "$W/knp/cmd/main.go" && grep -q 'KNP_NFTABLES' "$W/knp/pkg/networkpolicy/controller.go" ||
     { echo "[build-node-bins] cannot patch kube-network-policies $KNP_VER" >&2; exit 1; }
-  (cd "$W/knp" && timed go build $TRIMPATH -ldflags "-s -w" -o "$W/knp/kube-network-policies.bin" ./cmd)
+  if [[ -f $K8S_BINS_DIR/src/k8s/go.mod && ${KNP_OWN_MODULES:-0} != 1 ]]; then
+    # In the control plane's module graph (k8s.io/* v0.36.3 instead of its own v0.32): most of what
+    # it needs is then in the Go build cache already. Measured 155 s instead of 636 s cold on 2 busy
+    # cores. Its go.sum goes along for the modules the checksum database does not know (nftables).
+    # KNP_OWN_MODULES=1 builds it with its own go.mod, as released.
+    mkdir -p "$W/knpmod/cmd/kube-network-policies"
+    cp "$K8S_BINS_DIR/src/k8s/go.mod" "$K8S_BINS_DIR/src/k8s/go.sum" "$W/knpmod/" && chmod u+w "$W/knpmod/go.mod" "$W/knpmod/go.sum"
+    sed -i '1s#.*#module local/knp#' "$W/knpmod/go.mod"
+    cat "$W/knp/go.sum" >> "$W/knpmod/go.sum"
+    printf '\nrequire sigs.k8s.io/kube-network-policies %s\n\nreplace sigs.k8s.io/kube-network-policies => %s\n' "$KNP_VER" "$W/knp" >> "$W/knpmod/go.mod"
+    cp "$W/knp/cmd/main.go" "$W/knpmod/cmd/kube-network-policies/"
+    (cd "$W/knpmod" && timed go build -mod=mod $TRIMPATH -ldflags "-s -w" -o "$W/knp/kube-network-policies.bin" ./cmd/kube-network-policies)
+  else
+    (cd "$W/knp" && timed go build $TRIMPATH -ldflags "-s -w" -o "$W/knp/kube-network-policies.bin" ./cmd)
+  fi
   mv "$W/knp/kube-network-policies.bin" "$KNP_DIR/kube-network-policies"
 fi
 echo "[build-node-bins] $OUT: $(ls "$OUT" 2>/dev/null | tr '\n' ' ')  $KNP_DIR: $(ls "$KNP_DIR" 2>/dev/null | tr '\n' ' ')" >&2

@@ -36,6 +36,10 @@ phase() { log "PHASE $1: $((SECONDS - phase_start))s"; phase_start=$SECONDS; }
 
 [[ $(id -u) == 0 ]] || { log "needs root (network namespaces, iptables, mounts)"; exit 1; }
 [[ $(uname -s) == Linux ]] || { log "needs Linux"; exit 1; }
+# One real node per machine at a time (its bridge, veth, routes and iptables chains are the
+# machine's): a second run waits here. make e2e's kwok plane needs no such lock and runs beside it.
+exec 9> "${TMPDIR:-/tmp}/challenge-hook-e2e-node.lock"
+if ! flock -n 9; then log "another make e2e-node runs on this machine: waiting for it"; flock 9; fi
 
 # ---------------------------------------------------------------- 1. packages
 # containerd + runc from Debian; iptables/nftables/conntrack/ipset for kube-proxy and the policy
@@ -80,7 +84,7 @@ down() {
 bash hack/node.sh down > /dev/null 2>&1 || true
 trap down EXIT
 phase_start=$SECONDS
-bash hack/node.sh up
+bash hack/node.sh up 9>&-   # the lock stays with this script, not with the node's processes
 phase node-up
 
 # ---------------------------------------------------------------- 4. tests
@@ -90,7 +94,7 @@ phase node-up
   E2E_NODE_HOOK_BIN="$HOOK_BIN" E2E_NODE_HOOK_ADDR="$HOOK_ADDR" E2E_NODE_RESYNC_SECONDS="${E2E_NODE_RESYNC_SECONDS:-5}" \
   E2E_NODE_IP="$NODE_IP" E2E_NODE_POD_CIDR="$POD_CIDR" E2E_NODE_SERVICE_CIDR="$SERVICE_CIDR" \
   E2E_NODE_KUBELET_PORT="$KUBELET_PORT" E2E_NODE_CTFBOX="$IMAGES_DIR/ctfbox" \
-  "$NODE_ROOT/e2enode.test" -test.v -test.count=1 -test.timeout=20m ${E2E_NODE_RUN_ARGS:-}) &
+  "$NODE_ROOT/e2enode.test" -test.v -test.count=1 -test.timeout=20m ${E2E_NODE_RUN_ARGS:-}) 9>&- &
 tests=$!
 trap 'status=130; kill -TERM "$tests" 2>/dev/null; wait "$tests"; exit 130' INT TERM
 set +e

@@ -230,8 +230,8 @@ cmd_up() {
     ip link add "$NODE_IF" type veth peer name "${NODE_IF}p"; ip addr add "$NODE_IP/32" dev "$NODE_IF"
     ip link set "${NODE_IF}p" up; ip link set "$NODE_IF" up; }
   # The CNI bridge plugin creates the bridge on the first Pod; a bridge whose MAC the kernel picks
-  # takes its lowest port's, which changes as Pods (veths) come and go: Pods' ARP entries for the
-  # gateway go stale and packets to the host are lost for a second. Created here with a fixed MAC.
+  # takes its lowest port's, which changes as Pods (veths) come and go, and Pods' ARP entries for
+  # the gateway can go stale. Created here with a fixed MAC.
   ip link show "$NODE_BRIDGE" > /dev/null 2>&1 || {
     ip link add "$NODE_BRIDGE" type bridge; ip link set "$NODE_BRIDGE" address 02:00:0a:f4:00:01; ip link set "$NODE_BRIDGE" up; }
   t=$(now)
