@@ -362,30 +362,51 @@ func flipLastHexDigit(flag string) string {
 	return flag[:i] + string(digit) + flag[i+1:]
 }
 
-// tokenHook is a challenge-hook with --token-file, the only way it serves POST /flags/verify.
+// tokenHook is a challenge-hook with both credentials: Metacontroller's token (--token-file) on
+// its main listener, and flag verification on a listener of its own (--verify-listen) with the
+// platform's token (--verify-token-file), the only way it serves POST /flags/verify.
 type tokenHook struct {
-	*hookServer
-	token string
+	*hookServer        // the main listener
+	verifyURL   string // the flag-verification listener
+	hookToken   string
+	verifyToken string
 }
 
-// flagVerifier starts a second hook of the same binary, with the suite hook's flag key and a
-// bearer token. The suite's hook has no token (Metacontroller calls it without one), so it has no
-// /flags/verify route; verification is stateless (an HMAC under the key), so any process with
-// the key gives the answer the platform's hook would.
+// flagVerifier starts a second hook of the same binary, with the suite hook's flag key and both
+// tokens, and checks that each token opens its own listener's routes only. The suite's hook has
+// no token (Metacontroller calls it without one), so it serves no flag verification; verification
+// is stateless (an HMAC under the key), so any process with the key gives the answer the
+// platform's hook would.
 func flagVerifier(t *testing.T) *tokenHook {
 	t.Helper()
-	token := "platform-e2e-token"
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	hookToken, verifyToken := "metacontroller-e2e-token", "platform-e2e-verify-token"
+	hookTokenFile, verifyTokenFile := filepath.Join(dir, "token"), filepath.Join(dir, "verify-token")
+	for file, token := range map[string]string{hookTokenFile: hookToken, verifyTokenFile: verifyToken} {
+		if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	h := &tokenHook{startHook(t, shared.root, "--flag-key-file="+suiteFlagKeyFile, "--token-file="+tokenFile), token}
-	if status := h.verifyStatus(t, "", "ctf/any", "team-7", "CTF{00}"); status != http.StatusUnauthorized {
-		t.Errorf("POST /flags/verify without the token: HTTP %d, want 401", status)
+	verifyAddr := freeLoopbackAddr(t)
+	h := &tokenHook{
+		hookServer: startHook(t, shared.root, "--flag-key-file="+suiteFlagKeyFile, "--token-file="+hookTokenFile,
+			"--verify-token-file="+verifyTokenFile, "--verify-listen="+verifyAddr),
+		verifyURL: "http://" + verifyAddr, hookToken: hookToken, verifyToken: verifyToken,
 	}
-	suiteHook := &tokenHook{&hookServer{baseURL: "http://" + shared.hook.addr, client: h.client}, token}
-	if status := suiteHook.verifyStatus(t, token, "ctf/any", "team-7", "CTF{00}"); status != http.StatusNotFound {
-		t.Errorf("POST /flags/verify on the suite's hook, which has no token: HTTP %d, want 404", status)
+	for _, tc := range []struct {
+		what, baseURL, path, token string
+		want                       int
+	}{
+		{"POST /flags/verify without a token", h.verifyURL, "/flags/verify", "", http.StatusUnauthorized},
+		{"POST /flags/verify with Metacontroller's token", h.verifyURL, "/flags/verify", hookToken, http.StatusForbidden},
+		{"POST /flags/verify on the main listener", h.baseURL, "/flags/verify", verifyToken, http.StatusNotFound},
+		{"POST /sync with the verification token", h.baseURL, "/sync", verifyToken, http.StatusForbidden},
+		{"POST /sync on the verification listener", h.verifyURL, "/sync", hookToken, http.StatusNotFound},
+		{"POST /flags/verify on the suite's hook, which has no verification token", "http://" + shared.hook.addr, "/flags/verify", verifyToken, http.StatusNotFound},
+	} {
+		if _, status := h.request(testContext(t), t, tc.baseURL, tc.path, tc.token, "ctf/any", "team-7", "CTF{00}"); status != tc.want {
+			t.Errorf("%s: HTTP %d, want %d", tc.what, status, tc.want)
+		}
 	}
 	return h
 }
@@ -393,7 +414,7 @@ func flagVerifier(t *testing.T) *tokenHook {
 // verify asks POST /flags/verify whether flag is owner's flag on definition.
 func (h *tokenHook) verify(ctx context.Context, t *testing.T, definition, owner, flag string) bool {
 	t.Helper()
-	body, status := h.request(ctx, t, h.token, definition, owner, flag)
+	body, status := h.request(ctx, t, h.verifyURL, "/flags/verify", h.verifyToken, definition, owner, flag)
 	if status != http.StatusOK {
 		t.Fatalf("POST /flags/verify: HTTP %d: %s", status, body)
 	}
@@ -409,19 +430,14 @@ func (h *tokenHook) verify(ctx context.Context, t *testing.T, definition, owner,
 	return *verdict.Correct
 }
 
-func (h *tokenHook) verifyStatus(t *testing.T, token, definition, owner, flag string) int {
-	t.Helper()
-	_, status := h.request(testContext(t), t, token, definition, owner, flag)
-	return status
-}
-
-func (h *tokenHook) request(ctx context.Context, t *testing.T, token, definition, owner, flag string) ([]byte, int) {
+// request POSTs a verification body to baseURL+path with the bearer token (none when empty).
+func (h *tokenHook) request(ctx context.Context, t *testing.T, baseURL, path, token, definition, owner, flag string) ([]byte, int) {
 	t.Helper()
 	payload, err := json.Marshal(map[string]string{"definition": definition, "owner": owner, "flag": flag})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.baseURL+"/flags/verify", bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+path, bytes.NewReader(payload))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,12 +447,12 @@ func (h *tokenHook) request(ctx context.Context, t *testing.T, token, definition
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		t.Fatalf("POST /flags/verify: %v", err)
+		t.Fatalf("POST %s: %v", path, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("read /flags/verify answer: %v", err)
+		t.Fatalf("read %s answer: %v", path, err)
 	}
 	return body, resp.StatusCode
 }

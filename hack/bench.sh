@@ -48,9 +48,13 @@ echo "== go test ./sync -run '^\$' -bench '^BenchmarkPipeline\$/^running\$' -ben
 $GO test ./sync -run '^$' -bench '^BenchmarkPipeline$/^running$' -benchmem -count 5 | tee -a "$WORK/gobench.txt"
 
 echo "== load run"
+# loadrun keeps 64 connections busy (its -connections); the hook's bound on requests in flight
+# (--max-concurrent-requests, 8) is a memory guard for maximal requests, tested by
+# cmd/challenge-hook's TestMaximalConcurrentLoadFitsTheMemoryLimit, and would answer the surplus
+# 429: opened to the connections here, so that throughput is measured as before.
 "$WORK/loadrun" run \
 	-hook bin/challenge-hook \
-	-hook-args "$(cat testdata/dev.flags)" \
+	-hook-args "$(cat testdata/dev.flags) --max-concurrent-requests=64" \
 	-body "$body" \
 	-duration "${BENCH_DURATION:-5s}" \
 	-rounds "${BENCH_ROUNDS:-2}" \

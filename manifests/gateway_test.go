@@ -55,8 +55,25 @@ func withGatewayComponent(t *testing.T, base []hooksync.ChildResource) []hooksyn
 		require.Equal(t, "/spec/childResources/-", op.Path)
 		added = append(added, op.Value)
 	}
-	require.Equal(t, hooksync.RouteChildResources(), added, "render assumes the component adds these")
+	require.Equal(t, childResources(hooksync.ChildKinds(hooksync.GatewayAPIComponent)), added,
+		"the hook's table of child kinds (sync/children.go) and the component must name the same types")
 	return append(append([]hooksync.ChildResource(nil), base...), added...)
+}
+
+func childResources(kinds []hooksync.ChildKind) []hooksync.ChildResource {
+	var out []hooksync.ChildResource
+	for _, k := range kinds {
+		out = append(out, k.ChildResource())
+	}
+	return out
+}
+
+// TestCompositeControllerDeclaresTheChildTable: the base CompositeController declares exactly the
+// base types of the hook's table of child kinds (sync/children.go), which decoding, render and the
+// route checks read; the Gateway API component adds exactly its own (withGatewayComponent).
+func TestCompositeControllerDeclaresTheChildTable(t *testing.T) {
+	require.ElementsMatch(t, childResources(hooksync.ChildKinds("")), declaredChildTypes(t))
+	withGatewayComponent(t, declaredChildTypes(t))
 }
 
 // TestGatewayAPIComponentEnablesRoutes: the base CompositeController declares no Gateway API type

@@ -8,11 +8,15 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"sigs.k8s.io/yaml"
 
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
@@ -418,4 +422,135 @@ func TestPlatformRBACIsLeastPrivilege(t *testing.T) {
 		hooksync.Group + "/challenges":           {"create", "get", "list", "watch", "patch", "delete"},
 		hooksync.Group + "/challengedefinitions": {"get", "list", "watch"},
 	}, granted)
+}
+
+// decodeManifest decodes the only document of a manifest into a typed object.
+func decodeManifest(t *testing.T, file string, into any) {
+	t.Helper()
+	docs, err := readYAMLDocuments(file)
+	require.NoError(t, err)
+	require.Len(t, docs, 1, file)
+	raw, err := yaml.Marshal(docs[0])
+	require.NoError(t, err)
+	require.NoError(t, yaml.UnmarshalStrict(raw, into), file)
+}
+
+// hookContainer is the hook's container in hook-deployment.yaml.
+func hookContainer(t *testing.T) (appsv1.Deployment, corev1.Container) {
+	t.Helper()
+	var deployment appsv1.Deployment
+	decodeManifest(t, "hook-deployment.yaml", &deployment)
+	containers := deployment.Spec.Template.Spec.Containers
+	require.Len(t, containers, 1)
+	return deployment, containers[0]
+}
+
+// flagValue is the value of --name=value in args, or "".
+func flagValue(args []string, name string) string {
+	for _, arg := range args {
+		if value, ok := strings.CutPrefix(arg, "--"+name+"="); ok {
+			return value
+		}
+	}
+	return ""
+}
+
+// TestEachCallerReachesOnlyItsOwnPort: Metacontroller calls the hooks on one port, the platform
+// verifies flags on another, each with its own token; the hook's NetworkPolicy admits Metacontroller
+// to the first only and the platform to the second only, and the Deployment and Service agree on
+// the ports.
+func TestEachCallerReachesOnlyItsOwnPort(t *testing.T) {
+	deployment, container := hookContainer(t)
+	ports := map[string]int32{}
+	for _, p := range container.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	assert.Equal(t, map[string]int32{"http": 8080, "verify": 8081}, ports)
+	assert.Equal(t, ":8080", flagValue(container.Args, "listen"))
+	assert.Equal(t, ":8081", flagValue(container.Args, "verify-listen"))
+
+	// The verification token comes from its own optional Secret, never the Metacontroller token's.
+	verifyTokenFile := flagValue(container.Args, "verify-token-file")
+	require.NotEmpty(t, verifyTokenFile, "the Deployment serves flag verification once its Secret exists")
+	assert.NotEqual(t, flagValue(container.Args, "token-file"), verifyTokenFile)
+	var mounted bool
+	for _, mount := range container.VolumeMounts {
+		if !strings.HasPrefix(verifyTokenFile, mount.MountPath+"/") {
+			continue
+		}
+		for _, volume := range deployment.Spec.Template.Spec.Volumes {
+			if volume.Name != mount.Name || volume.Projected == nil {
+				continue
+			}
+			for _, source := range volume.Projected.Sources {
+				if s := source.Secret; s != nil && s.Name == "challenge-hook-verify-token" {
+					require.NotNil(t, s.Optional)
+					assert.True(t, *s.Optional, "the hook starts without the Secret")
+					for _, item := range s.Items {
+						mounted = mounted || mount.MountPath+"/"+item.Path == verifyTokenFile
+					}
+				}
+			}
+		}
+	}
+	assert.True(t, mounted, "--verify-token-file %s is not the Secret challenge-hook-verify-token's key", verifyTokenFile)
+
+	var service corev1.Service
+	decodeManifest(t, "hook-service.yaml", &service)
+	servicePorts := map[int32]string{}
+	for _, p := range service.Spec.Ports {
+		servicePorts[p.Port] = p.TargetPort.String()
+	}
+	assert.Equal(t, map[int32]string{80: "http", 8081: "verify"}, servicePorts)
+
+	var policy networkingv1.NetworkPolicy
+	decodeManifest(t, "hook-networkpolicy.yaml", &policy)
+	assert.Equal(t, deployment.Spec.Template.Labels[`app.kubernetes.io/name`], policy.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"])
+	assert.Contains(t, policy.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+	assert.Empty(t, policy.Spec.Egress, "the hook calls nothing")
+	admitted := map[string][]string{} // caller -> ports
+	for i, rule := range policy.Spec.Ingress {
+		require.NotEmpty(t, rule.From, "ingress rule %d admits every source", i)
+		require.NotEmpty(t, rule.Ports, "ingress rule %d admits every port", i)
+		var rulePorts []string
+		for _, p := range rule.Ports {
+			require.NotNil(t, p.Port, "ingress rule %d admits every port", i)
+			rulePorts = append(rulePorts, p.Port.String())
+		}
+		for _, peer := range rule.From {
+			require.Nil(t, peer.IPBlock, "ingress rule %d admits addresses", i)
+			require.NotNil(t, peer.NamespaceSelector, "ingress rule %d: a peer without a namespace is the policy's own namespace", i)
+			caller := peer.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"]
+			if peer.PodSelector != nil && len(peer.PodSelector.MatchLabels) > 0 {
+				caller += "/" + peer.PodSelector.MatchLabels["app.kubernetes.io/name"]
+			}
+			admitted[caller] = append(admitted[caller], rulePorts...)
+		}
+	}
+	assert.Equal(t, map[string][]string{
+		"metacontroller":   {"8080"},
+		"ctf/ctf-platform": {"8081"}, // the platform's Pods, not every Pod of its namespace
+	}, admitted)
+}
+
+// TestGOMEMLIMITFollowsTheMemoryLimit: the hook's GOMEMLIMIT is about 90% of its container's
+// memory limit, so that the garbage collector works harder before the kernel kills the hook, and
+// leaves room for what is not heap. cmd/challenge-hook's TestMaximalConcurrentLoadFitsTheMemoryLimit
+// runs the maximal concurrent load under both.
+func TestGOMEMLIMITFollowsTheMemoryLimit(t *testing.T) {
+	_, container := hookContainer(t)
+	limit, ok := container.Resources.Limits[corev1.ResourceMemory]
+	require.True(t, ok, "the hook has no memory limit")
+	var goMemLimit string
+	for _, env := range container.Env {
+		if env.Name == "GOMEMLIMIT" {
+			goMemLimit = env.Value
+		}
+	}
+	value, ok := strings.CutSuffix(goMemLimit, "MiB")
+	require.True(t, ok, "GOMEMLIMIT %q: want a value in MiB", goMemLimit)
+	mib, err := strconv.ParseInt(value, 10, 64)
+	require.NoError(t, err)
+	ratio := float64(mib<<20) / float64(limit.Value())
+	assert.InDelta(t, 0.9, ratio, 0.03, "GOMEMLIMIT %s is %.0f%% of limits.memory %s", goMemLimit, 100*ratio, limit.String())
 }

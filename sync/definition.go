@@ -40,6 +40,12 @@ func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *
 		return in, &problem{ReasonInvalidSpec, err.Error(), nil}
 	}
 	if parent.Spec.Template != nil {
+		if cfg.RefuseInlineTemplates {
+			// No template for the deadline either: a refused template does not choose how long
+			// the children it may already have keep running.
+			return in, &problem{ReasonInvalidSpec,
+				"spec.template: this hook refuses inline templates (--inline-templates=false): reference a ChallengeDefinition with spec.definitionRef instead", nil}
+		}
 		in.template = *parent.Spec.Template
 		if err := ValidateDefinition(in.template); err != nil {
 			return in, &problem{ReasonInvalidSpec, "spec.template: " + err.Error(), &in.template}
@@ -48,6 +54,11 @@ func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *
 		ref := *parent.Spec.DefinitionRef
 		if ref.Namespace == "" {
 			ref.Namespace = parent.Metadata.Namespace
+		}
+		if !definitionNamespaceAllowed(cfg, ref.Namespace) {
+			return in, &problem{ReasonInvalidSpec, fmt.Sprintf(
+				"spec.definitionRef: namespace %q is not one this hook takes ChallengeDefinitions from (--definition-namespaces=%s): reference a definition in one of those",
+				ref.Namespace, strings.Join(cfg.DefinitionNamespaces, ",")), nil}
 		}
 		def, found := findDefinition(related.Definitions, ref)
 		if !found {
@@ -65,6 +76,12 @@ func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *
 			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook", &in.template}
 	}
 	return in.withLabels(), nil
+}
+
+// definitionNamespaceAllowed says whether a definitionRef may point to namespace: any, unless
+// cfg.DefinitionNamespaces lists the allowed ones.
+func definitionNamespaceAllowed(cfg Config, namespace string) bool {
+	return len(cfg.DefinitionNamespaces) == 0 || slices.Contains(cfg.DefinitionNamespaces, namespace)
 }
 
 func findDefinition(defs []ChallengeDefinition, ref DefinitionRef) (ChallengeDefinition, bool) {
@@ -191,6 +208,9 @@ func ValidateDefinition(spec DefinitionSpec) error {
 		if errs := validation.IsDNS1123Subdomain(spec.RuntimeClassName); len(errs) > 0 {
 			return fmt.Errorf("runtimeClassName %q: %s", spec.RuntimeClassName, strings.Join(errs, "; "))
 		}
+	}
+	if g := spec.TerminationGracePeriodSeconds; g != nil && (*g < 1 || *g > maxTerminationGracePeriod) {
+		return fmt.Errorf("terminationGracePeriodSeconds: %d is not between 1 and %d", *g, maxTerminationGracePeriod)
 	}
 	if sec := spec.Security; sec != nil && sec.RunAsUser != nil {
 		if *sec.RunAsUser < 0 {

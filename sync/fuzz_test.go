@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
@@ -108,8 +109,8 @@ func FuzzCustomize(f *testing.F) {
 			}
 			return
 		}
-		first := encode(t, hooksync.Customize(req))
-		if second := encode(t, hooksync.Customize(req)); !bytes.Equal(first, second) {
+		first := encode(t, hooksync.Customize(req, hooksync.DefaultConfig()))
+		if second := encode(t, hooksync.Customize(req, hooksync.DefaultConfig())); !bytes.Equal(first, second) {
 			t.Fatalf("two answers to one request differ:\n%s\n%s", first, second)
 		}
 	})
@@ -187,7 +188,7 @@ func FuzzValidateDefinition(f *testing.F) {
 			Metadata:   hooksync.ObjectMeta{Name: "fuzz", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000000", Generation: 1},
 			Spec:       hooksync.ChallengeSpec{Owner: "team-1", Template: &spec},
 		}}
-		resp := hooksync.Sync(req, fuzzNow, cfg)
+		resp := hooksync.SecondAnswer(t, req, fuzzNow, cfg)
 		if resp.Status.Phase == hooksync.PhaseError {
 			t.Fatalf("ValidateDefinition accepts the template but sync answers Error %s: %s", resp.Status.Reason, resp.Status.Message)
 		}
@@ -228,6 +229,56 @@ func FuzzFlagVerification(f *testing.F) {
 		}
 		if hooksync.VerifyDynamicFlag(key, v.Definition, v.Owner, v.Flag) && !strings.HasSuffix(v.Flag, own[len("flag"):]) {
 			t.Fatalf("%q verifies but is not %q under another prefix", v.Flag, own)
+		}
+	})
+}
+
+// FuzzStatusFromObserved: whatever text the kubelet, the scheduler, a Gateway or the player (a
+// container's termination message) puts in the observed children, every status string the hook
+// builds from it is inert: no angle bracket, no control character.
+func FuzzStatusFromObserved(f *testing.F) {
+	f.Add("CrashLoopBackOff", "<img src=x onerror=alert(1)>", "Error", "\x1b]8;;https://evil\x07click\x1b]8;;\x07")
+	f.Add("ErrImagePull", "pull access denied <b>", "OOMKilled", "line\nbreak\r\x00")
+	f.Add("CreateContainerConfigError", "container has runAsNonRoot and image will run as root", "Error", "")
+	f.Add("", "", "", "<script>")
+	cfg := fuzzConfig()
+	f.Fuzz(func(t *testing.T, waitingReason, message, terminatedReason, playerText string) {
+		parent := hooksync.Challenge{
+			Metadata: hooksync.ObjectMeta{Name: "fuzz", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000000", Generation: 1,
+				CreationTimestamp: "2026-11-01T11:00:00Z"},
+			Spec: hooksync.ChallengeSpec{Owner: "team-1", Template: &hooksync.DefinitionSpec{
+				Containers: []hooksync.Container{{Name: "app", Image: "registry.ctf.example/app:1", Ports: []hooksync.ContainerPort{{ContainerPort: 8080}}}},
+				Expose:     []hooksync.Expose{{Port: 8080, Type: hooksync.ExposeNodePort}},
+			}},
+		}
+		observed := func(kind, apiVersion string) hooksync.ObservedObject {
+			return hooksync.ObservedObject{APIVersion: apiVersion, Kind: kind, Metadata: hooksync.ObservedMeta{
+				ObjectMeta: hooksync.ObjectMeta{Name: "fuzz", Namespace: "ctf", CreationTimestamp: "2026-11-01T11:00:00Z"}}}
+		}
+		terminated := &hooksync.ContainerStateTerminated{Reason: terminatedReason, Message: playerText, ExitCode: 1}
+		pod := hooksync.ObservedPod{ObservedObject: observed("Pod", "v1"), Status: hooksync.ObservedPodStatus{
+			Phase: "Pending", Reason: terminatedReason, Message: message,
+			Conditions: []hooksync.ObservedCondition{{Type: "PodScheduled", Status: "False", Reason: "Unschedulable", Message: message}},
+			ContainerStatuses: []hooksync.ContainerStatus{{Name: "app",
+				State:     hooksync.ContainerState{Waiting: &hooksync.ContainerStateWaiting{Reason: waitingReason, Message: message}, Terminated: terminated},
+				LastState: hooksync.ContainerState{Terminated: terminated}}},
+		}}
+		for _, phase := range []string{"Pending", "Failed"} {
+			pod.Status.Phase = phase
+			req := hooksync.Request{Parent: parent, Children: hooksync.ObservedChildren{
+				Pods:            []hooksync.ObservedPod{pod},
+				NetworkPolicies: []hooksync.ObservedObject{observed("NetworkPolicy", "networking.k8s.io/v1")},
+			}}
+			status := hooksync.Sync(req, fuzzNow, cfg).Status
+			texts := []string{status.Phase, status.Reason, status.Message}
+			for _, c := range status.Conditions {
+				texts = append(texts, c.Reason, c.Message)
+			}
+			for _, text := range texts {
+				if i := strings.IndexFunc(text, func(r rune) bool { return r == '<' || r == '>' || unicode.IsControl(r) }); i >= 0 {
+					t.Fatalf("status text %q holds %q at %d", text, text[i:], i)
+				}
+			}
 		}
 	})
 }

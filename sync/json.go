@@ -28,21 +28,14 @@ var errNoName = errors.New("has no metadata.name")
 // groupDecoder decodes the next object of one children or related group and appends it.
 type groupDecoder func(dec *json.Decoder) error
 
-// childGroups are the child types the CompositeController declares, keyed as Metacontroller keys
-// them: "<Kind>.<version>" for the core group, "<Kind>.<group>/<version>" otherwise.
+// childGroups dispatches each child type of the table (childKinds) by the key Metacontroller
+// gives it to its typed list.
 func childGroups(c *ObservedChildren) map[string]groupDecoder {
-	return map[string]groupDecoder{
-		"Pod.v1":                             decodeInto(&c.Pods, func(p *ObservedPod) string { return p.Metadata.Name }),
-		"Service.v1":                         decodeInto(&c.Services, func(s *ObservedService) string { return s.Metadata.Name }),
-		"NetworkPolicy.networking.k8s.io/v1": decodeInto(&c.NetworkPolicies, func(o *ObservedObject) string { return o.Metadata.Name }),
-		"Ingress.networking.k8s.io/v1":       decodeInto(&c.Ingresses, func(i *ObservedIngress) string { return i.Metadata.Name }),
-		"Secret.v1":                          decodeInto(&c.Secrets, func(o *ObservedObject) string { return o.Metadata.Name }),
-		"Deployment.apps/v1":                 decodeInto(&c.Deployments, func(o *ObservedObject) string { return o.Metadata.Name }),
-
-		// Declared only by the opt-in kustomize component manifests/components/gateway-api.
-		kindHTTPRoute + "." + gatewayAPIVersion: decodeInto(&c.HTTPRoutes, func(r *ObservedRoute) string { return r.Metadata.Name }),
-		kindTLSRoute + "." + gatewayAPIVersion:  decodeInto(&c.TLSRoutes, func(r *ObservedRoute) string { return r.Metadata.Name }),
+	groups := map[string]groupDecoder{}
+	for _, k := range childKinds {
+		groups[k.Key()] = k.observed(c).decode
 	}
+	return groups
 }
 
 // relatedGroups are the types the customize hook asks for. Pods were related before they were
@@ -258,16 +251,10 @@ func compareMeta(a, b ObjectMeta) int {
 // sortObserved puts every list in namespace and name order (stable: identical requests give
 // identical lists), whatever order the maps came in.
 func sortObserved(req *Request) {
-	c, r := &req.Children, &req.Related
-	slices.SortStableFunc(c.Pods, func(a, b ObservedPod) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
-	slices.SortStableFunc(c.Services, func(a, b ObservedService) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
-	slices.SortStableFunc(c.NetworkPolicies, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
-	slices.SortStableFunc(c.Ingresses, func(a, b ObservedIngress) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
-	slices.SortStableFunc(c.HTTPRoutes, func(a, b ObservedRoute) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
-	slices.SortStableFunc(c.TLSRoutes, func(a, b ObservedRoute) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
-	slices.SortStableFunc(c.Secrets, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
-	slices.SortStableFunc(c.Deployments, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
-	slices.SortStableFunc(r.Definitions, func(a, b ChallengeDefinition) int { return compareMeta(a.Metadata, b.Metadata) })
+	for _, k := range childKinds {
+		k.observed(&req.Children).sort()
+	}
+	slices.SortStableFunc(req.Related.Definitions, func(a, b ChallengeDefinition) int { return compareMeta(a.Metadata, b.Metadata) })
 }
 
 // keptChild is an observed child the hook must not change, returned exactly as Metacontroller last

@@ -22,9 +22,23 @@ import (
 // stand in for the Pod CIDRs when none are configured, and are never an egress destination.
 var privateRanges = []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16"}
 
-// hostRanges are never an egress destination either: loopback, and link-local, where
-// 169.254.169.254 serves cloud credentials.
-var hostRanges = []string{"127.0.0.0/8", "169.254.0.0/16"}
+// nonPublicRanges are never an egress destination either: every range of IANA's IPv4
+// special-purpose registry that is not the public internet, multicast and the reserved class E
+// (some managed clusters give Pods class-E addresses), and the cloud hosts' own endpoints.
+var nonPublicRanges = []string{
+	"0.0.0.0/8",        // "this network"
+	"127.0.0.0/8",      // loopback
+	"169.254.0.0/16",   // link-local: 169.254.169.254 serves cloud credentials on every major cloud
+	"168.63.129.16/32", // Azure's WireServer and host DNS, reachable from every Azure VM
+	"192.0.0.0/24",     // IETF protocol assignments
+	"192.0.2.0/24",     // TEST-NET-1
+	"192.88.99.0/24",   // the deprecated 6to4 relay anycast
+	"198.18.0.0/15",    // benchmarking, used inside some clouds' and appliances' networks
+	"198.51.100.0/24",  // TEST-NET-2
+	"203.0.113.0/24",   // TEST-NET-3
+	"224.0.0.0/4",      // multicast
+	"240.0.0.0/4",      // reserved (class E) and the limited broadcast 255.255.255.255
+}
 
 const (
 	anyIPv4 = "0.0.0.0/0"
@@ -49,6 +63,18 @@ func buildNetworkPolicy(in instance, cfg Config) *networkingv1.NetworkPolicyAppl
 	spec.WithIngress(ingressRules(in, cfg)...)
 	spec.WithEgress(egressRules(in, cfg)...)
 	return networkingv1.NetworkPolicy(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
+}
+
+// denyAllPolicy selects the Pods of the Challenge's instance and admits nothing, in or out. It
+// stands in for the instance's policy when that is missing while a Pod is observed, and is built
+// from the Challenge's identity alone, so that it holds even when the template cannot be read.
+func denyAllPolicy(parent Challenge) *networkingv1.NetworkPolicyApplyConfiguration {
+	id := instanceID(parent)
+	return networkingv1.NetworkPolicy(parent.Metadata.Name, parent.Metadata.Namespace).
+		WithLabels(map[string]string{LabelManagedBy: ManagedByValue, LabelInstance: id}).
+		WithSpec(networkingv1.NetworkPolicySpec().
+			WithPodSelector(metav1.LabelSelector().WithMatchLabels(map[string]string{LabelInstance: id})).
+			WithPolicyTypes(networkingapiv1.PolicyTypeIngress, networkingapiv1.PolicyTypeEgress))
 }
 
 func ingressRules(in instance, cfg Config) []*networkingv1.NetworkPolicyIngressRuleApplyConfiguration {
@@ -162,7 +188,7 @@ func podRanges(cfg Config) []string {
 
 // blockedEgressRanges stay unreachable even with egress: true.
 func blockedEgressRanges(cfg Config) []string {
-	ranges := slices.Concat(privateRanges, hostRanges, cfg.PodCIDRs, cfg.ServiceCIDRs, cfg.NodeCIDRs, cfg.APIServerCIDRs)
+	ranges := slices.Concat(privateRanges, nonPublicRanges, cfg.PodCIDRs, cfg.ServiceCIDRs, cfg.NodeCIDRs, cfg.APIServerCIDRs)
 	return minimalCover(ranges)
 }
 

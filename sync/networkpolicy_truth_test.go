@@ -58,6 +58,7 @@ const (
 	roleServiceIP   // a Service ClusterIP (the kubernetes Service)
 	roleMetadata    // 169.254.169.254
 	rolePrivateHost // another host on a private or CGNAT network
+	roleNonPublic   // an address IANA reserves, multicast or class E: never the public internet
 	rolePublicHost  // any host on the internet
 )
 
@@ -116,7 +117,7 @@ func modelPolicies(t *testing.T, cfg Config) ([]peer, []*networkingapiv1.Network
 					Egress: team == "team-b",
 				}},
 			}
-			resp := Sync(Request{Parent: parent}, goldenNow, cfg)
+			resp := secondAnswer(t, Request{Parent: parent}, goldenNow, cfg)
 			require.NotEqual(t, PhaseError, resp.Status.Phase, resp.Status.Message)
 			body, err := EncodeResponse(resp)
 			require.NoError(t, err)
@@ -193,6 +194,11 @@ var platformPeers = []peer{
 	{name: "metadata 169.254.169.254", ip: "169.254.169.254", role: roleMetadata, ports: []port{{80, "TCP"}}},
 	{name: "private host 192.168.1.10", ip: "192.168.1.10", role: rolePrivateHost, ports: []port{{22, "TCP"}}},
 	{name: "cgnat host 100.64.0.1", ip: "100.64.0.1", role: rolePrivateHost, ports: []port{{22, "TCP"}}},
+	{name: "azure wireserver 168.63.129.16", ip: "168.63.129.16", role: roleMetadata, ports: []port{{80, "TCP"}, {32526, "TCP"}}},
+	{name: "class-e pod 240.0.0.5", ip: "240.0.0.5", role: roleNonPublic, ports: []port{{8080, "TCP"}}},
+	{name: "benchmarking host 198.18.0.1", ip: "198.18.0.1", role: roleNonPublic, ports: []port{{22, "TCP"}}},
+	{name: "multicast 224.0.0.251", ip: "224.0.0.251", role: roleNonPublic, ports: []port{{5353, "UDP"}}},
+	{name: "this network 0.1.2.3", ip: "0.1.2.3", role: roleNonPublic, ports: []port{{80, "TCP"}}},
 	{name: "public host 93.184.216.34", ip: "93.184.216.34", role: rolePublicHost, ports: []port{{443, "TCP"}}},
 	{name: "public dns 8.8.8.8", ip: "8.8.8.8", role: rolePublicHost, ports: []port{{53, "UDP"}, {53, "TCP"}}},
 }
@@ -256,6 +262,8 @@ func expectedVerdict(src peer, dst target) (bool, string) {
 		return false, "cloud metadata service"
 	case rolePrivateHost:
 		return false, "private or CGNAT network"
+	case roleNonPublic:
+		return false, "special-purpose, multicast or class E address"
 	case rolePublicHost:
 		if src.egress {
 			return true, "public internet with egress: true"
@@ -283,6 +291,7 @@ var requiredReasons = []string{
 	"node (kubelet, NodePorts)",
 	"cloud metadata service",
 	"private or CGNAT network",
+	"special-purpose, multicast or class E address",
 	"public internet with egress: true",
 	"public internet without egress: true",
 	"in-cluster Pod",

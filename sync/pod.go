@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"math"
 	"strconv"
 	"time"
 
@@ -16,13 +17,24 @@ const (
 	defaultMemoryRequest = "64Mi"
 	defaultCPULimit      = "500m"
 	defaultMemoryLimit   = "256Mi"
+	// Ephemeral storage (container logs, a writable root filesystem when opted into) is bounded,
+	// so that one instance cannot fill the node's disk under its co-tenants.
+	defaultEphemeralStorageRequest = "64Mi"
+	defaultEphemeralStorageLimit   = "512Mi"
 	// progressDeadline is how long a Pod may take to become ready before the instance is an Error.
 	progressDeadline = 120 * time.Second
-	tmpVolumeName    = "tmp"
-	tmpSizeLimit     = "64Mi"
-	flagVolumeName   = "flag"
-	flagSecretKey    = "flag"
-	flagFileMode     = 0o444
+	// defaultTerminationGracePeriod is how long a Pod's processes get after SIGTERM: short, because
+	// a player's process that ignores it keeps running until SIGKILL, isolated by a policy that
+	// waits for it. A definition may set its own, up to maxTerminationGracePeriod.
+	defaultTerminationGracePeriod int64 = 5
+	maxTerminationGracePeriod     int64 = 30
+	tmpVolumeName                       = "tmp"
+	// tmpSizeLimit bounds /tmp, which is memory-backed: it counts in the container's memory limit
+	// instead of the node's disk.
+	tmpSizeLimit   = "64Mi"
+	flagVolumeName = "flag"
+	flagSecretKey  = "flag"
+	flagFileMode   = 0o444
 )
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
@@ -35,7 +47,9 @@ func itoa(n int32) string { return strconv.Itoa(int(n)) }
 func buildPod(in instance, cfg Config) *corev1ac.PodApplyConfiguration {
 	pod := corev1ac.Pod(in.name, in.namespace).
 		WithLabels(in.labels).
-		WithSpec(buildPodSpec(in).WithRestartPolicy(corev1.RestartPolicyAlways))
+		WithSpec(buildPodSpec(in).
+			WithRestartPolicy(corev1.RestartPolicyAlways).
+			WithActiveDeadlineSeconds(activeDeadline(in.template, cfg)))
 	annotations := map[string]string{}
 	if in.template.Flag != nil {
 		annotations[AnnotationFlagHash] = flagHash(in, cfg)
@@ -47,6 +61,19 @@ func buildPod(in instance, cfg Config) *corev1ac.PodApplyConfiguration {
 		pod.WithAnnotations(annotations)
 	}
 	return pod
+}
+
+// activeDeadline is the kubelet's backstop: it ends the Pod this many seconds after it started,
+// even when Metacontroller or the hook is down, or an orphaning delete took the Challenge away. It
+// is the instance's maximum lifetime, which no extension passes and which counts from the
+// instance's start, never later than the Pod's: the backstop never ends a Pod before its
+// instance's deadline. It depends on the template alone, so it never changes the Pod on a resync.
+func activeDeadline(t DefinitionSpec, cfg Config) int64 {
+	maxLifetime := cfg.DefaultMaxLifetime
+	if d, err := time.ParseDuration(t.MaxLifetime); err == nil && d > 0 {
+		maxLifetime = d
+	}
+	return int64(math.Ceil(maxLifetime.Seconds()))
 }
 
 // buildPodSpec is the hardened Pod of an instance. Optional values are set only when the template
@@ -63,9 +90,14 @@ func buildPodSpec(in instance) *corev1ac.PodSpecApplyConfiguration {
 	if t.Security != nil && t.Security.RunAsUser != nil {
 		podSecurity.WithRunAsUser(*t.Security.RunAsUser)
 	}
+	grace := defaultTerminationGracePeriod
+	if t.TerminationGracePeriodSeconds != nil {
+		grace = *t.TerminationGracePeriodSeconds
+	}
 	pod := corev1ac.PodSpec().
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
+		WithTerminationGracePeriodSeconds(grace).
 		WithSecurityContext(podSecurity)
 	if t.RuntimeClassName != "" {
 		pod.WithRuntimeClassName(t.RuntimeClassName)
@@ -73,8 +105,10 @@ func buildPodSpec(in instance) *corev1ac.PodSpecApplyConfiguration {
 
 	var mounts []*corev1ac.VolumeMountApplyConfiguration
 	if readOnlyRoot {
-		// Most programs need a writable /tmp; it is the only writable path, and bounded.
-		pod.WithVolumes(corev1ac.Volume().WithName(tmpVolumeName).WithEmptyDir(corev1ac.EmptyDirVolumeSource().WithSizeLimit(resource.MustParse(tmpSizeLimit))))
+		// Most programs need a writable /tmp; it is the only writable path, bounded, and in memory.
+		pod.WithVolumes(corev1ac.Volume().WithName(tmpVolumeName).WithEmptyDir(corev1ac.EmptyDirVolumeSource().
+			WithMedium(corev1.StorageMediumMemory).
+			WithSizeLimit(resource.MustParse(tmpSizeLimit))))
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(tmpVolumeName).WithMountPath("/tmp"))
 	}
 	var flagEnv *corev1ac.EnvVarApplyConfiguration
@@ -144,8 +178,16 @@ func pathBase(p string) string {
 // server's canonical form ("0.5" becomes "500m"), which is what it stores: any other spelling would
 // differ from the live object on every sync.
 func containerResources(r *ResourceRequirements) (requests, limits corev1.ResourceList) {
-	requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(defaultCPURequest), corev1.ResourceMemory: resource.MustParse(defaultMemoryRequest)}
-	limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(defaultCPULimit), corev1.ResourceMemory: resource.MustParse(defaultMemoryLimit)}
+	requests = corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse(defaultCPURequest),
+		corev1.ResourceMemory:           resource.MustParse(defaultMemoryRequest),
+		corev1.ResourceEphemeralStorage: resource.MustParse(defaultEphemeralStorageRequest),
+	}
+	limits = corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse(defaultCPULimit),
+		corev1.ResourceMemory:           resource.MustParse(defaultMemoryLimit),
+		corev1.ResourceEphemeralStorage: resource.MustParse(defaultEphemeralStorageLimit),
+	}
 	if r == nil {
 		return requests, limits
 	}

@@ -3,6 +3,7 @@ package sync
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -70,4 +71,41 @@ func TestChangedFlagChangesThePod(t *testing.T) {
 	rotated.FlagKey = []byte("another key")
 	require.NotEqual(t, before, annotation(rotated), "a new flag key gives new dynamic flags, which must reach the Pod")
 	require.Equal(t, before, annotation(cfg), "the same flag gives the same Pod")
+}
+
+// The kubelet's backstop never ends a Pod before its instance's deadline: activeDeadlineSeconds
+// counts from the Pod's start, which is never before the instance's, and is the longest the
+// instance may live, extensions included. The grace period is 5 s unless the template sets its own.
+func TestPodBackstopAndGracePeriod(t *testing.T) {
+	c := goldenCaseNamed(t, "running-extension-capped-by-maxlifetime-fixed-point")
+	cfg := goldenConfig(t)
+	req, err := DecodeRequest(c.request)
+	require.NoError(t, err)
+	in, prob := resolveInstance(req.Parent, req.Related, cfg)
+	require.Nil(t, prob)
+	started := startedAt(req.Parent, goldenNow)
+	deadline := expiresAt(req.Parent, in.template, started, cfg)
+
+	spec := podOf(t, Sync(req, goldenNow, cfg))["spec"].(map[string]any)
+	backstop := started.Add(time.Duration(spec["activeDeadlineSeconds"].(float64)) * time.Second)
+	require.False(t, backstop.Before(deadline), "the backstop (%s from the start) ends the Pod before its deadline %s", backstop, deadline)
+	require.Equal(t, float64(defaultTerminationGracePeriod), spec["terminationGracePeriodSeconds"])
+
+	for _, maxLifetime := range []string{"", "90m", "36h"} {
+		template := in.template
+		template.MaxLifetime = maxLifetime
+		want := cfg.DefaultMaxLifetime
+		if maxLifetime != "" {
+			want, _ = time.ParseDuration(maxLifetime)
+		}
+		require.Equal(t, int64(want.Seconds()), activeDeadline(template, cfg), "maxLifetime %q", maxLifetime)
+	}
+
+	grace := int64(20)
+	in.template.TerminationGracePeriodSeconds = &grace
+	require.Equal(t, grace, *buildPodSpec(in).TerminationGracePeriodSeconds)
+	for _, refused := range []int64{0, maxTerminationGracePeriod + 1} {
+		in.template.TerminationGracePeriodSeconds = &refused
+		require.ErrorContains(t, ValidateDefinition(in.template), "terminationGracePeriodSeconds")
+	}
 }

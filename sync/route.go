@@ -23,31 +23,17 @@ const (
 	GatewayAPIComponent = "manifests/components/gateway-api"
 )
 
-// routeResources are the CompositeController resources of the route kinds.
-var routeResources = map[string]string{kindHTTPRoute: "httproutes", kindTLSRoute: "tlsroutes"}
-
-// RouteChildResources are the child types the component manifests/components/gateway-api adds to
-// the CompositeController, and RouteChildKeys how Metacontroller keys their children in requests.
-func RouteChildResources() []ChildResource {
-	return []ChildResource{
-		{APIVersion: gatewayAPIVersion, Resource: routeResources[kindHTTPRoute]},
-		{APIVersion: gatewayAPIVersion, Resource: routeResources[kindTLSRoute]},
+// routeKinds are the route types the instance needs, in the order they are returned.
+func routeKinds(in instance, cfg Config) []ChildKind {
+	needs := map[string]bool{
+		kindHTTPRoute: cfg.Gateway != nil && hasExposure(in.template.Expose, ExposeHTTP),
+		kindTLSRoute:  hasExposure(in.template.Expose, ExposeTLS),
 	}
-}
-
-// RouteChildKeys are the children map keys of the route types, as Metacontroller spells them.
-func RouteChildKeys() []string {
-	return []string{kindHTTPRoute + "." + gatewayAPIVersion, kindTLSRoute + "." + gatewayAPIVersion}
-}
-
-// routeKinds are the route kinds the instance needs, in the order they are returned.
-func routeKinds(in instance, cfg Config) []string {
-	var kinds []string
-	if cfg.Gateway != nil && hasExposure(in.template.Expose, ExposeHTTP) {
-		kinds = append(kinds, kindHTTPRoute)
-	}
-	if hasExposure(in.template.Expose, ExposeTLS) {
-		kinds = append(kinds, kindTLSRoute)
+	var kinds []ChildKind
+	for _, k := range ChildKinds(GatewayAPIComponent) {
+		if needs[k.Kind] {
+			kinds = append(kinds, k)
+		}
 	}
 	return kinds
 }
@@ -67,11 +53,10 @@ func routeProblem(in instance, declared []ChildResource, cfg Config) *problem {
 			"the template exposes a port as TLS, which needs a Gateway API Gateway: start the hook with --gateway <namespace>/<name> (see the README)", &in.template}
 	}
 	for _, kind := range routeKinds(in, cfg) {
-		wanted := ChildResource{APIVersion: gatewayAPIVersion, Resource: routeResources[kind]}
-		if !slices.Contains(declared, wanted) {
+		if !slices.Contains(declared, kind.ChildResource()) {
 			return &problem{ReasonGatewayAPINotEnabled, fmt.Sprintf(
 				"the instance needs %s children, but the CompositeController does not declare %s %s: install the Gateway API CRDs and apply the kustomize component %s",
-				kind, wanted.APIVersion, wanted.Resource, GatewayAPIComponent), &in.template}
+				kind.Kind, kind.APIVersion, kind.Resource, kind.Component), &in.template}
 		}
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -21,14 +23,28 @@ type verdict struct {
 }
 
 // observe decides the phase of an instance whose children the hook builds: from nothing observed
-// (None), through its Pod and routes (Creating, Error), to ready with every endpoint known and
-// every route accepted by the Gateway (Running). wake is
-// when the clock alone will change the verdict (the Pod's progress deadline), zero if it will not.
-func observe(req Request, in instance, now time.Time, endpoints []Endpoint, missing, refused string) (v verdict, wake time.Time) {
+// (None), through its NetworkPolicy, Pod and routes (Creating, Error), to ready with every
+// endpoint known and every route accepted by the Gateway (Running). wake is when the clock alone
+// will change the verdict (a progress deadline), zero if it will not.
+func observe(req Request, in instance, now, started time.Time, endpoints []Endpoint, missing, refused string) (v verdict, wake time.Time) {
 	if req.Children.Count() == 0 {
-		return verdict{PhaseNone, ReasonPending, "creating the instance's workload"}, time.Time{}
+		return verdict{PhaseNone, ReasonPending, "creating the instance's NetworkPolicy first, then its Pod"}, time.Time{}
 	}
 	pod, found := findByName(req.Children.Pods, in.name)
+	if waitingFor := podPrerequisite(req, in); waitingFor != "" {
+		// The Pod waits for what isolates it, or is removed when that went missing. Creating the
+		// policy takes one sync; one that never appears was refused by the API server.
+		if found {
+			return verdict{PhaseCreating, ReasonStarting, waitingFor + " is missing: the Pod is removed until it exists again, so that it never runs unisolated"}, time.Time{}
+		}
+		deadline := started.Add(progressDeadline)
+		if !now.Before(deadline) {
+			return verdict{PhaseError, ReasonProgressDeadlineExceeded, fmt.Sprintf(
+				"%s does not exist %ds after the instance started, and the Pod is created only after it: the API server may refuse it (see the SyncError events: kubectl describe challenge -n %s %s)",
+				waitingFor, int(progressDeadline.Seconds()), in.namespace, in.name)}, time.Time{}
+		}
+		return verdict{PhaseCreating, ReasonStarting, "waiting for " + waitingFor + " before creating the Pod, so that it never runs unisolated"}, deadline
+	}
 	if !found {
 		return verdict{PhaseCreating, ReasonStarting, "waiting for the Pod to be created"}, time.Time{}
 	}
@@ -41,9 +57,9 @@ func observe(req Request, in instance, now time.Time, endpoints []Endpoint, miss
 			"restarting: Pod %s is replaced because spec.restartedAt changed; the host, instance id and flag stay", pod.Metadata.Name)}, time.Time{}
 	}
 	if podFinished(pod) {
-		why := pod.Status.Phase
+		why := inert(pod.Status.Phase, maxObservedLength)
 		if pod.Status.Reason != "" {
-			why += ", " + pod.Status.Reason
+			why += ", " + inert(pod.Status.Reason, maxObservedLength)
 		}
 		return verdict{PhaseCreating, ReasonStarting, fmt.Sprintf(
 			"Pod %s will not run again (%s%s); it is deleted and created again", pod.Metadata.Name, why, detail(pod.Status.Message))}, time.Time{}
@@ -152,13 +168,14 @@ func containerFailure(cs ContainerStatus, in instance) (verdict, bool) {
 		if last != nil && last.Reason == ReasonOOMKilled {
 			return oomKilled(cs.Name, in), true
 		}
+		// The container's termination message is left out: the player writes it (any process in
+		// the container can write /dev/termination-log), and status is read by platform UIs.
 		what := "it keeps exiting"
 		if last != nil {
 			what = fmt.Sprintf("it keeps exiting, last with code %d", last.ExitCode)
 			if last.Reason != "" {
-				what += " (" + last.Reason + ")"
+				what += " (" + inert(last.Reason, maxObservedLength) + ")"
 			}
-			what += detail(last.Message)
 		}
 		return verdict{PhaseError, ReasonCrashLoopBackOff, fmt.Sprintf(
 			"container %q is crash looping: %s; read its logs with kubectl logs -n %s %s -c %s --previous",
@@ -197,13 +214,35 @@ func imageOf(in instance, containerName string) string {
 	return ""
 }
 
-// detail appends a message from the kubelet or scheduler when there is one.
+// maxObservedLength bounds each piece of text the hook quotes from an observed object.
+const maxObservedLength = 256
+
+// detail appends a message from the kubelet, the scheduler or a Gateway when there is one,
+// bounded and inert.
 func detail(message string) string {
 	message = strings.TrimSuffix(strings.TrimSpace(message), ".")
 	if message == "" {
 		return ""
 	}
-	return ": " + message
+	return ": " + inert(message, maxObservedLength)
+}
+
+// inert makes text fit to show anywhere status is read (a terminal, a platform's web page), cut to
+// at most n bytes: control characters become spaces and angle brackets become look-alikes, so that
+// no markup or terminal escape passes through.
+func inert(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == '<':
+			return '‹'
+		case r == '>':
+			return '›'
+		case unicode.IsControl(r), r == utf8.RuneError:
+			return ' '
+		}
+		return r
+	}, s)
+	return truncate(s, n)
 }
 
 // endpoints lists what players connect to, in exposure order, from the observed Service, Ingress

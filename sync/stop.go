@@ -22,7 +22,7 @@ func stop(req Request, in instance, prob *problem, cfg Config, started, expires,
 	var children []any
 	if prob != nil {
 		message += fmt.Sprintf(" (also %s: %s)", prob.reason, prob.message)
-		children = keptChildren(slices.DeleteFunc(req.Children.Objects(), isWorkload))
+		children = keptWithIsolation(req, slices.DeleteFunc(req.Children.Objects(), isWorkload))
 	} else {
 		children = surroundingChildren(in, cfg)
 	}

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -14,9 +15,11 @@ const maxMessageLength = 1024
 // It is pure: the same request, clock reading and configuration give the same response.
 func Sync(req Request, now time.Time, cfg Config) Response {
 	resp := syncChallenge(req, now, cfg)
-	resp.Status.Message = truncate(resp.Status.Message, maxMessageLength)
+	// Messages quote the template and observed objects; once inert, nothing in them can act as
+	// markup or a terminal escape where a platform shows them.
+	resp.Status.Message = inert(resp.Status.Message, maxMessageLength)
 	for i := range resp.Status.Conditions {
-		resp.Status.Conditions[i].Message = truncate(resp.Status.Conditions[i].Message, maxMessageLength)
+		resp.Status.Conditions[i].Message = inert(resp.Status.Conditions[i].Message, maxMessageLength)
 	}
 	return resp
 }
@@ -51,7 +54,7 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 	expires, expired := expiry(parent, deadline(parent, timing, started, cfg), now)
 	if expired {
 		// Expiry wins over every error: past the deadline the workload goes, whatever else is wrong.
-		return expire(parent, prob, cfg, started, expires, now)
+		return expire(req, prob, cfg, started, expires, now)
 	}
 	if parent.Spec.Stopped {
 		return stop(req, in, prob, cfg, started, expires, now)
@@ -61,7 +64,7 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 	}
 
 	eps, missing, refused := endpoints(req, in, cfg)
-	v, wake := observe(req, in, now, eps, missing, refused)
+	v, wake := observe(req, in, now, started, eps, missing, refused)
 	status := instanceStatus(parent, v, started, expires)
 	status.Endpoints = eps
 	if v.phase == PhaseRunning && status.ReadyAt == "" {
@@ -73,10 +76,12 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 	return Response{Status: status, Children: desiredChildren(req, in, cfg), ResyncAfterSeconds: nextWake(now, expires, cfg.ExpiryWarning, wake)}
 }
 
-// expire answers past the deadline: no children, so Metacontroller deletes them all; the Challenge
-// stays as the record of the instance. A problem that stands as well (missing or invalid
-// definition, invalid spec, no flag key) is named in the message, but keeps nothing.
-func expire(parent Challenge, prob *problem, cfg Config, started, expires, now time.Time) Response {
+// expire answers past the deadline: no workload, so Metacontroller deletes the Pod and everything
+// around it but its NetworkPolicy, which stays until the last Pod is gone (see heldIsolation); the
+// Challenge stays as the record of the instance. A problem that stands as well (missing or invalid
+// definition, invalid spec, no flag key) is named in the message, but keeps nothing else.
+func expire(req Request, prob *problem, cfg Config, started, expires, now time.Time) Response {
+	parent := req.Parent
 	message := fmt.Sprintf("expired at %s and its workload was removed; delete the Challenge to remove its record", formatTime(expires))
 	if prob != nil {
 		message += fmt.Sprintf(" (also %s: %s)", prob.reason, prob.message)
@@ -84,7 +89,7 @@ func expire(parent Challenge, prob *problem, cfg Config, started, expires, now t
 	v := verdict{PhaseExpired, ReasonExpired, message}
 	status := instanceStatus(parent, v, started, expires)
 	status.Conditions = instanceConditions(parent, v, expires, now, cfg, true)
-	return Response{Status: status, Children: []any{}}
+	return Response{Status: status, Children: heldIsolation(req)}
 }
 
 // instanceStatus is what every answer before deletion says: the verdict, the instance id, and its
@@ -102,15 +107,62 @@ func instanceStatus(parent Challenge, v verdict, started, expires time.Time) Cha
 	}
 }
 
-// desiredChildren are the children of a healthy instance, in a fixed order. A Pod that stopped for
-// good is left out of this one answer, so that Metacontroller deletes it; once it is gone, the next
-// answer has the Pod again and Metacontroller creates a fresh one.
+// desiredChildren are the children of a healthy instance, in a fixed order. The Pod is declared
+// only once what it needs is observed (podPrerequisite): its NetworkPolicy, so that it never runs
+// a moment unisolated, and its flag Secret. A Pod that stopped for good is left out of this one
+// answer, so that Metacontroller deletes it; once it is gone, the next answer has the Pod again and
+// Metacontroller creates a fresh one.
 func desiredChildren(req Request, in instance, cfg Config) []any {
 	var children []any
-	if pod, found := findByName(req.Children.Pods, in.name); !found || !podFinished(pod) {
+	pod, found := findByName(req.Children.Pods, in.name)
+	if podPrerequisite(req, in) == "" && (!found || !podFinished(pod)) {
 		children = append(children, buildPod(in, cfg))
 	}
 	return append(children, surroundingChildren(in, cfg)...)
+}
+
+// podPrerequisite names the first child the instance's Pod waits for, "" when none: the
+// NetworkPolicy that selects it (a Pod no policy selects reaches the whole cluster, the metadata
+// service and every other instance), then the flag Secret it mounts (without it the Pod fails to
+// start with CreateContainerConfigError). Both are in the same answer as the Pod would be, so the
+// wait costs one sync, which their creation triggers.
+func podPrerequisite(req Request, in instance) string {
+	if _, found := findByName(req.Children.NetworkPolicies, in.name); !found {
+		return "NetworkPolicy " + in.name
+	}
+	if in.template.Flag != nil {
+		if _, found := findByName(req.Children.Secrets, in.flagSecretName()); !found {
+			return "Secret " + in.flagSecretName()
+		}
+	}
+	return ""
+}
+
+// heldIsolation is what an instance whose workload goes (expiry, deletion) answers: nothing once
+// no Pod of it is observed; while any is, Terminating included (a process that ignores SIGTERM
+// runs for its whole grace period), its NetworkPolicy, so that the Pod stays isolated to its last
+// moment and the policy goes in the first answer after the last Pod is gone.
+func heldIsolation(req Request) []any {
+	if len(req.Children.Pods) == 0 {
+		return []any{}
+	}
+	return keptWithIsolation(req, req.Children.NetworkPolicies)
+}
+
+// keptWithIsolation returns objs, observed children, exactly as they are, when the hook must not
+// change them (it cannot build the instance, or the instance is going), as long as a NetworkPolicy
+// of the instance is observed. Without one (deleted by hand, or refused), a Pod would run
+// unisolated: Pods are left out, so that Metacontroller deletes them, and while any is observed a
+// policy that admits nothing holds it (denyAllPolicy).
+func keptWithIsolation(req Request, objs []ObservedObject) []any {
+	if len(req.Children.NetworkPolicies) > 0 {
+		return keptChildren(objs)
+	}
+	children := keptChildren(slices.DeleteFunc(slices.Clone(objs), func(obj ObservedObject) bool { return obj.Kind == "Pod" }))
+	if len(req.Children.Pods) > 0 {
+		children = append(children, denyAllPolicy(req.Parent))
+	}
+	return children
 }
 
 // surroundingChildren are every child but the workload: what reaches it, isolates it and holds its
@@ -149,7 +201,7 @@ func keepChildren(req Request, prob problem, cfg Config, started, expires, now t
 	status := instanceStatus(parent, v, started, expires)
 	status.Endpoints = parent.Status.Endpoints
 	status.Conditions = instanceConditions(parent, v, expires, now, cfg, false)
-	return Response{Status: status, Children: keptChildren(req.Children.Objects()), ResyncAfterSeconds: nextWake(now, expires, cfg.ExpiryWarning, time.Time{})}
+	return Response{Status: status, Children: keptWithIsolation(req, req.Children.Objects()), ResyncAfterSeconds: nextWake(now, expires, cfg.ExpiryWarning, time.Time{})}
 }
 
 // keptChildren returns observed children exactly as Metacontroller last applied them.
@@ -193,8 +245,9 @@ func findCondition(conds []Condition, conditionType string) *Condition {
 	return nil
 }
 
-// finalize answers while the Challenge is being deleted: no children, so Metacontroller deletes
-// them all, and finalized only once none is observed any more.
+// finalize answers while the Challenge is being deleted: no workload, so Metacontroller deletes
+// every child but the NetworkPolicy, which goes in the first answer after the last Pod is gone
+// (see heldIsolation); finalized only once no child is observed any more.
 func finalize(req Request, now time.Time) Response {
 	parent := req.Parent
 	remaining := req.Children.Count()
@@ -203,18 +256,23 @@ func finalize(req Request, now time.Time) Response {
 		v = verdict{PhaseTerminating, ReasonTerminating, fmt.Sprintf("waiting for %d child object(s) to be deleted", remaining)}
 	}
 	status := settledStatus(parent, v, now)
-	return Response{Status: status, Children: []any{}, Finalized: remaining == 0}
+	return Response{Status: status, Children: heldIsolation(req), Finalized: remaining == 0}
 }
 
-// Customize asks Metacontroller for the related object Sync needs: the referenced definition. It
-// depends only on the parent's spec and identity, as Metacontroller caches it.
-func Customize(req CustomizeRequest) CustomizeResponse {
+// Customize asks Metacontroller for the related object Sync needs: the referenced definition, unless
+// its namespace is not one cfg.DefinitionNamespaces allows. It depends only on the parent's spec
+// and identity and the hook's configuration, as Metacontroller caches it (per parent: Sync checks
+// the namespace again, so a cached answer from before the flag changed relates nothing it uses).
+func Customize(req CustomizeRequest, cfg Config) CustomizeResponse {
 	parent := req.Parent
 	rules := []RelatedResourceRule{}
 	if ref := parent.Spec.DefinitionRef; ref != nil && ref.Name != "" {
 		namespace := ref.Namespace
 		if namespace == "" {
 			namespace = parent.Metadata.Namespace
+		}
+		if !definitionNamespaceAllowed(cfg, namespace) {
+			return CustomizeResponse{RelatedResources: rules} // Sync says why (InvalidSpec)
 		}
 		rules = append(rules, RelatedResourceRule{
 			APIVersion: APIVersion, Resource: "challengedefinitions", Namespace: namespace, Names: []string{ref.Name},

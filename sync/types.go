@@ -89,6 +89,17 @@ type Config struct {
 	// Gateway is set. Empty namespace: the Gateway's; no labels: the Gateway API's
 	// gateway.networking.k8s.io/gateway-name=<name>.
 	GatewayDataPlane PodPeer
+
+	// Trust switches: how much the hook believes of a Challenge, whose author (the platform) is
+	// not the organizer who writes ChallengeDefinitions. The zero values trust it fully.
+
+	// RefuseInlineTemplates refuses every Challenge with an inline spec.template (InvalidSpec):
+	// then only ChallengeDefinitions say which images and commands run.
+	RefuseInlineTemplates bool
+	// DefinitionNamespaces, when not empty, are the only namespaces a spec.definitionRef may point
+	// to: a reference elsewhere is refused (InvalidSpec), and Customize does not even ask
+	// Metacontroller for it. Empty: any namespace.
+	DefinitionNamespaces []string
 }
 
 // PodPeer selects Pods by namespace and, optionally, labels.
@@ -153,35 +164,6 @@ type ObservedChildren struct {
 	Deployments []ObservedObject
 }
 
-// Count is the number of observed children of every type.
-func (c ObservedChildren) Count() int {
-	return len(c.Pods) + len(c.Services) + len(c.NetworkPolicies) + len(c.Ingresses) + len(c.HTTPRoutes) + len(c.TLSRoutes) +
-		len(c.Secrets) + len(c.Deployments)
-}
-
-// Objects lists every observed child in the order the hook returns children: Pods, Services,
-// Ingresses, HTTPRoutes, TLSRoutes, NetworkPolicies, Secrets, then Deployments.
-func (c ObservedChildren) Objects() []ObservedObject {
-	out := make([]ObservedObject, 0, c.Count())
-	for _, p := range c.Pods {
-		out = append(out, p.ObservedObject)
-	}
-	for _, s := range c.Services {
-		out = append(out, s.ObservedObject)
-	}
-	for _, i := range c.Ingresses {
-		out = append(out, i.ObservedObject)
-	}
-	for _, routes := range [][]ObservedRoute{c.HTTPRoutes, c.TLSRoutes} {
-		for _, r := range routes {
-			out = append(out, r.ObservedObject)
-		}
-	}
-	out = append(out, c.NetworkPolicies...)
-	out = append(out, c.Secrets...)
-	return append(out, c.Deployments...)
-}
-
 // Related are the objects the customize hook asked for: the referenced definition.
 type Related struct {
 	Definitions []ChallengeDefinition
@@ -203,23 +185,6 @@ type ObjectMeta struct {
 
 // ObservedObject is what the hook keeps of any observed child: its identity and the configuration
 // Metacontroller last applied, which is returned as is when the hook must not change the child.
-// named is every observed child type: each embeds ObservedObject.
-type named interface{ objectName() string }
-
-func (o ObservedObject) objectName() string { return o.Metadata.Name }
-
-// findByName finds the observed child with the given name (the instance's children are named
-// after it, one per type).
-func findByName[T named](objs []T, name string) (T, bool) {
-	for _, o := range objs {
-		if o.objectName() == name {
-			return o, true
-		}
-	}
-	var zero T
-	return zero, false
-}
-
 type ObservedObject struct {
 	APIVersion string       `json:"apiVersion"`
 	Kind       string       `json:"kind"`
@@ -424,6 +389,9 @@ type DefinitionSpec struct {
 	Flag             *Flag       `json:"flag,omitempty"`
 	RuntimeClassName string      `json:"runtimeClassName,omitempty"`
 	Security         *Security   `json:"security,omitempty"`
+	// TerminationGracePeriodSeconds is how long the Pod's processes get after SIGTERM (default 5,
+	// at most 30): while a Pod terminates its NetworkPolicy holds, and the player keeps a shell.
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 }
 
 // Container is one container of the instance's Pod.

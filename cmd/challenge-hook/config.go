@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,25 +40,51 @@ type hookConfig struct {
 
 // serverConfig is the server's whole configuration, as parsed from flags and the environment.
 type serverConfig struct {
-	hook              hookConfig
-	listen            string
-	clock             time.Time // zero: the real clock
-	tokenFile         string
-	tlsCertFile       string
-	tlsKeyFile        string
-	maxRequestBytes   int64
-	readHeaderTimeout time.Duration
-	readTimeout       time.Duration
-	writeTimeout      time.Duration
-	idleTimeout       time.Duration
-	shutdownDelay     time.Duration
-	shutdownTimeout   time.Duration
-	logLevel          slog.Level
+	hook                  hookConfig
+	listen                string
+	clock                 time.Time // zero: the real clock
+	tokenFile             string
+	verifyListen          string // flag verification's own listener, served only with verifyTokenFile
+	verifyTokenFile       string
+	tlsCertFile           string
+	tlsKeyFile            string
+	maxRequestBytes       int64
+	maxConcurrentRequests int
+	readHeaderTimeout     time.Duration
+	readTimeout           time.Duration
+	writeTimeout          time.Duration
+	idleTimeout           time.Duration
+	shutdownDelay         time.Duration
+	shutdownTimeout       time.Duration
+	logLevel              slog.Level
 }
 
-// defaultMaxRequestBytes bounds a request body. Metacontroller sends whole live objects
-// (managedFields included), so a parent with a few children can reach hundreds of KiB.
-const defaultMaxRequestBytes = 8 << 20
+// defaultVerifyListen is the flag-verification listener's address, when a verification token is set.
+const defaultVerifyListen = ":8081"
+
+// defaultMaxRequestBytes bounds a request body, sized from the largest real request with a margin.
+// Metacontroller sends whole live objects: every child with its status, managedFields and its
+// metacontroller.k8s.io/last-applied-configuration annotation, the parent, the related
+// definition. The largest recorded request (testdata/upgrade-deployment-child-replaced-by-pod:
+// a Challenge, its definition and 5 live children, one a Deployment) is 25,885 bytes as
+// Metacontroller sends it (compact JSON; 44,053 indented in the file); the Gateway cases, with 7
+// child types, are 22.6 KB; a live child weighs 1.9 KB (Secret) to 6.2 KB (Pod). What grows a
+// request beyond that is the template, which it carries up to 4 times: the definition (or the
+// inline template), kubectl's last-applied annotation on it, the live Pod's spec and the Pod's
+// last-applied annotation. The recorded templates are at most 536 bytes; say one 30 times that,
+// 16 KiB (8 containers with long commands and env), and a Challenge with 7 children comes to
+// about 40 + 4 × 16 = 104 KiB. 1 MiB is 10 times that and 40 times the largest recorded request:
+// room for a template of 230 KiB. A larger request gets 413 (logged, and
+// Metacontroller retries) until the organizer raises --max-request-bytes together with the
+// memory limit: at 8 maximal requests at once, 1 MiB measured a 62 to 75 MiB peak, 8 MiB 182 MiB.
+const defaultMaxRequestBytes = 1 << 20
+
+// defaultMaxConcurrentRequests bounds the sync, finalize and customize requests answered at once.
+// Metacontroller calls the hook from its --workers goroutines (5 by default; 20 measured no
+// faster), spread over the hook's two replicas, so 8 per replica seldom makes one wait; 8 maximal
+// requests at once measured a 62 to 75 MiB peak against the Deployment's 128 Mi (16: 102 MiB; see
+// TestMaximalConcurrentLoadFitsTheMemoryLimit).
+const defaultMaxConcurrentRequests = 8
 
 // configFlags registers flags on a FlagSet and remembers which of them fall back to the environment.
 type configFlags struct {
@@ -122,37 +149,49 @@ func addHookFlags(c *configFlags, cfg *hookConfig) {
 	c.env((*nonNegativeDuration)(&cfg.sync.ExpiryWarning), "expiry-warning", "how long (`duration`) before expiry the ExpiringSoon condition is True; the hook asks to be woken then (0s: never)")
 	c.env((*stringValue)(&cfg.flagKeyFile), "flag-key-file", "`file` holding the HMAC key of dynamic flags (read once at start-up; empty: the server refuses dynamic flags, render prints a placeholder)")
 	// Where the cluster's networks and platform Pods are, for each instance's NetworkPolicy.
-	c.env((*cidrList)(&cfg.sync.PodCIDRs), "pod-cidrs", "the cluster's Pod `CIDRs`, comma-separated: refused as egress destinations and as NodePort/LoadBalancer sources (empty: every private and CGNAT range)")
-	c.env((*cidrList)(&cfg.sync.ServiceCIDRs), "service-cidrs", "the cluster's Service `CIDRs`, comma-separated: refused as egress destinations")
-	c.env((*cidrList)(&cfg.sync.NodeCIDRs), "node-cidrs", "the nodes' `CIDRs`, comma-separated: refused as egress destinations (needed where nodes have public addresses)")
-	c.env((*cidrList)(&cfg.sync.APIServerCIDRs), "api-server-cidrs", "the API server's `CIDRs`, comma-separated: refused as egress destinations (needed where its endpoint is public)")
+	c.env(&cidrList{p: &cfg.sync.PodCIDRs, instead: "the cluster's Pod CIDRs, e.g. 10.244.0.0/16 (kubectl get nodes -o jsonpath='{.items[*].spec.podCIDR}' lists each node's part)"},
+		"pod-cidrs", "the cluster's Pod `CIDRs`, comma-separated: refused as egress destinations and as NodePort/LoadBalancer sources (empty: every private and CGNAT range)")
+	c.env(&cidrList{p: &cfg.sync.ServiceCIDRs, instead: "the cluster's Service CIDRs, e.g. 10.96.0.0/12 (the API server's --service-cluster-ip-range)"},
+		"service-cidrs", "the cluster's Service `CIDRs`, comma-separated: refused as egress destinations")
+	c.env(&cidrList{p: &cfg.sync.NodeCIDRs, instead: "the nodes' own addresses, e.g. 203.0.113.0/24 (kubectl get nodes -o wide)"},
+		"node-cidrs", "the nodes' `CIDRs`, comma-separated: refused as egress destinations (needed where nodes have public addresses)")
+	c.env(&cidrList{p: &cfg.sync.APIServerCIDRs, instead: "the API server's own addresses, e.g. 203.0.113.10/32 (kubectl -n default get endpointslices -l kubernetes.io/service-name=kubernetes)"},
+		"api-server-cidrs", "the API server's `CIDRs`, comma-separated: refused as egress destinations (needed where its endpoint is public)")
 	c.env((*namespaceValue)(&cfg.sync.DNS.Namespace), "dns-namespace", "`namespace` of the cluster DNS Pods, the only in-cluster egress destination (port 53)")
 	c.env((*labelsValue)(&cfg.sync.DNS.Labels), "dns-pod-labels", "`labels` (k=v,...) of the cluster DNS Pods")
 	c.env((*ipv4Value)(&cfg.sync.NodeLocalDNS), "node-local-dns", "`address` of a node-local DNS cache, also allowed on port 53 (empty: none)")
 	c.env((*namespaceValue)(&cfg.sync.IngressController.Namespace), "ingress-controller-namespace", "`namespace` of the ingress controller's Pods, the only source of HTTP exposures")
 	c.env((*labelsValue)(&cfg.sync.IngressController.Labels), "ingress-controller-pod-labels", "`labels` (k=v,...) of the ingress controller's Pods (empty: every Pod of its namespace)")
+	// What the hook believes of a Challenge, whose author is the platform, not the organizer.
+	c.env(&allowValue{refuse: &cfg.sync.RefuseInlineTemplates}, "inline-templates", "accept Challenges with an inline spec.template; false: only ChallengeDefinitions say what runs, and an inline template is refused (InvalidSpec)")
+	c.env((*namespaceList)(&cfg.sync.DefinitionNamespaces), "definition-namespaces", "the only `namespaces` (comma-separated) a spec.definitionRef may point to; others are refused (InvalidSpec) and never fetched (empty: any)")
 }
 
 // parseServerConfig parses the server's flags (args without the program name).
 func parseServerConfig(args []string, getenv func(string) string) (serverConfig, *configFlags, error) {
 	cfg := serverConfig{
-		listen:            ":8080",
-		maxRequestBytes:   defaultMaxRequestBytes,
-		readHeaderTimeout: 5 * time.Second,
-		readTimeout:       30 * time.Second,
-		writeTimeout:      30 * time.Second,
-		idleTimeout:       120 * time.Second,
-		shutdownTimeout:   25 * time.Second,
-		logLevel:          slog.LevelInfo,
+		listen:                ":8080",
+		verifyListen:          defaultVerifyListen,
+		maxRequestBytes:       defaultMaxRequestBytes,
+		maxConcurrentRequests: defaultMaxConcurrentRequests,
+		readHeaderTimeout:     5 * time.Second,
+		readTimeout:           30 * time.Second,
+		writeTimeout:          30 * time.Second,
+		idleTimeout:           120 * time.Second,
+		shutdownTimeout:       25 * time.Second,
+		logLevel:              slog.LevelInfo,
 	}
 	c := newConfigFlags("challenge-hook")
 	c.env((*listenValue)(&cfg.listen), "listen", "address to serve on, `host:port`")
 	c.env((*clockValue)(&cfg.clock), "clock", "pin the clock to this RFC 3339 `time`, for demos and golden replays only: on a frozen clock no instance ever expires; logs a warning at start-up (empty: the real clock)")
 	addHookFlags(c, &cfg.hook)
-	c.env((*stringValue)(&cfg.tokenFile), "token-file", "`file` holding the bearer token hook callers must send (empty: no token required)")
+	c.env((*stringValue)(&cfg.tokenFile), "token-file", "`file` holding the bearer token Metacontroller sends to /sync, /finalize and /customize (empty: no token required); it never verifies flags")
+	c.env((*listenValue)(&cfg.verifyListen), "verify-listen", "address of the flag-verification listener, `host:port`: POST /flags/verify only, served only with --verify-token-file")
+	c.env((*stringValue)(&cfg.verifyTokenFile), "verify-token-file", "`file` holding the bearer token the platform sends to POST /flags/verify on --verify-listen; it opens nothing else, and must differ from --token-file's (empty: no flag verification)")
 	c.env((*stringValue)(&cfg.tlsCertFile), "tls-cert-file", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")
 	c.env((*stringValue)(&cfg.tlsKeyFile), "tls-key-file", "TLS private key `file` (PEM), reloaded when it changes; needs --tls-cert-file")
-	c.env((*byteSize)(&cfg.maxRequestBytes), "max-request-bytes", "largest request body accepted (`size`), in bytes or with a binary suffix such as 8Mi")
+	c.env((*byteSize)(&cfg.maxRequestBytes), "max-request-bytes", "largest request body accepted (`size`), in bytes or with a binary suffix such as 1Mi; raise the memory limit with it")
+	c.env((*positiveInt)(&cfg.maxConcurrentRequests), "max-concurrent-requests", "`number` of sync, finalize and customize requests answered at once; more wait up to 1s, then get 429 with Retry-After")
 	c.env((*positiveDuration)(&cfg.readHeaderTimeout), "read-header-timeout", "`duration` allowed to read request headers")
 	c.env((*positiveDuration)(&cfg.readTimeout), "read-timeout", "`duration` allowed to read a whole request")
 	c.env((*positiveDuration)(&cfg.writeTimeout), "write-timeout", "`duration` allowed from the end of the request headers to the end of the response")
@@ -168,6 +207,18 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	}
 	if (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == "") {
 		return cfg, c, errors.New("--tls-cert-file and --tls-key-file (CHALLENGE_HOOK_TLS_CERT_FILE, CHALLENGE_HOOK_TLS_KEY_FILE) must be set together")
+	}
+	if err := checkNetworkFlags(cfg.hook.sync); err != nil {
+		return cfg, c, err
+	}
+	verifyListenSet := false
+	c.fs.Visit(func(f *flag.Flag) { verifyListenSet = verifyListenSet || f.Name == "verify-listen" }) // the environment's too
+	if cfg.verifyTokenFile == "" && verifyListenSet {
+		return cfg, c, fmt.Errorf("--verify-listen %s is set but --verify-token-file is not: flag verification is served only with its own token; "+
+			"pass --verify-token-file, or drop --verify-listen to serve no flag verification", cfg.verifyListen)
+	}
+	if _, port, _ := net.SplitHostPort(cfg.listen); cfg.verifyTokenFile != "" && cfg.verifyListen == cfg.listen && port != "0" {
+		return cfg, c, fmt.Errorf("--verify-listen and --listen are both %s: flag verification needs a listener of its own, so that the hook's NetworkPolicy can admit the platform to it alone", cfg.listen)
 	}
 	if cfg.shutdownDelay >= cfg.shutdownTimeout {
 		return cfg, c, fmt.Errorf("--shutdown-delay (%s) must be shorter than --shutdown-timeout (%s), which includes it", cfg.shutdownDelay, cfg.shutdownTimeout)
@@ -189,17 +240,37 @@ func readSecretFile(flagName, path string) ([]byte, error) {
 	return []byte(trimmed), nil
 }
 
+// minFlagKeyBytes is the shortest flag key accepted. Every player holds an HMAC of a known input
+// (their own flag over their definition and owner), so a short key is brute-forced offline, and
+// then every flag is minted: 32 bytes is HMAC-SHA256's own key strength.
+const minFlagKeyBytes = 32
+
 // loadFlagKey reads the dynamic-flag key when a file is configured.
 func (h *hookConfig) loadFlagKey() error {
 	if h.flagKeyFile == "" {
 		return nil
 	}
-	key, err := readSecretFile("flag-key-file", h.flagKeyFile)
+	key, err := readFlagKey(h.flagKeyFile)
 	if err != nil {
 		return err
 	}
 	h.sync.FlagKey = key
 	return nil
+}
+
+// readFlagKey reads a flag key file (whitespace trimmed) and refuses a key shorter than
+// minFlagKeyBytes. The error names the file and the length, never the key.
+func readFlagKey(path string) ([]byte, error) {
+	key, err := readSecretFile("flag-key-file", path)
+	if err != nil {
+		return nil, err
+	}
+	if len(key) < minFlagKeyBytes {
+		return nil, fmt.Errorf("--flag-key-file: the key in %s is %d bytes, fewer than the %d required: every player holds an HMAC of their own flag under it, "+
+			"so a short key is guessed offline and then every flag is minted; generate one with: head -c 32 /dev/urandom | base64",
+			path, len(key), minFlagKeyBytes)
+	}
+	return key, nil
 }
 
 // Flag values. Each one validates in Set, so that the error names the flag or variable it came from.
@@ -211,9 +282,21 @@ func (s *stringValue) Set(v string) error { *s = stringValue(v); return nil }
 
 // cidrList is a comma-separated list of IPv4 CIDRs, each its network address (10.244.0.0/16, not
 // 10.244.1.0/16): instances get no IPv6 ingress or egress, so IPv6 ranges would have no effect.
-type cidrList []string
+// Each CIDR becomes an except entry under 0.0.0.0/0 in every instance's NetworkPolicy, which the
+// API server accepts only as a strict subset: 0.0.0.0/0 itself is refused here, saying instead
+// what to pass.
+type cidrList struct {
+	p       *[]string
+	instead string // what the flag should hold, for the error
+}
 
-func (c *cidrList) String() string { return strings.Join(*c, ",") }
+func (c *cidrList) String() string {
+	if c.p == nil {
+		return ""
+	}
+	return strings.Join(*c.p, ",")
+}
+
 func (c *cidrList) Set(v string) error {
 	var out []string
 	for _, item := range strings.Split(v, ",") {
@@ -228,10 +311,54 @@ func (c *cidrList) Set(v string) error {
 		if p.Masked() != p {
 			return fmt.Errorf("%q has host bits set: did you mean %s?", item, p.Masked())
 		}
+		if p.Bits() == 0 {
+			return fmt.Errorf("%q is every IPv4 address: each CIDR is an except entry under 0.0.0.0/0 in the instances' NetworkPolicies, "+
+				"which must be a strict subset of it (the API server would refuse every policy); pass %s", item, c.instead)
+		}
 		out = append(out, p.String())
 	}
-	*c = out
+	*c.p = out
 	return nil
+}
+
+// checkNetworkFlags refuses CIDR flags that would leave an instance's NetworkPolicy rule admitting
+// nothing: Pod CIDRs that together cover every IPv4 address (a NodePort or LoadBalancer exposure
+// would admit no player), or blocked ranges that do (egress: true would reach nothing).
+func checkNetworkFlags(cfg hooksync.Config) error {
+	if coversIPv4(cfg.PodCIDRs) {
+		return fmt.Errorf("--pod-cidrs %s cover every IPv4 address: NodePort and LoadBalancer exposures admit players from outside the Pod networks, "+
+			"so they would admit nobody; pass only the cluster's Pod CIDRs, e.g. 10.244.0.0/16", strings.Join(cfg.PodCIDRs, ","))
+	}
+	blocked := slices.Concat(cfg.PodCIDRs, cfg.ServiceCIDRs, cfg.NodeCIDRs, cfg.APIServerCIDRs)
+	if coversIPv4(blocked) {
+		return fmt.Errorf("--pod-cidrs, --service-cidrs, --node-cidrs and --api-server-cidrs together cover every IPv4 address (%s): "+
+			"they are never an egress destination, so egress: true would reach nothing; pass only the cluster's own ranges", strings.Join(blocked, ","))
+	}
+	return nil
+}
+
+// coversIPv4 says whether the union of IPv4 CIDRs (in canonical form) is all of 0.0.0.0/0.
+func coversIPv4(cidrs []string) bool {
+	type span struct{ first, last uint64 }
+	var spans []span
+	for _, c := range cidrs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil || !p.Addr().Is4() {
+			continue
+		}
+		a := p.Masked().Addr().As4()
+		first := uint64(a[0])<<24 | uint64(a[1])<<16 | uint64(a[2])<<8 | uint64(a[3])
+		spans = append(spans, span{first, first + 1<<(32-p.Bits()) - 1})
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.first, b.first) })
+	var next uint64 // the first address not covered yet
+	for _, s := range spans {
+		if s.first > next {
+			return false
+		}
+		next = max(next, s.last+1)
+	}
+	return next == 1<<32
 }
 
 // labelsValue is a comma-separated list of label=value pairs; empty means no labels.
@@ -265,6 +392,49 @@ func (l *labelsValue) Set(v string) error {
 		out[key] = value
 	}
 	*l = out
+	return nil
+}
+
+// allowValue is a boolean flag, true by default, stored as its negation (a refuse switch whose
+// zero value allows).
+type allowValue struct{ refuse *bool }
+
+func (a *allowValue) IsBoolFlag() bool { return true }
+func (a *allowValue) String() string {
+	if a.refuse == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*a.refuse)
+}
+
+func (a *allowValue) Set(v string) error {
+	allow, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("expected true or false")
+	}
+	*a.refuse = !allow
+	return nil
+}
+
+// namespaceList is a comma-separated list of namespace names; empty means none listed.
+type namespaceList []string
+
+func (n *namespaceList) String() string { return strings.Join(*n, ",") }
+func (n *namespaceList) Set(v string) error {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(item); len(errs) > 0 {
+			return fmt.Errorf("%q: expected namespace names such as ctf,ctf-definitions: %s", item, strings.Join(errs, "; "))
+		}
+		if !slices.Contains(out, item) {
+			out = append(out, item)
+		}
+	}
+	*n = out
 	return nil
 }
 
@@ -350,6 +520,18 @@ func (c *clockValue) Set(v string) error {
 		return errors.New("expected an RFC 3339 time such as 2026-11-01T12:05:00Z, or empty for the real clock")
 	}
 	*c = clockValue(parsed.UTC())
+	return nil
+}
+
+type positiveInt int
+
+func (p *positiveInt) String() string { return strconv.Itoa(int(*p)) }
+func (p *positiveInt) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return errors.New("expected a positive whole number such as 8")
+	}
+	*p = positiveInt(n)
 	return nil
 }
 

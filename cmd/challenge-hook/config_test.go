@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -22,7 +23,8 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, ":8080", cfg.listen)
 	assert.True(t, cfg.clock.IsZero(), "no --clock means the real clock")
 	assert.Equal(t, hooksync.DefaultConfig(), cfg.hook.sync)
-	assert.Equal(t, int64(8<<20), cfg.maxRequestBytes)
+	assert.Equal(t, int64(1<<20), cfg.maxRequestBytes)
+	assert.Equal(t, 8, cfg.maxConcurrentRequests)
 	assert.Equal(t, 5*time.Second, cfg.readHeaderTimeout)
 	assert.Equal(t, 30*time.Second, cfg.readTimeout)
 	assert.Equal(t, 30*time.Second, cfg.writeTimeout)
@@ -165,14 +167,188 @@ func TestSecretFilesAreCheckedAtStartWithoutPrintingThem(t *testing.T) {
 
 	// A readable key is trimmed and never appears in the logs.
 	key := filepath.Join(dir, "flag.key")
-	require.NoError(t, os.WriteFile(key, []byte("s3cr3t-flag-key-material\n\n"), 0o600))
+	require.NoError(t, os.WriteFile(key, []byte("s3cr3t-flag-key-material-of-32-bytes\n\n"), 0o600))
 	cfg, _, err := parseServerConfig([]string{"--flag-key-file=" + key}, noEnv)
 	require.NoError(t, err)
 	require.NoError(t, cfg.hook.loadFlagKey())
-	assert.Equal(t, []byte("s3cr3t-flag-key-material"), cfg.hook.sync.FlagKey)
+	assert.Equal(t, []byte("s3cr3t-flag-key-material-of-32-bytes"), cfg.hook.sync.FlagKey)
 
 	r := startRun(t, "--listen=127.0.0.1:0", "--flag-key-file="+key, "--log-level=debug")
 	require.NoError(t, r.stop(t))
 	assert.Contains(t, r.logs.String(), `"flag_key_loaded":true`)
 	assert.False(t, strings.Contains(r.logs.String(), "s3cr3t"), "the logs show the flag key")
+}
+
+// A flag key shorter than 32 bytes is refused by everything that reads one: the server at
+// start-up, render and flag. The error says how long it is and how to make a good one, and never
+// shows the key.
+func TestShortFlagKeyIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short.key")
+	const shortKey = "only-31-bytes-of-key-material-x" // whitespace is trimmed first
+	require.Len(t, shortKey, minFlagKeyBytes-1)
+	require.NoError(t, os.WriteFile(short, []byte(shortKey+"\n"), 0o600))
+	exact := filepath.Join(dir, "exact.key")
+	require.NoError(t, os.WriteFile(exact, []byte(shortKey+"y"), 0o600))
+	challenge := filepath.Join("..", "..", "examples", "inline.yaml")
+
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"server", []string{"--listen=127.0.0.1:0", "--flag-key-file=" + short}},
+		{"render", []string{"render", "-f", challenge, "--flag-key-file=" + short}},
+		{"flag", []string{"flag", "--definition=ctf/web", "--owner=team-7", "--flag-key-file=" + short}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), append([]string{"challenge-hook"}, tt.args...), noEnv, &stdout, &stderr)
+			require.Error(t, err)
+			if missing := missingPart(err.Error(), "--flag-key-file", short, "31 bytes", "32 required", "head -c 32 /dev/urandom"); missing != "" {
+				t.Errorf("error lacks %q: %v", missing, err)
+			}
+			assert.NotContains(t, err.Error(), shortKey)
+			assert.Empty(t, stdout.String(), "nothing is rendered or printed with a short key")
+		})
+	}
+
+	// Exactly 32 bytes is enough.
+	var stdout bytes.Buffer
+	require.NoError(t, run(t.Context(), []string{"challenge-hook", "flag", "--definition=ctf/web", "--owner=team-7", "--flag-key-file=" + exact}, noEnv, &stdout, &bytes.Buffer{}))
+	assert.True(t, strings.HasPrefix(stdout.String(), "flag{"), stdout.String())
+}
+
+func TestTrustSwitchFlags(t *testing.T) {
+	cfg, _, err := parseServerConfig(nil, noEnv)
+	require.NoError(t, err)
+	assert.False(t, cfg.hook.sync.RefuseInlineTemplates, "inline templates are accepted by default")
+	assert.Empty(t, cfg.hook.sync.DefinitionNamespaces, "any namespace by default")
+
+	cfg, _, err = parseServerConfig([]string{"--inline-templates=false", "--definition-namespaces=ctf-definitions, ctf,ctf"}, noEnv)
+	require.NoError(t, err)
+	assert.True(t, cfg.hook.sync.RefuseInlineTemplates)
+	assert.Equal(t, []string{"ctf-definitions", "ctf"}, cfg.hook.sync.DefinitionNamespaces)
+
+	env := envMap(map[string]string{"CHALLENGE_HOOK_INLINE_TEMPLATES": "false", "CHALLENGE_HOOK_DEFINITION_NAMESPACES": "ctf"})
+	cfg, _, err = parseServerConfig(nil, env)
+	require.NoError(t, err)
+	assert.True(t, cfg.hook.sync.RefuseInlineTemplates, "env over default")
+	assert.Equal(t, []string{"ctf"}, cfg.hook.sync.DefinitionNamespaces)
+	cfg, _, err = parseServerConfig([]string{"--inline-templates", "--definition-namespaces="}, env)
+	require.NoError(t, err)
+	assert.False(t, cfg.hook.sync.RefuseInlineTemplates, "a bare boolean flag is true, and wins over the environment")
+	assert.Empty(t, cfg.hook.sync.DefinitionNamespaces, "an empty flag means any namespace again")
+
+	for _, tt := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"--inline-templates=no"}, []string{"inline-templates", "true or false"}},
+		{[]string{"--definition-namespaces=ctf,CTF_Defs"}, []string{"definition-namespaces", `"CTF_Defs"`, "namespace names"}},
+	} {
+		_, _, err := parseServerConfig(tt.args, noEnv)
+		if assert.Error(t, err, "%v", tt.args) {
+			for _, want := range tt.wants {
+				assert.Contains(t, err.Error(), want)
+			}
+		}
+	}
+}
+
+// CIDR flags end up as except entries under 0.0.0.0/0 in every instance's NetworkPolicy: one that
+// the API server would refuse (0.0.0.0/0 is not a strict subset of itself), or a set that would
+// leave a rule admitting nothing, stops the hook at start-up and render, saying what to pass.
+func TestCIDRFlagsThatBreakPoliciesAreRefused(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		wants []string
+	}{
+		{"pod CIDRs every address", []string{"--pod-cidrs=0.0.0.0/0"}, nil,
+			[]string{"pod-cidrs", `"0.0.0.0/0" is every IPv4 address`, "strict subset", "the cluster's Pod CIDRs, e.g. 10.244.0.0/16", "spec.podCIDR"}},
+		{"service CIDRs every address among others", []string{"--service-cidrs=10.96.0.0/12,0.0.0.0/0"}, nil,
+			[]string{"service-cidrs", `"0.0.0.0/0"`, "--service-cluster-ip-range"}},
+		{"node CIDRs every address, from the environment", nil, map[string]string{"CHALLENGE_HOOK_NODE_CIDRS": "0.0.0.0/0"},
+			[]string{"CHALLENGE_HOOK_NODE_CIDRS", "--node-cidrs", "strict subset", "nodes' own addresses"}},
+		{"API server CIDRs every address", []string{"--api-server-cidrs=0.0.0.0/0"}, nil,
+			[]string{"api-server-cidrs", "strict subset", "endpointslices"}},
+		{"pod CIDRs that cover every address together", []string{"--pod-cidrs=0.0.0.0/1,128.0.0.0/1"}, nil,
+			[]string{"--pod-cidrs 0.0.0.0/1,128.0.0.0/1 cover every IPv4 address", "admit nobody", "e.g. 10.244.0.0/16"}},
+		{"blocked ranges that cover every address together", []string{"--pod-cidrs=10.244.0.0/16", "--service-cidrs=0.0.0.0/1", "--node-cidrs=128.0.0.0/2,192.0.0.0/2"}, nil,
+			[]string{"together cover every IPv4 address", "egress: true would reach nothing"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := parseServerConfig(tt.args, envMap(tt.env))
+			require.Error(t, err)
+			if missing := missingPart(err.Error(), tt.wants...); missing != "" {
+				t.Errorf("error lacks %q: %v", missing, err)
+			}
+			// render builds the same policies, and refuses the same flags.
+			err = run(t.Context(), append([]string{"challenge-hook", "render", "-f", "../../examples/inline.yaml"}, tt.args...), envMap(tt.env), &bytes.Buffer{}, &bytes.Buffer{})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wants[0])
+		})
+	}
+
+	// Large but partial ranges are valid policies: accepted.
+	cfg, _, err := parseServerConfig([]string{"--pod-cidrs=0.0.0.0/1", "--service-cidrs=128.0.0.0/2"}, noEnv)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"0.0.0.0/1"}, cfg.hook.sync.PodCIDRs)
+}
+
+func TestCoversIPv4(t *testing.T) {
+	for _, tt := range []struct {
+		cidrs []string
+		want  bool
+	}{
+		{nil, false},
+		{[]string{"0.0.0.0/0"}, true},
+		{[]string{"0.0.0.0/1", "128.0.0.0/1"}, true},
+		{[]string{"128.0.0.0/1", "0.0.0.0/2", "64.0.0.0/2"}, true},
+		{[]string{"0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/3", "224.0.0.0/3"}, true},
+		{[]string{"0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/3"}, false},
+		{[]string{"0.0.0.0/1", "0.0.0.0/1", "128.0.0.0/1", "10.0.0.0/8"}, true},
+		{[]string{"0.0.0.0/1", "128.0.0.1/32", "128.0.0.0/1"}, true},
+		{[]string{"10.0.0.0/8", "172.16.0.0/12"}, false},
+		{[]string{"0.0.0.0/1", "128.0.0.0/1", "255.255.255.255/32"}, true},
+		{[]string{"0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/2"}, true},
+		{[]string{"1.0.0.0/8", "0.0.0.0/8", "2.0.0.0/7", "4.0.0.0/6", "8.0.0.0/5", "16.0.0.0/4", "32.0.0.0/3", "64.0.0.0/2", "128.0.0.0/1"}, true},
+		{[]string{"1.0.0.0/8", "2.0.0.0/7", "4.0.0.0/6", "8.0.0.0/5", "16.0.0.0/4", "32.0.0.0/3", "64.0.0.0/2", "128.0.0.0/1"}, false},
+	} {
+		assert.Equal(t, tt.want, coversIPv4(tt.cidrs), "%v", tt.cidrs)
+	}
+}
+
+// Without --pod-cidrs or --service-cidrs the hook still serves, and says what it assumes and why
+// that matters; with them, it says nothing.
+func TestUnsetNetworksWarnAtStartup(t *testing.T) {
+	warnings := func(logs string) map[string]map[string]any {
+		found := map[string]map[string]any{}
+		for line := range strings.Lines(logs) {
+			var entry map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &entry), "log line %q", line)
+			msg, _ := entry["msg"].(string)
+			for _, flag := range []string{"--pod-cidrs", "--service-cidrs"} {
+				if entry["level"] == "WARN" && strings.HasPrefix(msg, flag+" is not set") {
+					found[flag] = entry
+				}
+			}
+		}
+		return found
+	}
+	_, logs := newTestServer(t)
+	found := warnings(logs.String())
+	require.Len(t, found, 2, "logs:\n%s", logs)
+	if missing := missingPart(found["--pod-cidrs"]["msg"].(string), "every private and CGNAT range", "refuse players on private networks", "set --pod-cidrs"); missing != "" {
+		t.Errorf("--pod-cidrs warning lacks %q: %s", missing, found["--pod-cidrs"]["msg"])
+	}
+	assert.Equal(t, "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16", found["--pod-cidrs"]["assumed"])
+	if missing := missingPart(found["--service-cidrs"]["msg"].(string), "egress: true", "set --service-cidrs"); missing != "" {
+		t.Errorf("--service-cidrs warning lacks %q: %s", missing, found["--service-cidrs"]["msg"])
+	}
+
+	_, logs = newTestServer(t, "--pod-cidrs=10.244.0.0/16", "--service-cidrs=10.96.0.0/12")
+	assert.Empty(t, warnings(logs.String()))
 }

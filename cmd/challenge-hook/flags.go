@@ -40,11 +40,18 @@ func handleFlagVerify(flagKey []byte) http.HandlerFunc {
 	}
 }
 
-// handleFlagVerifyDisabled answers 404 where flag verification does not exist, saying why.
-func handleFlagVerifyDisabled() http.HandlerFunc {
+// handleFlagVerifyElsewhere answers 404 for /flags/verify on the main listener, saying where it is.
+func handleFlagVerifyElsewhere() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		respondError(w, r, http.StatusNotFound, "",
-			fmt.Sprintf("no route %s: flag verification is served only with a bearer token (--token-file)", flagVerifyPath))
+			fmt.Sprintf("no route %s on this listener: flag verification has its own listener (--verify-listen) and token (--verify-token-file)", flagVerifyPath))
+	}
+}
+
+// handleVerifyNotFound answers 404 for everything but /flags/verify on the verification listener.
+func handleVerifyNotFound() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: this listener serves POST %s only", r.URL.Path, flagVerifyPath))
 	}
 }
 
@@ -77,7 +84,7 @@ func runFlag(args []string, getenv func(string) string, stdout, stderr io.Writer
 	if keyFile == "" {
 		return errors.New("flag: --flag-key-file is required: the flag is derived from the hook's key")
 	}
-	key, err := readSecretFile("flag-key-file", keyFile)
+	key, err := readFlagKey(keyFile)
 	if err != nil {
 		return fmt.Errorf("flag: %w", err)
 	}

@@ -13,30 +13,39 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// testToken is the bearer token of tokenServer.
-const testToken = "right-token"
+// The bearer tokens of tokenServer: Metacontroller's (--token-file) for /sync, /finalize and
+// /customize, and the platform's (--verify-token-file) for /flags/verify.
+const (
+	testToken       = "right-token"
+	testVerifyToken = "verify-token"
+)
 
-// tokenServer serves with a token and a flag key.
+// tokenServer serves with both tokens and a flag key.
 type tokenServer struct {
-	url     string
-	logs    *logBuffer
-	keyFile string
+	url       string // the main listener: Metacontroller's hooks, probes, metrics
+	verifyURL string // the flag-verification listener
+	logs      *logBuffer
+	keyFile   string
 	// flag is the dynamic flag delivered to dynamicFlagRequest's instance (inline template
 	// ctf/pwn-team7, owner team-7).
 	flag string
 }
 
-func newTokenServer(t *testing.T) tokenServer {
+func newTokenServer(t *testing.T, extraArgs ...string) tokenServer {
 	t.Helper()
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600))
+	verifyTokenFile := filepath.Join(dir, "verify-token")
+	require.NoError(t, os.WriteFile(verifyTokenFile, []byte(testVerifyToken+"\n"), 0o600))
 	keyFile := filepath.Join(dir, "flag.key")
-	require.NoError(t, os.WriteFile(keyFile, []byte("auth-test-key\n"), 0o600))
-	srv, logs := newTestServer(t, "--token-file="+tokenFile, "--flag-key-file="+keyFile)
+	require.NoError(t, os.WriteFile(keyFile, []byte("auth-test-key-of-at-least-32-bytes\n"), 0o600))
+	args := append([]string{"--token-file=" + tokenFile, "--verify-token-file=" + verifyTokenFile, "--flag-key-file=" + keyFile}, extraArgs...)
+	srv, verify, logs := newTestServers(t, args...)
+	require.NotNil(t, verify, "a verification token serves flag verification")
 	resp, body := post(t, srv.URL+"/sync", "application/json", dynamicFlagRequest(t), "Authorization", "Bearer "+testToken)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
-	return tokenServer{url: srv.URL, logs: logs, keyFile: keyFile, flag: flagFromResponse(t, body)}
+	return tokenServer{url: srv.URL, verifyURL: verify.URL, logs: logs, keyFile: keyFile, flag: flagFromResponse(t, body)}
 }
 
 func verification(t *testing.T, definition, owner, flag string) []byte {
@@ -47,9 +56,9 @@ func verification(t *testing.T, definition, owner, flag string) []byte {
 
 func TestFlagVerify(t *testing.T) {
 	ts := newTokenServer(t)
-	srv, logs, flag := ts.url, ts.logs, ts.flag
+	srv, logs, flag := ts.verifyURL, ts.logs, ts.flag
 	const inlineDefinition = "inline/ctf/pwn-team7"
-	auth := []string{"Authorization", "Bearer " + testToken}
+	auth := []string{"Authorization", "Bearer " + testVerifyToken}
 	wrongFlag := flag[:len(flag)-2] + "0}"
 	if wrongFlag == flag {
 		wrongFlag = flag[:len(flag)-2] + "1}"
@@ -83,6 +92,7 @@ func TestFlagVerify(t *testing.T) {
 	}{
 		{"no token", verification(t, inlineDefinition, "team-7", flag), nil, 401, "bearer token"},
 		{"wrong token", verification(t, inlineDefinition, "team-7", flag), []string{"Authorization", "Bearer " + flag}, 401, "bearer token"},
+		{"Metacontroller's token", verification(t, inlineDefinition, "team-7", flag), []string{"Authorization", "Bearer " + testToken}, 403, "grants /sync, /finalize and /customize only"},
 		{"no flag", verification(t, inlineDefinition, "team-7", ""), auth, 400, "flag is required"},
 		{"no owner", verification(t, inlineDefinition, "", flag), auth, 400, "owner is required"},
 		{"definition without namespace", verification(t, "pwn", "team-7", flag), auth, 400, "<namespace>/<name>"},
@@ -116,24 +126,36 @@ func TestFlagVerify(t *testing.T) {
 	}
 }
 
-// Without a token, flag verification does not exist: anyone reaching the hook could otherwise test
-// guesses, and the hook's NetworkPolicy is meant for Metacontroller alone.
-func TestFlagVerifyNeedsATokenFile(t *testing.T) {
-	keyFile := filepath.Join(t.TempDir(), "flag.key")
-	require.NoError(t, os.WriteFile(keyFile, []byte("verify-test-key"), 0o600))
-	srv, _ := newTestServer(t, "--flag-key-file="+keyFile)
-	resp, body := post(t, srv.URL+"/flags/verify", "application/json", verification(t, "ctf/pwn", "team-7", "flag{0}"))
-	require.Equal(t, http.StatusNotFound, resp.StatusCode, "body: %s", body)
-	assert.Contains(t, string(body), "--token-file")
+// Without a verification token, flag verification does not exist: no listener, and the main
+// listener has no such route whatever its token. Anyone reaching the hook could otherwise test
+// guesses, and Metacontroller's token must not verify flags.
+func TestFlagVerifyNeedsAVerifyTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "flag.key")
+	require.NoError(t, os.WriteFile(keyFile, []byte("verify-test-key-of-at-least-32-bytes"), 0o600))
+	tokenFile := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(testToken), 0o600))
+	for _, args := range [][]string{{"--flag-key-file=" + keyFile}, {"--flag-key-file=" + keyFile, "--token-file=" + tokenFile}} {
+		srv, verify, _ := newTestServers(t, args...)
+		assert.Nil(t, verify, "%v: no verification listener without --verify-token-file", args)
+		resp, body := post(t, srv.URL+"/flags/verify", "application/json", verification(t, "ctf/pwn", "team-7", "flag{0}"), "Authorization", "Bearer "+testToken)
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "%v: body: %s", args, body)
+		assert.Contains(t, string(body), "--verify-token-file")
+	}
+
+	// run does not open the verification listener either.
+	r := startRun(t, "--listen=127.0.0.1:0", "--flag-key-file="+keyFile)
+	assert.Empty(t, r.verifyAddr)
+	assert.Contains(t, r.logs.String(), `"flag_verification":false`)
 }
 
 // With a token but no key there is no dynamic flag to verify: the platform hears why, instead of
 // "incorrect" for every submission.
 func TestFlagVerifyWithoutAKey(t *testing.T) {
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte(testToken), 0o600))
-	srv, _ := newTestServer(t, "--token-file="+tokenFile)
-	resp, body := post(t, srv.URL+"/flags/verify", "application/json", verification(t, "ctf/pwn", "team-7", "flag{0}"), "Authorization", "Bearer "+testToken)
+	tokenFile := filepath.Join(t.TempDir(), "verify-token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(testVerifyToken), 0o600))
+	_, verify, _ := newTestServers(t, "--verify-token-file="+tokenFile)
+	resp, body := post(t, verify.URL+"/flags/verify", "application/json", verification(t, "ctf/pwn", "team-7", "flag{0}"), "Authorization", "Bearer "+testVerifyToken)
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "body: %s", body)
 	assert.Contains(t, string(body), "--flag-key-file")
 }
@@ -141,7 +163,7 @@ func TestFlagVerifyWithoutAKey(t *testing.T) {
 // `challenge-hook flag` prints the flag the hook delivers and verifies.
 func TestFlagCommandPrintsTheDeliveredFlag(t *testing.T) {
 	ts := newTokenServer(t)
-	srv, flag, keyFile := ts.url, ts.flag, ts.keyFile
+	srv, flag, keyFile := ts.verifyURL, ts.flag, ts.keyFile
 	var stdout bytes.Buffer
 	err := run(t.Context(), []string{"challenge-hook", "flag", "--definition=inline/ctf/pwn-team7", "--owner=team-7", "--flag-key-file=" + keyFile}, noEnv, &stdout, &bytes.Buffer{})
 	require.NoError(t, err)
@@ -153,7 +175,7 @@ func TestFlagCommandPrintsTheDeliveredFlag(t *testing.T) {
 	require.NoError(t, err)
 	printed := strings.TrimSpace(stdout.String())
 	require.True(t, strings.HasPrefix(printed, "CTF{"), printed)
-	resp, body := post(t, srv+"/flags/verify", "application/json", verification(t, "ctf/web-sqli", "team-42", printed), "Authorization", "Bearer "+testToken)
+	resp, body := post(t, srv+"/flags/verify", "application/json", verification(t, "ctf/web-sqli", "team-42", printed), "Authorization", "Bearer "+testVerifyToken)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.JSONEq(t, `{"correct":true}`, string(body), "the printed flag verifies")
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
@@ -43,7 +44,7 @@ func handleReadyz(h *health) http.HandlerFunc {
 
 func handleNotFound() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: the hook serves POST /sync, /finalize, /customize and (with a token) /flags/verify", r.URL.Path))
+		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: this listener serves POST /sync, /finalize and /customize, GET /healthz, /readyz and /metrics", r.URL.Path))
 	}
 }
 
@@ -89,7 +90,7 @@ func handleSync(cfg hooksync.Config, now clock, m *metrics, finalize bool) http.
 }
 
 // handleCustomize serves /customize: which related objects the sync hook needs.
-func handleCustomize() http.HandlerFunc {
+func handleCustomize(cfg hooksync.Config) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, ok := readBody(w, r)
 		if !ok {
@@ -103,13 +104,20 @@ func handleCustomize() http.HandlerFunc {
 		if info := requestInfoFrom(r.Context()); info != nil {
 			info.parent = req.Parent.Metadata.Namespace + "/" + req.Parent.Metadata.Name
 		}
-		respondJSON(w, http.StatusOK, hooksync.Customize(req))
+		respondJSON(w, http.StatusOK, hooksync.Customize(req, cfg))
 	}
 }
 
 // readBody reads the (size-limited) request body, answering 413 or 400 itself when it cannot.
+// JSON is UTF-8, and what Metacontroller and the API server encode always is: a body that is not
+// is refused before decoding, where each invalid byte would become a 3-byte U+FFFD and the answer
+// that echoes it up to 3 times the body (a hand-crafted request's way past the memory bound).
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := readAll(r)
+	if err == nil && !utf8.Valid(body) {
+		respondError(w, r, http.StatusBadRequest, "bad_request", "request body is not valid UTF-8, as JSON must be")
+		return nil, false
+	}
 	if err == nil {
 		return body, true
 	}

@@ -11,15 +11,18 @@ import (
 	"time"
 )
 
-// logBuffer collects the JSON log lines run writes, and reports the address it listens on.
+// listenAddrs are the addresses run logs it listens on; verify is empty without flag verification.
+type listenAddrs struct{ main, verify string }
+
+// logBuffer collects the JSON log lines run writes, and reports the addresses it listens on.
 type logBuffer struct {
 	mu      sync.Mutex
 	buf     bytes.Buffer
-	addr    chan string
+	addr    chan listenAddrs
 	partial []byte
 }
 
-func newLogBuffer() *logBuffer { return &logBuffer{addr: make(chan string, 1)} }
+func newLogBuffer() *logBuffer { return &logBuffer{addr: make(chan listenAddrs, 1)} }
 
 func (l *logBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
@@ -33,11 +36,12 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 		}
 		l.partial = rest
 		var entry struct {
-			Msg  string `json:"msg"`
-			Addr string `json:"addr"`
+			Msg        string `json:"msg"`
+			Addr       string `json:"addr"`
+			VerifyAddr string `json:"verify_addr"`
 		}
 		if json.Unmarshal(line, &entry) == nil && entry.Msg == "listening" {
-			l.addr <- entry.Addr
+			l.addr <- listenAddrs{entry.Addr, entry.VerifyAddr}
 		}
 	}
 	return len(p), nil
@@ -51,14 +55,15 @@ func (l *logBuffer) String() string {
 
 // running is run() serving in the background.
 type running struct {
-	addr   string
-	cancel context.CancelFunc
-	done   chan error
-	logs   *logBuffer
+	addr       string
+	verifyAddr string // empty without flag verification
+	cancel     context.CancelFunc
+	done       chan error
+	logs       *logBuffer
 }
 
 // startRun starts run with args (program name excluded) and no environment, and waits until it
-// logs the address it listens on.
+// logs the addresses it listens on.
 func startRun(t *testing.T, args ...string) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -67,7 +72,8 @@ func startRun(t *testing.T, args ...string) *running {
 		r.done <- run(ctx, append([]string{"challenge-hook"}, args...), noEnv, io.Discard, r.logs)
 	}()
 	select {
-	case r.addr = <-r.logs.addr:
+	case addrs := <-r.logs.addr:
+		r.addr, r.verifyAddr = addrs.main, addrs.verify
 	case err := <-r.done:
 		cancel()
 		t.Fatalf("run returned before listening: %v\nlogs:\n%s", err, r.logs)

@@ -36,7 +36,7 @@ func newMetrics() *metrics {
 		}, []string{"phase"}),
 		syncErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "challenge_hook_sync_errors_total",
-			Help: "Errors: the status reason of answers in phase Error, or the kind of refused request (bad_request, too_large, unsupported_media_type, internal_error).",
+			Help: "Errors: the status reason of answers in phase Error, or the kind of refused request (bad_request, too_large, unsupported_media_type, overloaded, internal_error).",
 		}, []string{"reason"}),
 	}
 	m.registry.MustRegister(

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -142,6 +143,53 @@ func limitBody(maxBytes int64) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, maxBytes)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// concurrencyWait is how long a request that finds every slot taken waits for one before it is
+// answered 429 (limitConcurrency's wait): syncs take milliseconds, so a burst clears well within it, and it is far below
+// Metacontroller's hook timeout (10 s in compositecontroller.yaml).
+const concurrencyWait = time.Second
+
+// limitConcurrency bounds the requests the hook reads and answers at once. Each holds its body,
+// the decoded request and the encoded answer, several times the body (see
+// TestMaximalConcurrentLoadFitsTheMemoryLimit), so the bound times --max-request-bytes is what
+// the container's memory limit must hold. A request that finds every slot taken waits up to
+// wait, its body still unread; at most 4 × slots wait. Past either bound it gets 429
+// with Retry-After, which Metacontroller honours: it syncs that parent again after that many
+// seconds and changes nothing meanwhile.
+func limitConcurrency(slots int, wait time.Duration) func(http.Handler) http.Handler {
+	inFlight := make(chan struct{}, slots)
+	var waiting atomic.Int64
+	overloaded := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		respondError(w, r, http.StatusTooManyRequests, "overloaded",
+			fmt.Sprintf("the hook is answering %d requests already (--max-concurrent-requests): retry in 1s", slots))
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case inFlight <- struct{}{}:
+			default:
+				if waiting.Add(1) > int64(4*slots) {
+					waiting.Add(-1)
+					overloaded(w, r)
+					return
+				}
+				timer := time.NewTimer(wait)
+				select {
+				case inFlight <- struct{}{}:
+					timer.Stop()
+					waiting.Add(-1)
+				case <-timer.C:
+					waiting.Add(-1)
+					overloaded(w, r)
+					return
+				}
+			}
+			defer func() { <-inFlight }()
 			next.ServeHTTP(w, r)
 		})
 	}

@@ -19,12 +19,6 @@ import (
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
-// childKeys are the keys of the children map, as Metacontroller spells the CompositeController's
-// five child types.
-func childKeys() []string {
-	return []string{"Pod.v1", "Service.v1", "NetworkPolicy.networking.k8s.io/v1", "Ingress.networking.k8s.io/v1", "Secret.v1"}
-}
-
 // relatedDefinitionKey is the key of the related map for the type the customize hook asks for.
 const relatedDefinitionKey = "ChallengeDefinition." + hooksync.APIVersion
 
@@ -38,8 +32,8 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-// runRender prints the children and status the hook would answer on a Challenge's first sync, like
-// `helm template`: no cluster, no server. args exclude "render".
+// runRender prints the children and status the hook would answer once a new Challenge's first
+// children exist, like `helm template`: no cluster, no server. args exclude "render".
 func runRender(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var files stringList
 	var now clockValue
@@ -62,6 +56,9 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if len(files) == 0 {
 		return errors.New("render: no input: name the Challenge's file with -f challenge.yaml")
 	}
+	if err := checkNetworkFlags(hook.sync); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
 	if err := hook.loadFlagKey(); err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
@@ -79,6 +76,15 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	req, err := hooksync.DecodeRequest(body)
 	if err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	first := hooksync.Sync(req, syncTime, hook.sync)
+	// The first answer holds the Pod back until its NetworkPolicy exists: print the answer that
+	// follows once Metacontroller created what the first declared, the instance's whole set.
+	if body, err = withChildrenCreated(body, first); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	if req, err = hooksync.DecodeRequest(body); err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
 	resp := hooksync.Sync(req, syncTime, hook.sync)
@@ -171,16 +177,19 @@ func buildFirstSyncRequest(files []string, now time.Time, gateway bool, stderr i
 		metadata["creationTimestamp"] = now.UTC().Format(time.RFC3339)
 	}
 
-	children := map[string]map[string]any{}
-	keys := childKeys()
-	controller := map[string]any{}
+	// Every type the CompositeController declares has an entry, as Metacontroller sends them; with
+	// a Gateway, the one patched by the Gateway API component.
+	kinds := hooksync.ChildKinds("")
 	if gateway {
-		keys = append(keys, hooksync.RouteChildKeys()...)
-		controller["spec"] = map[string]any{"childResources": hooksync.RouteChildResources()}
+		kinds = append(kinds, hooksync.ChildKinds(hooksync.GatewayAPIComponent)...)
 	}
-	for _, key := range keys {
-		children[key] = map[string]any{}
+	children := map[string]map[string]any{}
+	var declared []hooksync.ChildResource
+	for _, k := range kinds {
+		children[k.Key()] = map[string]any{}
+		declared = append(declared, k.ChildResource())
 	}
+	controller := map[string]any{"spec": map[string]any{"childResources": declared}}
 	relatedDefinitions := map[string]any{}
 	for _, def := range definitions {
 		defNamespace := def.meta.Metadata.Namespace
@@ -200,6 +209,47 @@ func buildFirstSyncRequest(files []string, now time.Time, gateway bool, stderr i
 		"finalizing": false,
 	}
 	return json.Marshal(request)
+}
+
+// withChildrenCreated is the request Metacontroller sends after it applied answer to request: the
+// answer's status on the parent, and each child it declared observed.
+func withChildrenCreated(request []byte, answer hooksync.Response) ([]byte, error) {
+	var req map[string]json.RawMessage
+	var parent map[string]any
+	var children map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(request, &req); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(req["parent"], &parent); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(req["children"], &children); err != nil {
+		return nil, err
+	}
+	parent["status"] = answer.Status
+	for _, child := range answer.Children {
+		raw, err := json.Marshal(child)
+		if err != nil {
+			return nil, err
+		}
+		var meta typeMeta
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, err
+		}
+		group := meta.Kind + "." + meta.APIVersion
+		if children[group] == nil {
+			children[group] = map[string]json.RawMessage{}
+		}
+		children[group][meta.Metadata.Namespace+"/"+meta.Metadata.Name] = raw
+	}
+	var err error
+	if req["parent"], err = json.Marshal(parent); err != nil {
+		return nil, err
+	}
+	if req["children"], err = json.Marshal(children); err != nil {
+		return nil, err
+	}
+	return json.Marshal(req)
 }
 
 // readYAMLDocuments returns every non-empty document of a YAML file, as JSON.

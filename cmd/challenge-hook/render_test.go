@@ -84,7 +84,8 @@ func TestRenderWithGateway(t *testing.T) {
 	assert.Empty(t, stderr)
 	assert.Contains(t, kinds(docs), "HTTPRoute")
 	assert.NotContains(t, kinds(docs), "Ingress")
-	assert.Equal(t, "None", docs[len(docs)-1]["status"].(map[string]any)["phase"])
+	assert.Equal(t, "Creating", docs[len(docs)-1]["status"].(map[string]any)["phase"], "the answer once the first children exist")
+	assert.Contains(t, kinds(docs), "Pod")
 }
 
 // flagSecretValue is the flag in the rendered flag Secret.
@@ -177,11 +178,11 @@ func TestRenderErrors(t *testing.T) {
 }
 
 // TestRenderMatchesGolden: render of the README's sample prints the children and status of the
-// golden case recorded from the same files (testdata/readme-example-first-sync).
+// golden case derived from the same files (testdata/readme-example-pod-created).
 func TestRenderMatchesGolden(t *testing.T) {
 	docs, _ := renderDocuments(t, "-f", "../../examples/challenge.yaml", "-f", "../../examples/definition.yaml",
 		"--now=2026-11-01T12:05:00Z", "--flag-key-file=../../testdata/flag.key")
-	golden, err := os.ReadFile("../../testdata/readme-example-first-sync/response.json")
+	golden, err := os.ReadFile("../../testdata/readme-example-pod-created/response.json")
 	require.NoError(t, err)
 	var want struct {
 		Status   map[string]any   `json:"status"`

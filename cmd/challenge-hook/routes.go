@@ -2,27 +2,47 @@ package main
 
 import "github.com/go-chi/chi/v5"
 
-// addRoutes is the server's whole API surface, in one place.
-func addRoutes(r chi.Router, cfg serverConfig, token []byte, now clock, m *metrics, h *health) {
+// credentials are the hook's two bearer tokens; each grants its own listener's routes only.
+type credentials struct {
+	hook   credential // Metacontroller's: /sync, /finalize, /customize
+	verify credential // the platform's: /flags/verify
+}
+
+func newCredentials(hookToken, verifyToken []byte) credentials {
+	return credentials{
+		hook:   newCredential("Metacontroller's token (--token-file)", "/sync, /finalize and /customize", hookToken),
+		verify: newCredential("the flag-verification token (--verify-token-file)", flagVerifyPath, verifyToken),
+	}
+}
+
+// The hook's whole API surface, in one place: two listeners, each with its own routes and its own
+// credential, so that the hook's NetworkPolicy can admit Metacontroller to the first and the
+// platform to the second only.
+
+// addHookRoutes are the main listener's (--listen): Metacontroller's hooks, probes and metrics.
+// There is no /flags/verify here, whatever the token.
+func addHookRoutes(r chi.Router, cfg serverConfig, creds credentials, now clock, m *metrics, h *health) {
 	r.NotFound(handleNotFound())
 	r.MethodNotAllowed(handleMethodNotAllowed())
 	r.Get("/healthz", handleHealthz())
 	r.Get("/readyz", handleReadyz(h))
 	r.Method("GET", "/metrics", m.handler())
 	r.Group(func(r chi.Router) {
-		r.Use(requireBearerToken(token), requireJSON, limitBody(cfg.maxRequestBytes))
+		r.Use(requireBearerToken(creds.hook, creds.verify), requireJSON, limitConcurrency(cfg.maxConcurrentRequests, concurrencyWait), limitBody(cfg.maxRequestBytes))
 		r.Post("/sync", handleSync(cfg.hook.sync, now, m, false))
 		r.Post("/finalize", handleSync(cfg.hook.sync, now, m, true))
-		r.Post("/customize", handleCustomize())
+		r.Post("/customize", handleCustomize(cfg.hook.sync))
 	})
-	// Flag verification answers whether a guess is right, so it exists only behind a token: without
-	// one, the hook's NetworkPolicy admitting Metacontroller alone would be its only protection.
-	if len(token) == 0 {
-		r.Post(flagVerifyPath, handleFlagVerifyDisabled())
-		return
-	}
+	r.HandleFunc(flagVerifyPath, handleFlagVerifyElsewhere())
+}
+
+// addVerifyRoutes are the flag-verification listener's (--verify-listen), served only with a
+// verification token: POST /flags/verify and nothing else.
+func addVerifyRoutes(r chi.Router, cfg serverConfig, creds credentials) {
+	r.NotFound(handleVerifyNotFound())
+	r.MethodNotAllowed(handleMethodNotAllowed())
 	r.Group(func(r chi.Router) {
-		r.Use(requireBearerToken(token), requireJSON, limitBody(flagVerifyMaxBytes))
+		r.Use(requireBearerToken(creds.verify, creds.hook), requireJSON, limitBody(flagVerifyMaxBytes))
 		r.Post(flagVerifyPath, handleFlagVerify(cfg.hook.sync.FlagKey))
 	})
 }

@@ -37,5 +37,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	return a.serve(ctx, ln)
+	var verifyLn net.Listener
+	if a.verifyHandler != nil {
+		if verifyLn, err = net.Listen("tcp", cfg.verifyListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("--verify-listen: %w", err)
+		}
+	}
+	return a.serve(ctx, ln, verifyLn)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,27 +11,39 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
-// newServer builds the hook's HTTP handler: middleware, then every route. cfg.hook.sync.FlagKey must
-// already be loaded; token empty means no authentication.
-func newServer(cfg serverConfig, token []byte, logger *slog.Logger, now clock, m *metrics, h *health) http.Handler {
+// newServer builds the main listener's HTTP handler: middleware, then every route.
+// cfg.hook.sync.FlagKey must already be loaded; a credential not set means no authentication.
+func newServer(cfg serverConfig, creds credentials, logger *slog.Logger, now clock, m *metrics, h *health) http.Handler {
 	r := chi.NewRouter()
 	r.Use(logRequests(logger, m), recoverPanics(logger))
-	addRoutes(r, cfg, token, now, m, h)
+	addHookRoutes(r, cfg, creds, now, m, h)
+	return r
+}
+
+// newVerifyServer builds the flag-verification listener's HTTP handler; creds.verify must be set.
+func newVerifyServer(cfg serverConfig, creds credentials, logger *slog.Logger, m *metrics) http.Handler {
+	r := chi.NewRouter()
+	r.Use(logRequests(logger, m), recoverPanics(logger))
+	addVerifyRoutes(r, cfg, creds)
 	return r
 }
 
 // app is the server as run builds it from its configuration; tests build it the same way.
 type app struct {
-	cfg     serverConfig
-	logger  *slog.Logger
-	handler http.Handler
-	health  *health
-	certs   *certReloader // nil without TLS
+	cfg           serverConfig
+	logger        *slog.Logger
+	handler       http.Handler // the main listener's
+	verifyHandler http.Handler // the flag-verification listener's; nil without a verification token
+	health        *health
+	certs         *certReloader // nil without TLS
 }
 
 // newApp reads the files the configuration names and wires the server. Logs go to logOut as JSON.
@@ -49,13 +62,33 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 	if err := cfg.hook.loadFlagKey(); err != nil {
 		return nil, err
 	}
-	var token []byte
+	if file := cfg.verifyTokenFile; file != "" {
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			// Also an optional Secret in-cluster: the hook serves Metacontroller all the same, and
+			// flag verification (its listener) starts with the hook once the token exists.
+			logger.Warn("verification token file does not exist: no flag verification (nothing listens on --verify-listen) until it exists and the hook restarts",
+				slog.String("verify_token_file", file))
+			cfg.verifyTokenFile = ""
+		}
+	}
+	var hookToken, verifyToken []byte
+	var err error
 	if cfg.tokenFile != "" {
-		var err error
-		if token, err = readSecretFile("token-file", cfg.tokenFile); err != nil {
+		if hookToken, err = readSecretFile("token-file", cfg.tokenFile); err != nil {
 			return nil, err
 		}
 	}
+	if cfg.verifyTokenFile != "" {
+		if verifyToken, err = readSecretFile("verify-token-file", cfg.verifyTokenFile); err != nil {
+			return nil, err
+		}
+		if bytes.Equal(verifyToken, hookToken) {
+			return nil, fmt.Errorf("--verify-token-file %s holds the same token as --token-file %s: each credential must grant only what it names "+
+				"(whoever verifies flags must not be able to call /sync and read every flag in its answers); generate a separate one",
+				cfg.verifyTokenFile, cfg.tokenFile)
+		}
+	}
+	warnUnsetNetworks(logger, cfg.hook.sync)
 	now := clock(time.Now)
 	if pinned := cfg.clock; !pinned.IsZero() {
 		// Loud, because a production hook on a frozen clock never expires an instance.
@@ -71,43 +104,73 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 		}
 		a.certs = certs
 	}
-	a.handler = newServer(cfg, token, logger, now, newMetrics(), a.health)
+	creds := newCredentials(hookToken, verifyToken)
+	m := newMetrics()
+	a.handler = newServer(cfg, creds, logger, now, m, a.health)
+	if creds.verify.set {
+		a.verifyHandler = newVerifyServer(cfg, creds, logger, m)
+	}
 	return a, nil
 }
 
-// serve serves on ln until ctx is cancelled, then shuts down gracefully: /readyz fails at once, the
-// listener stays open for --shutdown-delay so load balancers notice, then in-flight requests finish
-// within what is left of --shutdown-timeout.
-func (a *app) serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           a.handler,
-		ReadHeaderTimeout: a.cfg.readHeaderTimeout,
-		ReadTimeout:       a.cfg.readTimeout,
-		WriteTimeout:      a.cfg.writeTimeout,
-		IdleTimeout:       a.cfg.idleTimeout,
-		ErrorLog:          slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
+// serve serves the main listener ln and, with a verification token, the flag-verification
+// listener verifyLn (nil otherwise) until ctx is cancelled, then shuts both down gracefully:
+// /readyz fails at once, the listeners stay open for --shutdown-delay so load balancers notice,
+// then in-flight requests finish within what is left of --shutdown-timeout.
+func (a *app) serve(ctx context.Context, ln, verifyLn net.Listener) error {
+	type listener struct {
+		ln      net.Listener
+		handler http.Handler
+	}
+	listeners := []listener{{ln, a.handler}}
+	if verifyLn != nil {
+		listeners = append(listeners, listener{verifyLn, a.verifyHandler})
 	}
 	scheme := "http"
 	if a.certs != nil {
-		srv.TLSConfig = a.certs.tlsConfig()
 		scheme = "https"
 	}
-	serveErr := make(chan error, 1)
-	go func() {
-		if a.certs != nil {
-			serveErr <- srv.ServeTLS(ln, "", "")
-		} else {
-			serveErr <- srv.Serve(ln)
+	servers := make([]*http.Server, len(listeners))
+	serveErr := make(chan error, len(listeners))
+	for i, l := range listeners {
+		srv := &http.Server{
+			Handler:           l.handler,
+			ReadHeaderTimeout: a.cfg.readHeaderTimeout,
+			ReadTimeout:       a.cfg.readTimeout,
+			WriteTimeout:      a.cfg.writeTimeout,
+			IdleTimeout:       a.cfg.idleTimeout,
+			ErrorLog:          slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
 		}
-	}()
+		if a.certs != nil {
+			srv.TLSConfig = a.certs.tlsConfig()
+		}
+		servers[i] = srv
+		go func() {
+			var err error
+			if a.certs != nil {
+				err = srv.ServeTLS(l.ln, "", "")
+			} else {
+				err = srv.Serve(l.ln)
+			}
+			serveErr <- fmt.Errorf("serving on %s: %w", l.ln.Addr(), err)
+		}()
+	}
 	a.health.ready.Store(true)
-	a.logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("scheme", scheme),
-		slog.Bool("token_required", a.cfg.tokenFile != ""), slog.Bool("flag_key_loaded", len(a.cfg.hook.sync.FlagKey) > 0))
+	attrs := []any{slog.String("addr", ln.Addr().String()), slog.String("scheme", scheme),
+		slog.Bool("token_required", a.cfg.tokenFile != ""), slog.Bool("flag_key_loaded", len(a.cfg.hook.sync.FlagKey) > 0),
+		slog.Bool("flag_verification", verifyLn != nil)}
+	if verifyLn != nil {
+		attrs = append(attrs, slog.String("verify_addr", verifyLn.Addr().String()))
+	}
+	a.logger.Info("listening", attrs...)
 
 	select {
 	case err := <-serveErr:
 		a.health.ready.Store(false)
-		return fmt.Errorf("serving on %s: %w", ln.Addr(), err)
+		for _, srv := range servers {
+			_ = srv.Close()
+		}
+		return err
 	case <-ctx.Done():
 	}
 
@@ -118,13 +181,39 @@ func (a *app) serve(ctx context.Context, ln net.Listener) error {
 
 	shutdownCtx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		_ = srv.Close() // the deadline passed: drop what is left
+	shutdownErrs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Go(func() { shutdownErrs[i] = srv.Shutdown(shutdownCtx) })
+	}
+	wg.Wait()
+	if err := errors.Join(shutdownErrs...); err != nil {
+		for _, srv := range servers {
+			_ = srv.Close() // the deadline passed: drop what is left
+		}
 		return fmt.Errorf("graceful shutdown within %s: %w", a.cfg.shutdownTimeout, err)
 	}
-	if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serving on %s: %w", ln.Addr(), err)
+	for range servers {
+		if err := <-serveErr; !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
 	}
 	a.logger.Info("stopped")
 	return nil
+}
+
+// warnUnsetNetworks says at start-up what the hook assumes when the cluster's Pod or Service CIDRs
+// are not given, and why that matters: each instance's NetworkPolicy is built from them.
+func warnUnsetNetworks(logger *slog.Logger, cfg hooksync.Config) {
+	if len(cfg.PodCIDRs) == 0 {
+		logger.Warn("--pod-cidrs is not set: every private and CGNAT range stands in for the Pod networks, so NodePort and LoadBalancer exposures "+
+			"refuse players on private networks too, and admit Pods whose network lies outside those ranges; set --pod-cidrs to the cluster's Pod CIDRs",
+			slog.String("assumed", "10.0.0.0/8,100.64.0.0/10,172.16.0.0/12,192.168.0.0/16"))
+	}
+	if len(cfg.ServiceCIDRs) == 0 {
+		logger.Warn("--service-cidrs is not set: no Service network is blocked as an egress destination besides the ranges always blocked "+
+			"(private, CGNAT, link-local and the other special-purpose ones), which hold the usual 10.96.0.0/12; a Service network outside them "+
+			"is reachable from instances with egress: true; set --service-cidrs to the cluster's Service CIDRs",
+			slog.String("assumed", "no Service CIDRs"))
+	}
 }

@@ -21,17 +21,30 @@ import (
 // formContentType is what `curl -d` sends, the way the README tells users to try the hook.
 const formContentType = "application/x-www-form-urlencoded"
 
-// newTestServer builds the server as run does from args, served by httptest on 127.0.0.1.
+// newTestServer builds the server as run does from args, served by httptest on 127.0.0.1: the
+// main listener's routes.
 func newTestServer(t *testing.T, args ...string) (*httptest.Server, *logBuffer) {
+	t.Helper()
+	srv, _, logs := newTestServers(t, args...)
+	return srv, logs
+}
+
+// newTestServers is newTestServer with the flag-verification listener's routes too, served
+// separately; verify is nil when args set no verification token.
+func newTestServers(t *testing.T, args ...string) (main, verify *httptest.Server, logs *logBuffer) {
 	t.Helper()
 	cfg, _, err := parseServerConfig(args, noEnv)
 	require.NoError(t, err)
-	logs := newLogBuffer()
+	logs = newLogBuffer()
 	a, err := newApp(cfg, logs)
 	require.NoError(t, err)
-	srv := httptest.NewServer(a.handler)
-	t.Cleanup(srv.Close)
-	return srv, logs
+	main = httptest.NewServer(a.handler)
+	t.Cleanup(main.Close)
+	if a.verifyHandler != nil {
+		verify = httptest.NewServer(a.verifyHandler)
+		t.Cleanup(verify.Close)
+	}
+	return main, verify, logs
 }
 
 func post(t *testing.T, url, contentType string, body []byte, header ...string) (*http.Response, []byte) {
@@ -150,7 +163,7 @@ func TestBadInputMatrix(t *testing.T) {
 	valid := mutate(t, func(map[string]any) {})
 	// Deeper than encoding/json's limit of 10000 levels, which applies to each value the hook decodes.
 	nested := []byte(`{"parent":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`)
-	huge := mutate(t, func(req map[string]any) { specOf(req)["owner"] = strings.Repeat("x", 7<<20) })
+	huge := mutate(t, func(req map[string]any) { specOf(req)["owner"] = strings.Repeat("x", defaultMaxRequestBytes-4<<10) })
 	objectWithoutMetadata := map[string]any{"apiVersion": "v1", "kind": "Pod"}
 
 	tests := []struct {
@@ -168,7 +181,7 @@ func TestBadInputMatrix(t *testing.T) {
 		{name: "empty body", body: nil, wantCode: 400, wantError: "EOF"},
 		{name: "trailing garbage", body: append(append([]byte{}, valid...), "garbage"...), wantCode: 400, wantError: "after the JSON object"},
 		{name: "two JSON objects", body: append(append([]byte{}, valid...), valid...), wantCode: 400, wantError: "after the JSON object"},
-		{name: "body over the limit", body: bytes.Repeat([]byte(" "), 8<<20+1), wantCode: 413, wantError: "larger than 8388608 bytes"},
+		{name: "body over the limit", body: bytes.Repeat([]byte(" "), defaultMaxRequestBytes+1), wantCode: 413, wantError: "larger than 1048576 bytes"},
 		{name: "missing parent", body: mutate(t, func(req map[string]any) { delete(req, "parent") }), wantCode: 400, wantError: "no parent"},
 		{name: "null parent", body: mutate(t, func(req map[string]any) { req["parent"] = nil }), wantCode: 400, wantError: "no parent"},
 		{name: "JSON null", body: []byte("null"), wantCode: 400, wantError: "no parent"},
@@ -201,6 +214,7 @@ func TestBadInputMatrix(t *testing.T) {
 		{name: "JSON array", body: []byte(`[` + string(valid) + `]`), wantCode: 400, wantError: "cannot unmarshal array"},
 		{name: "JSON string", body: []byte(`"sync please"`), wantCode: 400, wantError: "cannot unmarshal string"},
 		{name: "deeply nested JSON", body: nested, wantCode: 400, wantError: "depth"},
+		{name: "invalid UTF-8", body: bytes.Replace(valid, []byte("team-7"), []byte("team-\xff"), 1), wantCode: 400, wantError: "not valid UTF-8"},
 		{name: "huge string value", body: huge, wantCode: 200, allowCodes: []int{400}},
 		{name: "GET /sync", method: http.MethodGet, path: "/sync", wantCode: 405, wantError: "method GET not allowed"},
 		{name: "PUT /finalize", method: http.MethodPut, path: "/finalize", body: valid, wantCode: 405, wantError: "method PUT not allowed"},
@@ -214,7 +228,7 @@ func TestBadInputMatrix(t *testing.T) {
 		{name: "finalize malformed", path: "/finalize", body: []byte(`{`), wantCode: 400, wantError: "unexpected EOF"},
 		{name: "customize without parent", path: "/customize", body: []byte(`{"controller":{}}`), wantCode: 400, wantError: "no parent"},
 		{name: "customize parent without name", path: "/customize", body: []byte(`{"parent":{"metadata":{}}}`), wantCode: 400, wantError: "metadata.name"},
-		{name: "customize over the limit", path: "/customize", body: bytes.Repeat([]byte(" "), 8<<20+1), wantCode: 413, wantError: "larger than"},
+		{name: "customize over the limit", path: "/customize", body: bytes.Repeat([]byte(" "), defaultMaxRequestBytes+1), wantCode: 413, wantError: "larger than"},
 	}
 	require.GreaterOrEqual(t, len(tests), 25)
 	passed := 0
@@ -323,13 +337,17 @@ func TestBearerToken(t *testing.T) {
 		{"token without scheme", "right-token"},
 	}
 	for _, path := range []string{"/sync", "/finalize", "/customize", "/flags/verify"} {
+		base := ts.url
+		if path == "/flags/verify" {
+			base = ts.verifyURL
+		}
 		for _, tt := range refused {
 			t.Run(path+" "+tt.name, func(t *testing.T) {
 				var header []string
 				if tt.authorization != "" {
 					header = []string{"Authorization", tt.authorization}
 				}
-				resp, body := post(t, ts.url+path, "application/json", request, header...)
+				resp, body := post(t, base+path, "application/json", request, header...)
 				require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "body: %s", body)
 				assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 				assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "Bearer")
@@ -400,7 +418,7 @@ func TestMetricsAndRequestLog(t *testing.T) {
 	require.Contains(t, string(body), `"reason":"FlagKeyMissing"`)
 	resp, _ = post(t, srv.URL+"/sync", "application/json", []byte(`{"parent":`))
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	resp, _ = post(t, srv.URL+"/finalize", "application/json", bytes.Repeat([]byte(" "), 8<<20+1))
+	resp, _ = post(t, srv.URL+"/finalize", "application/json", bytes.Repeat([]byte(" "), defaultMaxRequestBytes+1))
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 
 	metricsResp, err := http.Get(srv.URL + "/metrics")
@@ -511,4 +529,40 @@ func TestPinnedClockWarnsAtStartup(t *testing.T) {
 
 	_, logs = newTestServer(t)
 	assert.Empty(t, clockWarnings(logs.String()), "the real clock needs no warning")
+}
+
+// The trust switches through the server: an inline template is refused by /sync, and /customize
+// relates no definition from a namespace the hook does not take them from.
+func TestTrustSwitchesOverHTTP(t *testing.T) {
+	srv, _ := newTestServer(t, "--inline-templates=false", "--definition-namespaces=ctf-definitions")
+	resp, body := post(t, srv.URL+"/sync", "application/json", mutate(t, func(map[string]any) {}))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	var answer struct {
+		Status   struct{ Phase, Reason, Message string } `json:"status"`
+		Children []json.RawMessage                       `json:"children"`
+	}
+	require.NoError(t, json.Unmarshal(body, &answer))
+	assert.Equal(t, "Error", answer.Status.Phase)
+	assert.Equal(t, "InvalidSpec", answer.Status.Reason)
+	assert.Contains(t, answer.Status.Message, "--inline-templates=false")
+	assert.Empty(t, answer.Children)
+
+	byRef := func(namespace string) []byte {
+		return mutate(t, func(req map[string]any) {
+			delete(specOf(req), "template")
+			specOf(req)["definitionRef"] = map[string]any{"name": "pwn", "namespace": namespace}
+		})
+	}
+	resp, body = post(t, srv.URL+"/customize", "application/json", byRef("ctf"))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	assert.JSONEq(t, `{"relatedResources":[]}`, string(body))
+	resp, body = post(t, srv.URL+"/customize", "application/json", byRef("ctf-definitions"))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	assert.Contains(t, string(body), `"namespace":"ctf-definitions"`)
+
+	resp, body = post(t, srv.URL+"/sync", "application/json", byRef("ctf"))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	require.NoError(t, json.Unmarshal(body, &answer))
+	assert.Equal(t, "InvalidSpec", answer.Status.Reason)
+	assert.Contains(t, answer.Status.Message, "--definition-namespaces=ctf-definitions")
 }

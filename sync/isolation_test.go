@@ -1,0 +1,258 @@
+package sync
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	networkingapiv1 "k8s.io/api/networking/v1"
+	apimetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// applyAnswer is the request Metacontroller sends after it applied an answer: the answer's status
+// becomes the parent's; a child the answer declares is observed with it as its last-applied
+// configuration (created from it when new); a child the answer leaves out is deleted. With
+// podsLinger, a Pod being deleted stays observed for one more request, Terminating (with a
+// deletionTimestamp), as a Pod whose process ignores SIGTERM does for its grace period.
+func applyAnswer(t testing.TB, request, answer []byte, podsLinger bool) []byte {
+	var resp struct {
+		Status   json.RawMessage   `json:"status"`
+		Children []json.RawMessage `json:"children"`
+	}
+	require.NoError(t, json.Unmarshal(answer, &resp))
+	var req map[string]any
+	require.NoError(t, json.Unmarshal(request, &req))
+	parent := req["parent"].(map[string]any)
+	parent["status"] = json.RawMessage(resp.Status)
+	namespace, _ := parent["metadata"].(map[string]any)["namespace"].(string)
+
+	groups, _ := req["children"].(map[string]any)
+	if groups == nil {
+		groups = map[string]any{}
+		req["children"] = groups
+	}
+	declared := map[string]bool{}
+	for _, raw := range resp.Children {
+		var child map[string]any
+		require.NoError(t, json.Unmarshal(raw, &child))
+		meta := child["metadata"].(map[string]any)
+		if _, ok := meta["namespace"]; !ok {
+			meta["namespace"] = namespace
+		}
+		groupKey := fmt.Sprint(child["kind"], ".", child["apiVersion"])
+		key := fmt.Sprint(meta["namespace"], "/", meta["name"])
+		declared[groupKey+" "+key] = true
+		group, _ := groups[groupKey].(map[string]any)
+		if group == nil {
+			group = map[string]any{}
+			groups[groupKey] = group
+		}
+		observed, exists := group[key].(map[string]any)
+		if !exists {
+			observed = child
+			meta["uid"] = "uid-" + key
+			meta["creationTimestamp"] = formatTime(goldenNow)
+			group[key] = observed
+		}
+		observedMeta := observed["metadata"].(map[string]any)
+		annotations, _ := observedMeta["annotations"].(map[string]any)
+		if annotations == nil {
+			annotations = map[string]any{}
+			observedMeta["annotations"] = annotations
+		}
+		annotations[LastAppliedAnnotation] = string(raw)
+	}
+	for groupKey, group := range groups {
+		group := group.(map[string]any)
+		for key, obj := range group {
+			if declared[groupKey+" "+key] {
+				continue
+			}
+			meta := obj.(map[string]any)["metadata"].(map[string]any)
+			if _, terminating := meta["deletionTimestamp"]; podsLinger && strings.HasPrefix(groupKey, "Pod.") && !terminating {
+				meta["deletionTimestamp"] = formatTime(goldenNow)
+				continue
+			}
+			delete(group, key)
+		}
+	}
+	next, err := json.Marshal(req)
+	require.NoError(t, err)
+	return next
+}
+
+// checkIsolation is "no moment without isolation" for one request and its answer:
+//   - every Pod the request observes (Terminating included) is selected by a NetworkPolicy the
+//     answer declares, so that Metacontroller never deletes the last policy of a live Pod;
+//   - every Pod the answer declares is selected by a NetworkPolicy the request already observes
+//     (so it exists before the Pod is created) and by one the answer declares.
+//
+// It returns how many Pods it checked.
+func checkIsolation(t testing.TB, request, answer []byte) int {
+	var req struct {
+		Parent struct {
+			Metadata struct {
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		} `json:"parent"`
+		Children map[string]map[string]json.RawMessage `json:"children"`
+	}
+	require.NoError(t, json.Unmarshal(request, &req))
+	var resp struct {
+		Children []json.RawMessage `json:"children"`
+	}
+	require.NoError(t, json.Unmarshal(answer, &resp))
+	namespace := req.Parent.Metadata.Namespace
+
+	observedPods, observedPolicies := podsAndPolicies(t, namespace, mapValues(req.Children["Pod.v1"]), mapValues(req.Children["NetworkPolicy.networking.k8s.io/v1"]))
+	declaredPods, declaredPolicies := podsAndPolicies(t, namespace, resp.Children, resp.Children)
+	for _, pod := range observedPods {
+		require.True(t, selectsPod(declaredPolicies, pod), "the request observes Pod %s, but no NetworkPolicy the answer declares selects it:\n%s", pod.Name, answer)
+	}
+	for _, pod := range declaredPods {
+		require.True(t, selectsPod(observedPolicies, pod), "the answer declares Pod %s before a NetworkPolicy that selects it is observed:\n%s", pod.Name, answer)
+		require.True(t, selectsPod(declaredPolicies, pod), "the answer declares Pod %s, but no NetworkPolicy that selects it:\n%s", pod.Name, answer)
+	}
+	return len(observedPods) + len(declaredPods)
+}
+
+func mapValues(m map[string]json.RawMessage) []json.RawMessage {
+	var out []json.RawMessage
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// podsAndPolicies decodes the Pods among pods and the NetworkPolicies among policies (each list
+// may hold other kinds, which are skipped). An object without a namespace is in namespace.
+func podsAndPolicies(t testing.TB, namespace string, pods, policies []json.RawMessage) ([]apimetav1.ObjectMeta, []networkingapiv1.NetworkPolicy) {
+	var podMetas []apimetav1.ObjectMeta
+	var out []networkingapiv1.NetworkPolicy
+	decode := func(raw json.RawMessage, kind string, into any) bool {
+		var typ apimetav1.TypeMeta
+		require.NoError(t, json.Unmarshal(raw, &typ))
+		if typ.Kind != kind {
+			return false
+		}
+		require.NoError(t, json.Unmarshal(raw, into))
+		return true
+	}
+	for _, raw := range pods {
+		var pod struct {
+			Metadata apimetav1.ObjectMeta `json:"metadata"`
+		}
+		if decode(raw, "Pod", &pod) {
+			if pod.Metadata.Namespace == "" {
+				pod.Metadata.Namespace = namespace
+			}
+			podMetas = append(podMetas, pod.Metadata)
+		}
+	}
+	for _, raw := range policies {
+		var policy networkingapiv1.NetworkPolicy
+		if decode(raw, "NetworkPolicy", &policy) {
+			if policy.Namespace == "" {
+				policy.Namespace = namespace
+			}
+			out = append(out, policy)
+		}
+	}
+	return podMetas, out
+}
+
+// selectsPod: one of the policies applies to the Pod, as the API server and every NetworkPolicy
+// implementation read a podSelector, and isolates it both ways.
+func selectsPod(policies []networkingapiv1.NetworkPolicy, pod apimetav1.ObjectMeta) bool {
+	for _, p := range policies {
+		selector, err := apimetav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+		if err != nil || p.Namespace != pod.Namespace || selector.Empty() || !selector.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		types := map[networkingapiv1.PolicyType]bool{}
+		for _, pt := range p.Spec.PolicyTypes {
+			types[pt] = true
+		}
+		if types[networkingapiv1.PolicyTypeIngress] && types[networkingapiv1.PolicyTypeEgress] {
+			return true
+		}
+	}
+	return false
+}
+
+// isolationVariants are the moments of an instance's life the property is checked at, from each
+// golden request: as it is, at its deadline, being deleted, and stopped.
+var isolationVariants = []struct {
+	name   string
+	modify func(parent map[string]any, req map[string]any)
+	atEnd  bool
+}{
+	{name: "as-is"},
+	{name: "at-deadline", atEnd: true},
+	{name: "deleted", modify: func(parent, req map[string]any) {
+		parent["metadata"].(map[string]any)["deletionTimestamp"] = formatTime(goldenNow)
+		req["finalizing"] = true
+	}},
+	{name: "stopped", modify: func(parent, _ map[string]any) {
+		spec, _ := parent["spec"].(map[string]any)
+		if spec != nil {
+			spec["stopped"] = true
+		}
+	}},
+}
+
+// TestNoMomentWithoutIsolation checks checkIsolation on every golden sync case and on the answers
+// that follow it as Metacontroller applies each one, Pods lingering Terminating for a request
+// after their deletion: as the case is, at its deadline, being deleted and stopped.
+func TestNoMomentWithoutIsolation(t *testing.T) {
+	cfg := goldenConfig(t)
+	checked := 0
+	for _, c := range goldenCases(t) {
+		if strings.HasPrefix(c.name, "customize-") {
+			continue
+		}
+		for _, variant := range isolationVariants {
+			t.Run(c.name+"/"+variant.name, func(t *testing.T) {
+				request := c.request
+				if variant.modify != nil {
+					var req map[string]any
+					require.NoError(t, json.Unmarshal(request, &req))
+					variant.modify(req["parent"].(map[string]any), req)
+					var err error
+					request, err = json.Marshal(req)
+					require.NoError(t, err)
+				}
+				now := goldenNow
+				if variant.atEnd {
+					deadline, err := time.Parse(time.RFC3339, decodeAnswer(t, answer(t, c, cfg)).Status.ExpiresAt)
+					require.NoError(t, err)
+					now = deadline
+				}
+				for round := range 6 {
+					body := answerAt(t, c.with(request), cfg, now)
+					t.Logf("round %d", round)
+					checked += checkIsolation(t, request, body)
+					request = applyAnswer(t, request, body, true)
+				}
+			})
+		}
+	}
+	require.Positive(t, checked, "no Pod was ever observed or declared: the property checked nothing")
+}
+
+// secondAnswer is the answer to an instance's second request, once Metacontroller applied the
+// first: the one that declares the Pod, its NetworkPolicy and flag Secret being observed.
+func secondAnswer(t testing.TB, req Request, now time.Time, cfg Config) Response {
+	first, err := EncodeResponse(Sync(req, now, cfg))
+	require.NoError(t, err)
+	request, err := json.Marshal(map[string]any{"parent": req.Parent, "children": map[string]any{}})
+	require.NoError(t, err)
+	next, err := DecodeRequest(applyAnswer(t, request, first, false))
+	require.NoError(t, err)
+	next.Related, next.DeclaredChildTypes = req.Related, req.DeclaredChildTypes
+	return Sync(next, now, cfg)
+}
