@@ -71,8 +71,9 @@ func TestOrphanDeletionRefused(t *testing.T) {
 	refusedByKubectl("the orphan finalizer added", `"orphan" or "foregroundDeletion" finalizer`,
 		"patch", "-n", ns, name, "--type=json", `-p=[{"op":"add","path":"/metadata/finalizers/-","value":"orphan"}]`)
 
-	// The legacy option, which kubectl no longer sends.
+	// The legacy option, which kubectl no longer sends; the API server still honours it.
 	orphanDependents := true
+	//lint:ignore SA1019 the deprecated field is what the policy must refuse
 	err := challenges.Delete(ctx, chal.GetName(), metav1.DeleteOptions{OrphanDependents: &orphanDependents})
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "orphanDependents") {
 		t.Errorf("delete with orphanDependents: true: %v, want refused (Invalid) naming orphanDependents", err)
