@@ -359,9 +359,12 @@ func validateExpose(expose []Expose, portProtocol map[int32]string) error {
 			return fmt.Errorf("%s.port: %d is exposed twice", field, e.Port)
 		}
 		seen[e.Port] = true
-		switch e.Type {
-		case ExposeHTTP, ExposeTLS:
-			// Both are routed by the instance's one host: one of each at most.
+		kind, known := exposureKindOf(e.Type)
+		switch {
+		case !known:
+			return fmt.Errorf("%s.type: %q is not %s", field, e.Type, exposureTypeNames())
+		case kind.routed:
+			// Routed by the instance's one host: one of each type at most.
 			routedCount[e.Type]++
 			if routedCount[e.Type] > 1 {
 				return fmt.Errorf("%s: at most one %s exposure per instance", field, e.Type)
@@ -369,15 +372,13 @@ func validateExpose(expose []Expose, portProtocol map[int32]string) error {
 			if protocol != "TCP" {
 				return fmt.Errorf("%s: %s needs a TCP port, port %d is %s", field, e.Type, e.Port, protocol)
 			}
-		case ExposeNodePort, ExposeLoadBalancer, ExposeClusterIP:
+		default:
 			if serviceType != "" && serviceType != e.Type {
 				return fmt.Errorf("%s.type: %s and %s cannot be mixed: all exposures other than HTTP and TLS share one Service", field, serviceType, e.Type)
 			}
 			serviceType = e.Type
-		default:
-			return fmt.Errorf("%s.type: %q is not NodePort, LoadBalancer, HTTP, TLS or ClusterIP", field, e.Type)
 		}
-		if err := validateExposeFrom(e, field); err != nil {
+		if err := validateExposeFrom(e, kind, field); err != nil {
 			return err
 		}
 	}
@@ -386,14 +387,10 @@ func validateExpose(expose []Expose, portProtocol map[int32]string) error {
 
 // validateExposeFrom checks the peers of a ClusterIP exposure: its only sources, so it needs at
 // least one, and each must say which Pods it means.
-func validateExposeFrom(e Expose, field string) error {
-	if e.Type != ExposeClusterIP {
+func validateExposeFrom(e Expose, kind exposureKind, field string) error {
+	if kind.entry != entryNamedPeers {
 		if len(e.From) > 0 {
-			source := "outside the cluster"
-			if e.Type == ExposeHTTP {
-				source = "the ingress controller"
-			}
-			return fmt.Errorf("%s.from: only ClusterIP exposures name their peers; %s traffic comes from %s", field, e.Type, source)
+			return fmt.Errorf("%s.from: only ClusterIP exposures name their peers; %s traffic comes from %s", field, e.Type, kind.source)
 		}
 		return nil
 	}

@@ -82,8 +82,9 @@ func ingressRules(in instance, cfg Config) []*networkingv1.NetworkPolicyIngressR
 	var outsidePorts []*networkingv1.NetworkPolicyPortApplyConfiguration
 	for _, e := range in.template.Expose {
 		port := policyPort(protocolOf(exposedPort(in.template, e.Port)), e.Port)
-		switch e.Type {
-		case ExposeHTTP, ExposeTLS:
+		kind, _ := exposureKindOf(e.Type)
+		switch kind.entry {
+		case entryRouted:
 			entry := routedEntry(cfg)
 			// Without a namespace the peer would mean the policy's own namespace: admit nobody.
 			if entry.Namespace == "" {
@@ -92,9 +93,9 @@ func ingressRules(in instance, cfg Config) []*networkingv1.NetworkPolicyIngressR
 			rules = append(rules, networkingv1.NetworkPolicyIngressRule().
 				WithFrom(instanceExcludingPeer(entry.Namespace, entry.Labels)).
 				WithPorts(port))
-		case ExposeNodePort, ExposeLoadBalancer:
+		case entryOutside:
 			outsidePorts = append(outsidePorts, port)
-		case ExposeClusterIP:
+		case entryNamedPeers:
 			rule := networkingv1.NetworkPolicyIngressRule()
 			for _, peer := range e.From {
 				rule.WithFrom(instanceExcludingPeer(peer.Namespace, peer.PodLabels))

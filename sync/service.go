@@ -12,15 +12,12 @@ import (
 // (validation makes them agree), or ClusterIP when only an Ingress or routes reach it.
 func serviceType(expose []Expose) string {
 	for _, e := range expose {
-		if !routed(e.Type) {
+		if kind, _ := exposureKindOf(e.Type); !kind.routed {
 			return e.Type
 		}
 	}
 	return ExposeClusterIP
 }
-
-// routed says whether players reach an exposure through an Ingress or a Gateway, by host.
-func routed(exposeType string) bool { return exposeType == ExposeHTTP || exposeType == ExposeTLS }
 
 // exposedPort finds the container port an exposure publishes.
 func exposedPort(t DefinitionSpec, port int32) ContainerPort {

@@ -245,66 +245,6 @@ func inert(s string, n int) string {
 	return truncate(s, n)
 }
 
-// endpoints lists what players connect to, in exposure order, from the observed Service, Ingress
-// and routes. missing names the first endpoint not known yet ("" when all are known); refused is
-// why the Gateway refused a route ("" when none is refused).
-func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing, refused string) {
-	svc, hasService := findByName(req.Children.Services, in.name)
-	for _, e := range in.template.Expose {
-		port := exposedPort(in.template, e.Port)
-		ep := Endpoint{Name: portName(port), Protocol: protocolOf(port)}
-		switch e.Type {
-		case ExposeHTTP:
-			if cfg.Gateway != nil {
-				if a := acceptance(req.Children.HTTPRoutes, kindHTTPRoute, in, cfg); !a.accepted {
-					missing, refused = firstOf(missing, a.pending), firstOf(refused, a.refused)
-					continue
-				}
-			} else if _, found := findByName(req.Children.Ingresses, in.name); !found {
-				missing = firstOf(missing, "the Ingress")
-				continue
-			}
-			ep.Host, ep.Port = httpHost(in, cfg), 80
-			if cfg.IngressScheme == "https" {
-				ep.Port = 443
-			}
-			ep.URL = cfg.IngressScheme + "://" + ep.Host + "/"
-		case ExposeTLS:
-			if a := acceptance(req.Children.TLSRoutes, kindTLSRoute, in, cfg); !a.accepted {
-				missing, refused = firstOf(missing, a.pending), firstOf(refused, a.refused)
-				continue
-			}
-			ep.Host, ep.Port = httpHost(in, cfg), cfg.GatewayTLSPort
-			ep.URL = "tls://" + ep.Host + ":" + itoa(ep.Port)
-		case ExposeNodePort:
-			nodePort := observedNodePort(svc, e.Port)
-			if !hasService || nodePort == 0 {
-				missing = firstOf(missing, "a node port")
-				continue
-			}
-			ep.Host, ep.Port = cfg.PublicHost, nodePort
-		case ExposeLoadBalancer:
-			host := loadBalancerHost(svc.Status.LoadBalancer.Ingress)
-			if !hasService || host == "" {
-				missing = firstOf(missing, "a load balancer address")
-				continue
-			}
-			ep.Host, ep.Port = host, e.Port
-		case ExposeClusterIP:
-			if !hasService {
-				missing = firstOf(missing, "the Service")
-				continue
-			}
-			ep.Host, ep.Port = in.name+"."+in.namespace+".svc."+cfg.ClusterDomain, e.Port
-		}
-		if ep.URL == "" {
-			ep.URL = strings.ToLower(ep.Protocol) + "://" + ep.Host + ":" + itoa(ep.Port)
-		}
-		out = append(out, ep)
-	}
-	return out, missing, refused
-}
-
 func firstOf(current, next string) string {
 	if current != "" {
 		return current

@@ -1,0 +1,146 @@
+package sync
+
+import "strings"
+
+// playerEntry is where players' traffic to an exposure enters the instance: what its NetworkPolicy
+// admits on the exposed port.
+type playerEntry int
+
+const (
+	// entryRouted: the ingress controller's or the Gateway's Pods, which route by host.
+	entryRouted playerEntry = iota
+	// entryOutside: addresses outside the Pod networks (players, and nodes forwarding for them).
+	entryOutside
+	// entryNamedPeers: the Pods the exposure's from names (an admin bot, a checker).
+	entryNamedPeers
+)
+
+// exposureKind is what one exposure type means for the children and the status. exposureKinds is
+// the one table of them: validation, the Service, the NetworkPolicy and the endpoints read it.
+type exposureKind struct {
+	name string
+	// routed: players reach it by the instance's host through an Ingress or a Gateway route: one
+	// per instance, TCP only, and it needs no Service type of its own.
+	routed bool
+	entry  playerEntry
+	// source says where its players come from, for a message.
+	source string
+	// endpoint is what players connect to, from the observed children, or what is not known yet.
+	endpoint func(o observedExposure) where
+}
+
+// exposureKinds in the order messages list them.
+var exposureKinds = []exposureKind{
+	{name: ExposeNodePort, entry: entryOutside, source: "outside the cluster", endpoint: nodePortEndpoint},
+	{name: ExposeLoadBalancer, entry: entryOutside, source: "outside the cluster", endpoint: loadBalancerEndpoint},
+	{name: ExposeHTTP, routed: true, entry: entryRouted, source: "the ingress controller", endpoint: httpEndpoint},
+	{name: ExposeTLS, routed: true, entry: entryRouted, source: "the Gateway", endpoint: tlsEndpoint},
+	{name: ExposeClusterIP, entry: entryNamedPeers, source: "the Pods it names", endpoint: clusterIPEndpoint},
+}
+
+func exposureKindOf(exposeType string) (exposureKind, bool) {
+	for _, k := range exposureKinds {
+		if k.name == exposeType {
+			return k, true
+		}
+	}
+	return exposureKind{}, false
+}
+
+// exposureTypeNames lists the types for a message: "NodePort, LoadBalancer, HTTP, TLS or ClusterIP".
+func exposureTypeNames() string {
+	names := make([]string, len(exposureKinds))
+	for i, k := range exposureKinds {
+		names[i] = k.name
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// observedExposure is one exposure and what the hook observed that tells where players reach it.
+type observedExposure struct {
+	req        Request
+	in         instance
+	cfg        Config
+	expose     Expose
+	svc        ObservedService
+	hasService bool
+}
+
+// where players connect: a host and port, and a URL when it is not <protocol>://<host>:<port>; or
+// missing, what is not known yet, and refused, why the Gateway refused the route.
+type where struct {
+	host             string
+	port             int32
+	url              string
+	missing, refused string
+}
+
+func httpEndpoint(o observedExposure) where {
+	if o.cfg.Gateway != nil {
+		if a := acceptance(o.req.Children.HTTPRoutes, kindHTTPRoute, o.in, o.cfg); !a.accepted {
+			return where{missing: a.pending, refused: a.refused}
+		}
+	} else if _, found := findByName(o.req.Children.Ingresses, o.in.name); !found {
+		return where{missing: "the Ingress"}
+	}
+	w := where{host: httpHost(o.in, o.cfg), port: 80}
+	if o.cfg.IngressScheme == "https" {
+		w.port = 443
+	}
+	w.url = o.cfg.IngressScheme + "://" + w.host + "/"
+	return w
+}
+
+func tlsEndpoint(o observedExposure) where {
+	if a := acceptance(o.req.Children.TLSRoutes, kindTLSRoute, o.in, o.cfg); !a.accepted {
+		return where{missing: a.pending, refused: a.refused}
+	}
+	w := where{host: httpHost(o.in, o.cfg), port: o.cfg.GatewayTLSPort}
+	w.url = "tls://" + w.host + ":" + itoa(w.port)
+	return w
+}
+
+func nodePortEndpoint(o observedExposure) where {
+	nodePort := observedNodePort(o.svc, o.expose.Port)
+	if !o.hasService || nodePort == 0 {
+		return where{missing: "a node port"}
+	}
+	return where{host: o.cfg.PublicHost, port: nodePort}
+}
+
+func loadBalancerEndpoint(o observedExposure) where {
+	host := loadBalancerHost(o.svc.Status.LoadBalancer.Ingress)
+	if !o.hasService || host == "" {
+		return where{missing: "a load balancer address"}
+	}
+	return where{host: host, port: o.expose.Port}
+}
+
+func clusterIPEndpoint(o observedExposure) where {
+	if !o.hasService {
+		return where{missing: "the Service"}
+	}
+	return where{host: o.in.name + "." + o.in.namespace + ".svc." + o.cfg.ClusterDomain, port: o.expose.Port}
+}
+
+// endpoints lists what players connect to, in exposure order, from the observed Service, Ingress
+// and routes. missing names the first endpoint not known yet ("" when all are known); refused is
+// why the Gateway refused a route ("" when none is refused).
+func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing, refused string) {
+	svc, hasService := findByName(req.Children.Services, in.name)
+	for _, e := range in.template.Expose {
+		kind, _ := exposureKindOf(e.Type)
+		w := kind.endpoint(observedExposure{req: req, in: in, cfg: cfg, expose: e, svc: svc, hasService: hasService})
+		if w.missing != "" || w.refused != "" {
+			missing, refused = firstOf(missing, w.missing), firstOf(refused, w.refused)
+			continue
+		}
+		port := exposedPort(in.template, e.Port)
+		ep := Endpoint{Name: portName(port), Protocol: protocolOf(port), Host: w.host, Port: w.port, URL: w.url}
+		if ep.URL == "" {
+			ep.URL = strings.ToLower(ep.Protocol) + "://" + ep.Host + ":" + itoa(ep.Port)
+		}
+		out = append(out, ep)
+	}
+	return out, missing, refused
+}
