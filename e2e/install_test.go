@@ -52,7 +52,7 @@ func TestKustomizeInstall(t *testing.T) {
 		}
 	}
 	for _, kind := range []string{"CustomResourceDefinition", "CompositeController", "Namespace", "ServiceAccount",
-		"Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy"} {
+		"Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
 		if seen[kind] == 0 {
 			t.Errorf("kubectl kustomize manifests/ renders no %s", kind)
 		}

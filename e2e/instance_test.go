@@ -315,6 +315,30 @@ func (l metacontrollerLog) offset(t *testing.T) int64 {
 // childWrites counts, by message, the child writes logged since offset for parents in namespace ns.
 func (l metacontrollerLog) childWrites(t *testing.T, offset int64, ns string) map[string]int {
 	t.Helper()
+	counts := map[string]int{}
+	l.scan(t, offset, func(line []byte) {
+		var entry struct {
+			Msg    string `json:"msg"`
+			Parent struct {
+				Namespace string `json:"namespace"`
+			} `json:"parent"`
+		}
+		if json.Unmarshal(line, &entry) != nil {
+			return
+		}
+		switch entry.Msg {
+		case "Creating", "Updating", "Deleting child", "Deleting for update":
+			if entry.Parent.Namespace == ns {
+				counts[entry.Msg]++
+			}
+		}
+	})
+	return counts
+}
+
+// scan calls each with every line of the log from offset on.
+func (l metacontrollerLog) scan(t *testing.T, offset int64, each func(line []byte)) {
+	t.Helper()
 	f, err := os.Open(l.path)
 	if err != nil {
 		t.Fatalf("Metacontroller log: %v", err)
@@ -323,28 +347,12 @@ func (l metacontrollerLog) childWrites(t *testing.T, offset int64, ns string) ma
 	if _, err := f.Seek(offset, io.SeekStart); err != nil {
 		t.Fatalf("Metacontroller log: %v", err)
 	}
-	counts := map[string]int{}
 	scanner := bufio.NewScanner(f)
 	scanner.Buffer(make([]byte, 1<<20), 16<<20)
 	for scanner.Scan() {
-		var line struct {
-			Msg    string `json:"msg"`
-			Parent struct {
-				Namespace string `json:"namespace"`
-			} `json:"parent"`
-		}
-		if json.Unmarshal(scanner.Bytes(), &line) != nil {
-			continue
-		}
-		switch line.Msg {
-		case "Creating", "Updating", "Deleting child", "Deleting for update":
-			if line.Parent.Namespace == ns {
-				counts[line.Msg]++
-			}
-		}
+		each(scanner.Bytes())
 	}
 	if err := scanner.Err(); err != nil {
 		t.Fatalf("Metacontroller log: %v", err)
 	}
-	return counts
 }

@@ -104,7 +104,7 @@ func derivedRequest(t testing.TB, d derivedCase, cases map[string]goldenCase, cf
 		require.NoError(t, err)
 	}
 	for range d.applied {
-		request = applyAnswer(t, request, answer(t, base.with(request), cfg), true)
+		request = applyAnswer(t, request, answer(t, base.with(request), cfg), applied{create: true, delete: true, podsLinger: true})
 	}
 	return indent(t, compact(t, request))
 }

@@ -152,48 +152,6 @@ func decodeAnswer(t testing.TB, body []byte) goldenAnswer {
 	return a
 }
 
-// nextRequest is the request Metacontroller sends after applying an answer: the answer's status
-// becomes the parent's status and each observed child's last-applied annotation holds what the
-// answer asked for. With applyDeletes, the observed children the answer left out are gone, as
-// Metacontroller deletes them; without, the request shows the moment before the deletes land.
-// Children the answer adds are not invented: the next request observes what the first did.
-func nextRequest(t testing.TB, request, answer []byte, applyDeletes bool) []byte {
-	var resp struct {
-		Status   json.RawMessage   `json:"status"`
-		Children []json.RawMessage `json:"children"`
-	}
-	require.NoError(t, json.Unmarshal(answer, &resp))
-	var req map[string]any
-	require.NoError(t, json.Unmarshal(request, &req))
-	req["parent"].(map[string]any)["status"] = json.RawMessage(resp.Status)
-	applied := map[string]string{}
-	for _, child := range resp.Children {
-		var id struct {
-			Kind     string                `json:"kind"`
-			Metadata struct{ Name string } `json:"metadata"`
-		}
-		require.NoError(t, json.Unmarshal(child, &id))
-		applied[id.Kind+"/"+id.Metadata.Name] = string(child)
-	}
-	for _, group := range req["children"].(map[string]any) {
-		group := group.(map[string]any)
-		for key, obj := range group {
-			obj := obj.(map[string]any)
-			meta := obj["metadata"].(map[string]any)
-			desired, ok := applied[obj["kind"].(string)+"/"+meta["name"].(string)]
-			switch {
-			case ok:
-				meta["annotations"].(map[string]any)[LastAppliedAnnotation] = desired
-			case applyDeletes:
-				delete(group, key)
-			}
-		}
-	}
-	next, err := json.Marshal(req)
-	require.NoError(t, err)
-	return next
-}
-
 // TestGoldenFixedPoint feeds every sync answer back as Metacontroller would after applying it: the
 // status becomes the parent's status and each child's last-applied annotation holds what the hook
 // returned. The answer must not change: otherwise every sync would write the status or a child
@@ -206,7 +164,7 @@ func TestGoldenFixedPoint(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			first := answer(t, c, cfg)
-			second := answer(t, c.with(nextRequest(t, c.request, first, false)), cfg)
+			second := answer(t, c.with(applyAnswer(t, c.request, first, applied{})), cfg)
 			require.Equal(t, string(indent(t, first)), string(indent(t, second)))
 		})
 	}
@@ -266,7 +224,7 @@ func checkDeadlineProperty(t *testing.T, c goldenCase, cfg Config) {
 
 	request := c.request
 	for round := 1; round <= 3; round++ {
-		request = nextRequest(t, request, body, true)
+		request = applyAnswer(t, request, body, applied{delete: true})
 		body = answer(t, c.with(request), cfg)
 		next := decodeAnswer(t, body)
 		later, err := time.Parse(time.RFC3339, next.Status.ExpiresAt)

@@ -13,12 +13,22 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
+// applied says how much of an answer Metacontroller has applied when it sends the next request.
+type applied struct {
+	// create: the children the answer adds are observed (else the next request observes what the
+	// previous one did: the moment before the creates land).
+	create bool
+	// delete: the observed children the answer leaves out are gone (else the moment before).
+	delete bool
+	// podsLinger: a Pod being deleted stays observed for one more request, Terminating (with a
+	// deletionTimestamp), as a Pod whose process ignores SIGTERM does for its grace period.
+	podsLinger bool
+}
+
 // applyAnswer is the request Metacontroller sends after it applied an answer: the answer's status
-// becomes the parent's; a child the answer declares is observed with it as its last-applied
-// configuration (created from it when new); a child the answer leaves out is deleted. With
-// podsLinger, a Pod being deleted stays observed for one more request, Terminating (with a
-// deletionTimestamp), as a Pod whose process ignores SIGTERM does for its grace period.
-func applyAnswer(t testing.TB, request, answer []byte, podsLinger bool) []byte {
+// becomes the parent's; each child the answer declares that is observed has the answer's object as
+// its last-applied configuration; creates and deletes land as how says.
+func applyAnswer(t testing.TB, request, answer []byte, how applied) []byte {
 	var resp struct {
 		Status   json.RawMessage   `json:"status"`
 		Children []json.RawMessage `json:"children"`
@@ -47,11 +57,14 @@ func applyAnswer(t testing.TB, request, answer []byte, podsLinger bool) []byte {
 		key := fmt.Sprint(meta["namespace"], "/", meta["name"])
 		declared[groupKey+" "+key] = true
 		group, _ := groups[groupKey].(map[string]any)
+		observed, exists := group[key].(map[string]any)
+		if !exists && !how.create {
+			continue
+		}
 		if group == nil {
 			group = map[string]any{}
 			groups[groupKey] = group
 		}
-		observed, exists := group[key].(map[string]any)
 		if !exists {
 			observed = child
 			meta["uid"] = "uid-" + key
@@ -69,11 +82,11 @@ func applyAnswer(t testing.TB, request, answer []byte, podsLinger bool) []byte {
 	for groupKey, group := range groups {
 		group := group.(map[string]any)
 		for key, obj := range group {
-			if declared[groupKey+" "+key] {
+			if declared[groupKey+" "+key] || !how.delete {
 				continue
 			}
 			meta := obj.(map[string]any)["metadata"].(map[string]any)
-			if _, terminating := meta["deletionTimestamp"]; podsLinger && strings.HasPrefix(groupKey, "Pod.") && !terminating {
+			if _, terminating := meta["deletionTimestamp"]; how.podsLinger && strings.HasPrefix(groupKey, "Pod.") && !terminating {
 				meta["deletionTimestamp"] = formatTime(goldenNow)
 				continue
 			}
@@ -236,7 +249,7 @@ func TestNoMomentWithoutIsolation(t *testing.T) {
 					body := answerAt(t, c.with(request), cfg, now)
 					t.Logf("round %d", round)
 					checked += checkIsolation(t, request, body)
-					request = applyAnswer(t, request, body, true)
+					request = applyAnswer(t, request, body, applied{create: true, delete: true, podsLinger: true})
 				}
 			})
 		}
@@ -251,7 +264,7 @@ func secondAnswer(t testing.TB, req Request, now time.Time, cfg Config) Response
 	require.NoError(t, err)
 	request, err := json.Marshal(map[string]any{"parent": req.Parent, "children": map[string]any{}})
 	require.NoError(t, err)
-	next, err := DecodeRequest(applyAnswer(t, request, first, false))
+	next, err := DecodeRequest(applyAnswer(t, request, first, applied{create: true, delete: true}))
 	require.NoError(t, err)
 	next.Related, next.DeclaredChildTypes = req.Related, req.DeclaredChildTypes
 	return Sync(next, now, cfg)

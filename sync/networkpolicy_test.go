@@ -3,6 +3,8 @@ package sync
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,12 +14,13 @@ import (
 )
 
 // TestGoldenNetworkPolicyRulesNamePeers: a rule without from or to admits every address, and a
-// port without its protocol makes Metacontroller rewrite the policy on every sync; no policy the
-// hook builds for a golden case may hold either. (Children kept as last applied, when the hook
-// cannot build the instance, are returned as they are.)
+// port without its protocol makes Metacontroller rewrite the policy on every sync: no policy the
+// hook builds for a golden case may hold either; and its internet egress, if any, leaves out
+// every range that is not the internet. (Children kept as last applied, when the hook cannot
+// build the instance, are returned as they are.)
 func TestGoldenNetworkPolicyRulesNamePeers(t *testing.T) {
 	cfg := goldenConfig(t)
-	policies := 0
+	policies, internetEgress := 0, 0
 	for _, c := range goldenCases(t) {
 		if strings.HasPrefix(c.name, "customize-") {
 			continue
@@ -41,10 +44,38 @@ func TestGoldenNetworkPolicyRulesNamePeers(t *testing.T) {
 			for i, rule := range policy.Spec.Egress {
 				require.NotEmpty(t, rule.To, "%s: egress[%d] has no to", c.name, i)
 				requireProtocols(t, rule.Ports, c.name)
+				for _, peer := range rule.To {
+					if peer.IPBlock != nil {
+						requireExceptsNonPublic(t, *peer.IPBlock, c.name)
+						internetEgress++
+					}
+				}
 			}
 		}
 	}
 	require.NotZero(t, policies)
+	require.NotZero(t, internetEgress, "no golden case has egress: true")
+}
+
+// notTheInternet are the IPv4 ranges no instance may reach, written out here from IANA's
+// special-purpose registry (and the cloud hosts' endpoints) rather than taken from the builder.
+var notTheInternet = []string{
+	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "168.63.129.16/32",
+	"172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",
+	"198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+}
+
+// requireExceptsNonPublic: an egress ipBlock leaves out every address that is not the public
+// internet, whatever the configuration adds.
+func requireExceptsNonPublic(t *testing.T, block networkingapiv1.IPBlock, name string) {
+	for _, cidr := range notTheInternet {
+		want := netip.MustParsePrefix(cidr)
+		covered := slices.ContainsFunc(block.Except, func(except string) bool {
+			p := netip.MustParsePrefix(except)
+			return p.Bits() <= want.Bits() && p.Contains(want.Addr())
+		})
+		require.True(t, covered, "%s: egress to %s leaves %s reachable (except %v)", name, block.CIDR, cidr, block.Except)
+	}
 }
 
 func requireProtocols(t *testing.T, ports []networkingapiv1.NetworkPolicyPort, name string) {
