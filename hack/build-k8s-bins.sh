@@ -11,6 +11,7 @@
 #   KWOK_VER      kwok version; empty skips kwok
 #   K8S_BINS_DIR  output directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/k8s-bins/v$K8S)
 set -euo pipefail
+source "$(dirname "$0")/k8s-wrapper.sh"
 K8S=${K8S:-1.36.3}
 ETCD_VER=${ETCD_VER:-v3.6.16}
 KWOK_VER=${KWOK_VER-v0.8.0}
@@ -41,21 +42,8 @@ printf 'module local/etcdbin\n\ngo 1.24.0\n\nrequire go.etcd.io/etcd/server/v3 %
 (cd "$W/etcd" && timed go mod tidy && timed go build $TRIMPATH -ldflags "-s -w" -o "$OUT/etcd" .)
 
 # ---------------------------------------------------------------- kubernetes
-# k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces every staging module with a local
-# directory. A wrapper module requiring it and replacing each staging module that it requires at
-# v0.0.0 with the published v0.X.Y builds the same commands.
-gomod=$(go mod download -json "k8s.io/kubernetes@v$K8S" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-{
-  printf 'module local/k8sbins\n\n'
-  grep -E '^(go|godebug) ' "$gomod"
-  printf '\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$K8S"
-  awk '/^replace \(/{f=1;next} f&&/^\)/{f=0} f && $3 ~ /^\.\/staging\// {print $1}' "$gomod" | while read -r mod; do
-    if awk -v m="$mod" '$1==m && $2=="v0.0.0" {found=1} END {exit !found}' "$gomod"; then
-      printf '\t%s => %s v0.%s\n' "$mod" "$mod" "${K8S#1.}"
-    fi
-  done
-  printf ')\n'
-} > "$W/k8s/go.mod"
+# The wrapper module (hack/k8s-wrapper.sh) builds the same commands as k8s.io/kubernetes's own.
+write_k8s_wrapper_gomod "$K8S" > "$W/k8s/go.mod"
 write_main() { # DIR IMPORT CONSTRUCTOR
   mkdir -p "$W/k8s/cmd/$1"
   cat > "$W/k8s/cmd/$1/main.go" <<EOF

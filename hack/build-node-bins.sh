@@ -15,6 +15,7 @@
 #   KNP_DIR            default ${XDG_CACHE_HOME:-$HOME/.cache}/kube-network-policies/$KNP_VER-<patch level>
 #   PARTS              "k8s knp" (default both)
 set -euo pipefail
+source "$(dirname "$0")/k8s-wrapper.sh"
 K8S=${K8S:-1.36.3}
 KNP_VER=${KNP_VER-v0.7.0}
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}
@@ -37,19 +38,8 @@ if [[ " $PARTS " == *" k8s "* && ( ! -x $OUT/kubelet || ! -x $OUT/kube-proxy ) ]
   mkdir -p "$W/k8s"
   if [[ -f $K8S_BINS_DIR/src/k8s/go.mod ]]; then
     cp "$K8S_BINS_DIR/src/k8s/go.mod" "$K8S_BINS_DIR/src/k8s/go.sum" "$W/k8s/"
-  else # same generation as hack/build-k8s-bins.sh
-    gomod=$(go mod download -json "k8s.io/kubernetes@v$K8S" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-    {
-      printf 'module local/k8sbins\n\n'
-      grep -E '^(go|godebug) ' "$gomod"
-      printf '\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' "$K8S"
-      awk '/^replace \(/{f=1;next} f&&/^\)/{f=0} f && $3 ~ /^\.\/staging\// {print $1}' "$gomod" | while read -r mod; do
-        if awk -v m="$mod" '$1==m && $2=="v0.0.0" {found=1} END {exit !found}' "$gomod"; then
-          printf '\t%s => %s v0.%s\n' "$mod" "$mod" "${K8S#1.}"
-        fi
-      done
-      printf ')\n'
-    } > "$W/k8s/go.mod"
+  else
+    write_k8s_wrapper_gomod "$K8S" > "$W/k8s/go.mod"
   fi
   write_main() { # DIR IMPORT CONSTRUCTOR
     mkdir -p "$W/k8s/cmd/$1"
