@@ -76,18 +76,9 @@ type typedList[T observed] struct{ items *[]T }
 
 func listOf[T observed](items *[]T) observedList { return typedList[T]{items} }
 
-// decode decodes one object straight into the list; encoding/json skips every field the type does
-// not declare.
+// decode decodes one object straight into the list (decodeInto).
 func (l typedList[T]) decode(dec *json.Decoder) error {
-	var obj T
-	if err := dec.Decode(&obj); err != nil {
-		return err
-	}
-	if obj.observedObject().Metadata.Name == "" {
-		return errNoName
-	}
-	*l.items = append(*l.items, obj)
-	return nil
+	return decodeInto(l.items, func(o *T) string { return (*o).observedObject().Metadata.Name })(dec)
 }
 
 // sort puts the list in namespace and name order (stable: identical requests give identical
