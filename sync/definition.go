@@ -25,30 +25,24 @@ type problem struct {
 	template *DefinitionSpec
 }
 
-// resolveInstance finds the instance's template (inline, or the related ChallengeDefinition) and
+// resolveTemplate finds the instance's template (inline, or the related ChallengeDefinition) and
 // checks everything the children are built from. The API server's schema and CEL rules refuse most
 // mistakes at admission; these checks are the hook's own, because it must not trust its input.
-func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *problem) {
-	in := instance{
-		name:        parent.Metadata.Name,
-		namespace:   parent.Metadata.Namespace,
-		id:          instanceID(parent),
-		owner:       parent.Spec.Owner,
-		restartedAt: parent.Spec.RestartedAt,
-	}
+func resolveTemplate(in *instance, related Related) *problem {
+	parent, cfg := in.parent, in.cfg
 	if err := validateChallengeSpec(parent); err != nil {
-		return in, &problem{ReasonInvalidSpec, err.Error(), nil}
+		return &problem{ReasonInvalidSpec, err.Error(), nil}
 	}
 	if parent.Spec.Template != nil {
 		if cfg.RefuseInlineTemplates {
 			// No template for the deadline either: a refused template does not choose how long
 			// the children it may already have keep running.
-			return in, &problem{ReasonInvalidSpec,
+			return &problem{ReasonInvalidSpec,
 				"spec.template: this hook refuses inline templates (--inline-templates=false): reference a ChallengeDefinition with spec.definitionRef instead", nil}
 		}
 		in.template = *parent.Spec.Template
 		if err := ValidateDefinition(in.template); err != nil {
-			return in, &problem{ReasonInvalidSpec, "spec.template: " + err.Error(), &in.template}
+			return &problem{ReasonInvalidSpec, "spec.template: " + err.Error(), &in.template}
 		}
 	} else {
 		ref := *parent.Spec.DefinitionRef
@@ -56,26 +50,26 @@ func resolveInstance(parent Challenge, related Related, cfg Config) (instance, *
 			ref.Namespace = parent.Metadata.Namespace
 		}
 		if !definitionNamespaceAllowed(cfg, ref.Namespace) {
-			return in, &problem{ReasonInvalidSpec, fmt.Sprintf(
+			return &problem{ReasonInvalidSpec, fmt.Sprintf(
 				"spec.definitionRef: namespace %q is not one this hook takes ChallengeDefinitions from (--definition-namespaces=%s): reference a definition in one of those",
 				ref.Namespace, strings.Join(cfg.DefinitionNamespaces, ",")), nil}
 		}
 		def, found := findDefinition(related.Definitions, ref)
 		if !found {
-			return in, &problem{ReasonDefinitionNotFound, fmt.Sprintf(
+			return &problem{ReasonDefinitionNotFound, fmt.Sprintf(
 				"ChallengeDefinition %s/%s not found: create it, or fix spec.definitionRef", ref.Namespace, ref.Name), nil}
 		}
 		in.definition, in.definitionNamespace = ref.Name, ref.Namespace
 		in.template = def.Spec
 		if err := ValidateDefinition(in.template); err != nil {
-			return in, &problem{ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, err), &in.template}
+			return &problem{ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, err), &in.template}
 		}
 	}
 	if flag := in.template.Flag; flag != nil && flag.Dynamic && len(cfg.FlagKey) == 0 && cfg.DynamicFlagPlaceholder == "" {
-		return in, &problem{ReasonFlagKeyMissing,
+		return &problem{ReasonFlagKeyMissing,
 			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook", &in.template}
 	}
-	return in.withLabels(), nil
+	return nil
 }
 
 // definitionNamespaceAllowed says whether a definitionRef may point to namespace: any, unless

@@ -112,15 +112,15 @@ func expiry(parent Challenge, expires, now time.Time) (time.Time, bool) {
 // nextWake is when the clock alone changes the answer next, in seconds: the start of the expiry
 // warning while it is ahead, else the deadline, or progress when that comes first (a Pod's
 // progress deadline; zero when there is none).
-func nextWake(now, expires time.Time, warning time.Duration, progress time.Time) float64 {
-	at := expires
-	if warnAt := expires.Add(-warning); now.Before(warnAt) {
+func (in *instance) nextWake(progress time.Time) float64 {
+	at := in.expires
+	if warnAt := in.expires.Add(-in.cfg.ExpiryWarning); in.now.Before(warnAt) {
 		at = warnAt
 	}
 	if !progress.IsZero() && progress.Before(at) {
 		at = progress
 	}
-	return resyncAfter(now, at)
+	return resyncAfter(in.now, at)
 }
 
 // resyncAfter wakes Metacontroller at a time; whole seconds, rounded up, so that the wake-up is

@@ -58,9 +58,7 @@ func exposureTypeNames() string {
 
 // observedExposure is one exposure and what the hook observed that tells where players reach it.
 type observedExposure struct {
-	req        Request
-	in         instance
-	cfg        Config
+	in         *instance
 	expose     Expose
 	svc        ObservedService
 	hasService bool
@@ -76,26 +74,26 @@ type where struct {
 }
 
 func httpEndpoint(o observedExposure) where {
-	if o.cfg.Gateway != nil {
-		if a := acceptance(o.req.Children.HTTPRoutes, kindHTTPRoute, o.in, o.cfg); !a.accepted {
+	if o.in.cfg.Gateway != nil {
+		if a := acceptance(o.in.observed.HTTPRoutes, kindHTTPRoute, o.in); !a.accepted {
 			return where{missing: a.pending, refused: a.refused}
 		}
-	} else if _, found := findByName(o.req.Children.Ingresses, o.in.name); !found {
+	} else if _, found := findByName(o.in.observed.Ingresses, o.in.name); !found {
 		return where{missing: "the Ingress"}
 	}
-	w := where{host: httpHost(o.in, o.cfg), port: 80}
-	if o.cfg.IngressScheme == "https" {
+	w := where{host: httpHost(o.in), port: 80}
+	if o.in.cfg.IngressScheme == "https" {
 		w.port = 443
 	}
-	w.url = o.cfg.IngressScheme + "://" + w.host + "/"
+	w.url = o.in.cfg.IngressScheme + "://" + w.host + "/"
 	return w
 }
 
 func tlsEndpoint(o observedExposure) where {
-	if a := acceptance(o.req.Children.TLSRoutes, kindTLSRoute, o.in, o.cfg); !a.accepted {
+	if a := acceptance(o.in.observed.TLSRoutes, kindTLSRoute, o.in); !a.accepted {
 		return where{missing: a.pending, refused: a.refused}
 	}
-	w := where{host: httpHost(o.in, o.cfg), port: o.cfg.GatewayTLSPort}
+	w := where{host: httpHost(o.in), port: o.in.cfg.GatewayTLSPort}
 	w.url = "tls://" + w.host + ":" + itoa(w.port)
 	return w
 }
@@ -105,7 +103,7 @@ func nodePortEndpoint(o observedExposure) where {
 	if !o.hasService || nodePort == 0 {
 		return where{missing: "a node port"}
 	}
-	return where{host: o.cfg.PublicHost, port: nodePort}
+	return where{host: o.in.cfg.PublicHost, port: nodePort}
 }
 
 func loadBalancerEndpoint(o observedExposure) where {
@@ -120,17 +118,17 @@ func clusterIPEndpoint(o observedExposure) where {
 	if !o.hasService {
 		return where{missing: "the Service"}
 	}
-	return where{host: o.in.name + "." + o.in.namespace + ".svc." + o.cfg.ClusterDomain, port: o.expose.Port}
+	return where{host: o.in.name + "." + o.in.namespace + ".svc." + o.in.cfg.ClusterDomain, port: o.expose.Port}
 }
 
 // endpoints lists what players connect to, in exposure order, from the observed Service, Ingress
 // and routes. missing names the first endpoint not known yet ("" when all are known); refused is
 // why the Gateway refused a route ("" when none is refused).
-func endpoints(req Request, in instance, cfg Config) (out []Endpoint, missing, refused string) {
-	svc, hasService := findByName(req.Children.Services, in.name)
+func endpoints(in *instance) (out []Endpoint, missing, refused string) {
+	svc, hasService := findByName(in.observed.Services, in.name)
 	for _, e := range in.template.Expose {
 		kind, _ := exposureKindOf(e.Type)
-		w := kind.endpoint(observedExposure{req: req, in: in, cfg: cfg, expose: e, svc: svc, hasService: hasService})
+		w := kind.endpoint(observedExposure{in: in, expose: e, svc: svc, hasService: hasService})
 		if w.missing != "" || w.refused != "" {
 			missing, refused = firstOf(missing, w.missing), firstOf(refused, w.refused)
 			continue

@@ -21,19 +21,19 @@ const (
 
 // flagValue is the instance's flag: the template's static value, or its dynamic flag (see
 // DynamicFlag).
-func flagValue(in instance, cfg Config) string {
+func flagValue(in *instance) string {
 	f := in.template.Flag
 	if !f.Dynamic {
 		return f.Value
 	}
-	if len(cfg.FlagKey) == 0 {
-		return cfg.DynamicFlagPlaceholder
+	if len(in.cfg.FlagKey) == 0 {
+		return in.cfg.DynamicFlagPlaceholder
 	}
 	prefix := f.Prefix
 	if prefix == "" {
 		prefix = defaultFlagPrefix
 	}
-	return DynamicFlag(cfg.FlagKey, in.definitionKey(), in.owner, prefix)
+	return DynamicFlag(in.cfg.FlagKey, in.definitionKey(), in.owner, prefix)
 }
 
 // DynamicFlag is the dynamic flag of owner on a definition: <prefix>{<hex>}, the hex an HMAC under
@@ -106,20 +106,20 @@ func CheckFlagSubject(definitionKey, owner string) error {
 // annotation, so that a changed flag changes the Pod and Metacontroller recreates it (a running
 // container never sees a Secret's new value in its environment). The instance id salts it, so a
 // weak static flag cannot be looked up in a table of precomputed hashes.
-func flagHash(in instance, cfg Config) string {
-	sum := sha256.Sum256([]byte(in.id + "\x00" + flagValue(in, cfg)))
+func flagHash(in *instance) string {
+	sum := sha256.Sum256([]byte(in.id + "\x00" + flagValue(in)))
 	return hex.EncodeToString(sum[:])[:dynamicFlagHexLength]
 }
 
 // buildFlagSecret holds the flag the Pod receives as an environment variable or file; nil
 // when the template has no flag. It uses data, not stringData: the API server stores only data, so
 // stringData would differ from the live object on every sync.
-func buildFlagSecret(in instance, cfg Config) *corev1ac.SecretApplyConfiguration {
+func buildFlagSecret(in *instance) *corev1ac.SecretApplyConfiguration {
 	if in.template.Flag == nil {
 		return nil
 	}
 	return corev1ac.Secret(in.flagSecretName(), in.namespace).
 		WithLabels(in.labels).
 		WithType(corev1.SecretTypeOpaque).
-		WithData(map[string][]byte{flagSecretKey: []byte(flagValue(in, cfg))})
+		WithData(map[string][]byte{flagSecretKey: []byte(flagValue(in))})
 }

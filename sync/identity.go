@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"strings"
+	"time"
 )
 
 // instanceIDLength is the length of an instance id: 16 base32 characters carry 80 bits, enough that
@@ -20,7 +21,10 @@ func instanceID(parent Challenge) string {
 	return "i" + lowerBase32.EncodeToString(sum[:])[:instanceIDLength-1]
 }
 
-// instance is what every child builder needs to know about the Challenge being synced.
+// instance is one Challenge as this sync sees it, resolved once (resolve): who it is, its
+// template, the sync's clock and configuration, its times, what stops the hook from building it,
+// and what Metacontroller observed of its children. The phase, the status and every child builder
+// read it; none of them computes any of it again.
 type instance struct {
 	name                string // the Challenge's name, used for every child except the flag Secret
 	namespace           string
@@ -30,11 +34,57 @@ type instance struct {
 	definition          string // the referenced definition's name, empty for inline templates
 	definitionNamespace string
 	template            DefinitionSpec
-	labels              map[string]string // see withLabels
+	labels              map[string]string // see setLabels
 	selector            map[string]string
+
+	cfg        Config
+	now        time.Time
+	parent     Challenge // the previous status is read from it
+	observed   ObservedChildren
+	deleting   bool      // the Challenge is being deleted (finalize)
+	problem    *problem  // why the hook cannot build the instance; nil when it can
+	started    time.Time // see startedAt
+	expires    time.Time // see deadline and expiry
+	expired    bool
+	pod        ObservedPod // the instance's observed Pod, when hasPod
+	hasPod     bool
+	waitingFor string // see podPrerequisite
 }
 
-func (in instance) flagSecretName() string { return in.name + "-flag" }
+// resolve reads the request once into the instance: its identity, its template and what is wrong
+// with it (resolveTemplate, routeProblem), its start and deadline, its observed Pod and what that
+// Pod waits for.
+func resolve(req Request, now time.Time, cfg Config) *instance {
+	parent := req.Parent
+	in := &instance{
+		name:        parent.Metadata.Name,
+		namespace:   parent.Metadata.Namespace,
+		id:          instanceID(parent),
+		owner:       parent.Spec.Owner,
+		restartedAt: parent.Spec.RestartedAt,
+		cfg:         cfg,
+		now:         now,
+		parent:      parent,
+		observed:    req.Children,
+		deleting:    req.Finalizing || parent.Metadata.DeletionTimestamp != "",
+		started:     startedAt(parent, now),
+	}
+	in.problem = resolveTemplate(in, req.Related)
+	if in.problem == nil {
+		in.problem = routeProblem(in, req.DeclaredChildTypes)
+	}
+	timing := &in.template
+	if in.problem != nil {
+		timing = in.problem.template
+	}
+	in.expires, in.expired = expiry(parent, deadline(parent, timing, in.started, cfg), now)
+	in.setLabels()
+	in.pod, in.hasPod = findByName(in.observed.Pods, in.name)
+	in.waitingFor = podPrerequisite(in)
+	return in
+}
+
+func (in *instance) flagSecretName() string { return in.name + "-flag" }
 
 // inlineDefinitionPrefix starts the definition key of an inline template.
 const inlineDefinitionPrefix = "inline"
@@ -42,17 +92,17 @@ const inlineDefinitionPrefix = "inline"
 // definitionKey identifies the template for dynamic flags: the referenced definition
 // "<namespace>/<name>", or for an inline template the Challenge itself, "inline/<namespace>/<name>"
 // (a platform verifying such a flag names the Challenge, which it created).
-func (in instance) definitionKey() string {
+func (in *instance) definitionKey() string {
 	if in.definition != "" {
 		return in.definitionNamespace + "/" + in.definition
 	}
 	return inlineDefinitionPrefix + "/" + in.namespace + "/" + in.name
 }
 
-// withLabels fills in the labels put on every child and on the Pod template, and the selector of
+// setLabels fills in the labels put on every child and on the Pod template, and the selector of
 // the instance's Pods (the instance id alone: unique, and it never changes). They are built once
 // per sync and shared, read-only, by every child.
-func (in instance) withLabels() instance {
+func (in *instance) setLabels() {
 	in.labels = map[string]string{
 		LabelManagedBy: ManagedByValue,
 		LabelChallenge: in.name,
@@ -63,7 +113,6 @@ func (in instance) withLabels() instance {
 		in.labels[LabelDefinition] = in.definition
 	}
 	in.selector = map[string]string{LabelInstance: in.id}
-	return in
 }
 
 // portName is the name of a port in the Service and endpoints: the container port's own name, or

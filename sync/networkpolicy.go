@@ -56,28 +56,27 @@ const (
 //   - egress to the cluster DNS Pods (and a node-local DNS cache) on port 53, and with
 //     egress: true to the public internet: never to the cluster's, private, loopback or
 //     link-local ranges.
-func buildNetworkPolicy(in instance, cfg Config) *networkingv1.NetworkPolicyApplyConfiguration {
+func buildNetworkPolicy(in *instance) *networkingv1.NetworkPolicyApplyConfiguration {
 	spec := networkingv1.NetworkPolicySpec().
 		WithPodSelector(metav1.LabelSelector().WithMatchLabels(in.selector)).
 		WithPolicyTypes(networkingapiv1.PolicyTypeIngress, networkingapiv1.PolicyTypeEgress)
-	spec.WithIngress(ingressRules(in, cfg)...)
-	spec.WithEgress(egressRules(in, cfg)...)
+	spec.WithIngress(ingressRules(in)...)
+	spec.WithEgress(egressRules(in)...)
 	return networkingv1.NetworkPolicy(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
 }
 
 // denyAllPolicy selects the Pods of the Challenge's instance and admits nothing, in or out. It
 // stands in for the instance's policy when that is missing while a Pod is observed, and is built
 // from the Challenge's identity alone, so that it holds even when the template cannot be read.
-func denyAllPolicy(parent Challenge) *networkingv1.NetworkPolicyApplyConfiguration {
-	id := instanceID(parent)
-	return networkingv1.NetworkPolicy(parent.Metadata.Name, parent.Metadata.Namespace).
-		WithLabels(map[string]string{LabelManagedBy: ManagedByValue, LabelInstance: id}).
+func denyAllPolicy(in *instance) *networkingv1.NetworkPolicyApplyConfiguration {
+	return networkingv1.NetworkPolicy(in.name, in.namespace).
+		WithLabels(map[string]string{LabelManagedBy: ManagedByValue, LabelInstance: in.id}).
 		WithSpec(networkingv1.NetworkPolicySpec().
-			WithPodSelector(metav1.LabelSelector().WithMatchLabels(map[string]string{LabelInstance: id})).
+			WithPodSelector(metav1.LabelSelector().WithMatchLabels(in.selector)).
 			WithPolicyTypes(networkingapiv1.PolicyTypeIngress, networkingapiv1.PolicyTypeEgress))
 }
 
-func ingressRules(in instance, cfg Config) []*networkingv1.NetworkPolicyIngressRuleApplyConfiguration {
+func ingressRules(in *instance) []*networkingv1.NetworkPolicyIngressRuleApplyConfiguration {
 	var rules []*networkingv1.NetworkPolicyIngressRuleApplyConfiguration
 	var outsidePorts []*networkingv1.NetworkPolicyPortApplyConfiguration
 	for _, e := range in.template.Expose {
@@ -85,7 +84,7 @@ func ingressRules(in instance, cfg Config) []*networkingv1.NetworkPolicyIngressR
 		kind, _ := exposureKindOf(e.Type)
 		switch kind.entry {
 		case entryRouted:
-			entry := routedEntry(cfg)
+			entry := routedEntry(in.cfg)
 			// Without a namespace the peer would mean the policy's own namespace: admit nobody.
 			if entry.Namespace == "" {
 				continue
@@ -110,26 +109,26 @@ func ingressRules(in instance, cfg Config) []*networkingv1.NetworkPolicyIngressR
 		// their connection; never from a Pod address.
 		rules = append(rules, networkingv1.NetworkPolicyIngressRule().
 			WithFrom(networkingv1.NetworkPolicyPeer().WithIPBlock(
-				networkingv1.IPBlock().WithCIDR(anyIPv4).WithExcept(podRanges(cfg)...))).
+				networkingv1.IPBlock().WithCIDR(anyIPv4).WithExcept(podRanges(in.cfg)...))).
 			WithPorts(outsidePorts...))
 	}
 	return rules
 }
 
-func egressRules(in instance, cfg Config) []*networkingv1.NetworkPolicyEgressRuleApplyConfiguration {
+func egressRules(in *instance) []*networkingv1.NetworkPolicyEgressRuleApplyConfiguration {
 	dns := networkingv1.NetworkPolicyEgressRule().
 		WithTo(networkingv1.NetworkPolicyPeer().
-			WithNamespaceSelector(namespaceSelector(cfg.DNS.Namespace)).
-			WithPodSelector(metav1.LabelSelector().WithMatchLabels(cfg.DNS.Labels)))
-	if cfg.NodeLocalDNS != "" {
-		dns.WithTo(networkingv1.NetworkPolicyPeer().WithIPBlock(networkingv1.IPBlock().WithCIDR(cfg.NodeLocalDNS + "/32")))
+			WithNamespaceSelector(namespaceSelector(in.cfg.DNS.Namespace)).
+			WithPodSelector(metav1.LabelSelector().WithMatchLabels(in.cfg.DNS.Labels)))
+	if in.cfg.NodeLocalDNS != "" {
+		dns.WithTo(networkingv1.NetworkPolicyPeer().WithIPBlock(networkingv1.IPBlock().WithCIDR(in.cfg.NodeLocalDNS + "/32")))
 	}
 	dns.WithPorts(policyPort("UDP", dnsPort), policyPort("TCP", dnsPort))
 	rules := []*networkingv1.NetworkPolicyEgressRuleApplyConfiguration{dns}
 	if in.template.Egress {
 		rules = append(rules, networkingv1.NetworkPolicyEgressRule().
 			WithTo(networkingv1.NetworkPolicyPeer().WithIPBlock(
-				networkingv1.IPBlock().WithCIDR(anyIPv4).WithExcept(blockedEgressRanges(cfg)...))))
+				networkingv1.IPBlock().WithCIDR(anyIPv4).WithExcept(blockedEgressRanges(in.cfg)...))))
 	}
 	return rules
 }

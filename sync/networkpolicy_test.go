@@ -92,27 +92,29 @@ func TestMinimalCover(t *testing.T) {
 // TestHTTPWithoutIngressNamespaceAdmitsNobody: a peer without a namespace selector means the
 // policy's own namespace, so an unset ingress controller namespace must leave no rule at all.
 func TestHTTPWithoutIngressNamespaceAdmitsNobody(t *testing.T) {
-	in := instance{name: "web", namespace: "ctf", template: DefinitionSpec{
+	in := &instance{name: "web", namespace: "ctf", template: DefinitionSpec{
 		Containers: []Container{{Name: "web", Image: "x", Ports: []ContainerPort{{ContainerPort: 8080}}}},
 		Expose:     []Expose{{Port: 8080, Type: ExposeHTTP}},
-	}}.withLabels()
-	cfg := goldenConfig(t)
-	require.Len(t, buildNetworkPolicy(in, cfg).Spec.Ingress, 1)
-	cfg.IngressController.Namespace = ""
-	require.Empty(t, buildNetworkPolicy(in, cfg).Spec.Ingress)
+	}, cfg: goldenConfig(t)}
+	in.setLabels()
+	require.Len(t, buildNetworkPolicy(in).Spec.Ingress, 1)
+	in.cfg.IngressController.Namespace = ""
+	require.Empty(t, buildNetworkPolicy(in).Spec.Ingress)
 }
 
 // TestRoutedExposuresAdmitOnlyTheGatewayPods: with a Gateway, HTTP and TLS exposures are its routes,
 // so their players arrive from its data-plane Pods, never from the ingress controller's; by
 // default the Pods a Gateway API implementation labels with the Gateway's name, in its namespace.
 func TestRoutedExposuresAdmitOnlyTheGatewayPods(t *testing.T) {
-	in := instance{name: "svc", namespace: "ctf", template: DefinitionSpec{
+	in := &instance{name: "svc", namespace: "ctf", template: DefinitionSpec{
 		Containers: []Container{{Name: "svc", Image: "x", Ports: []ContainerPort{{ContainerPort: 8080}, {ContainerPort: 1337}}}},
 		Expose:     []Expose{{Port: 8080, Type: ExposeHTTP}, {Port: 1337, Type: ExposeTLS}},
-	}}.withLabels()
+	}}
+	in.setLabels()
 	sources := func(cfg Config) []string {
+		in.cfg = cfg
 		var out []string
-		for _, rule := range buildNetworkPolicy(in, cfg).Spec.Ingress {
+		for _, rule := range buildNetworkPolicy(in).Spec.Ingress {
 			require.Len(t, rule.From, 1)
 			peer := rule.From[0]
 			out = append(out, fmt.Sprintf("%s from %v %v", rule.Ports[0].Port.String(), peer.NamespaceSelector.MatchLabels, peer.PodSelector.MatchLabels))

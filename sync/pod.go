@@ -44,15 +44,15 @@ func itoa(n int32) string { return strconv.Itoa(int(n)) }
 // updateStrategy Recreate: Metacontroller deletes and creates the Pod again when this answer
 // changes it (a new definition, a new flag through the flag hash annotation, a restart through
 // the restarted-at annotation), never otherwise.
-func buildPod(in instance, cfg Config) *corev1ac.PodApplyConfiguration {
+func buildPod(in *instance) *corev1ac.PodApplyConfiguration {
 	pod := corev1ac.Pod(in.name, in.namespace).
 		WithLabels(in.labels).
 		WithSpec(buildPodSpec(in).
 			WithRestartPolicy(corev1.RestartPolicyAlways).
-			WithActiveDeadlineSeconds(activeDeadline(in.template, cfg)))
+			WithActiveDeadlineSeconds(activeDeadline(in.template, in.cfg)))
 	annotations := map[string]string{}
 	if in.template.Flag != nil {
-		annotations[AnnotationFlagHash] = flagHash(in, cfg)
+		annotations[AnnotationFlagHash] = flagHash(in)
 	}
 	if in.restartedAt != "" {
 		annotations[AnnotationRestartedAt] = in.restartedAt
@@ -78,7 +78,7 @@ func activeDeadline(t DefinitionSpec, cfg Config) int64 {
 
 // buildPodSpec is the hardened Pod of an instance. Optional values are set only when the template
 // sets them: an empty value the API server drops would differ from the live object on every sync.
-func buildPodSpec(in instance) *corev1ac.PodSpecApplyConfiguration {
+func buildPodSpec(in *instance) *corev1ac.PodSpecApplyConfiguration {
 	t := in.template
 	runAsRoot := t.Security != nil && t.Security.RunAsRoot
 	readOnlyRoot := t.Security == nil || t.Security.ReadOnlyRootFilesystem == nil || *t.Security.ReadOnlyRootFilesystem

@@ -63,9 +63,9 @@ func TestChangedFlagChangesThePod(t *testing.T) {
 	}
 	before := annotation(cfg)
 	require.Len(t, before, dynamicFlagHexLength)
-	in, prob := resolveInstance(req.Parent, req.Related, cfg)
-	require.Nil(t, prob)
-	require.NotContains(t, before, flagValue(in, cfg))
+	in := resolve(req, goldenNow, cfg)
+	require.Nil(t, in.problem)
+	require.NotContains(t, before, flagValue(in))
 
 	rotated := cfg
 	rotated.FlagKey = []byte("another key")
@@ -81,9 +81,9 @@ func TestPodBackstopAndGracePeriod(t *testing.T) {
 	cfg := goldenConfig(t)
 	req, err := DecodeRequest(c.request)
 	require.NoError(t, err)
-	in, prob := resolveInstance(req.Parent, req.Related, cfg)
-	require.Nil(t, prob)
-	started := startedAt(req.Parent, goldenNow)
+	in := resolve(req, goldenNow, cfg)
+	require.Nil(t, in.problem)
+	started := in.started
 	deadline := expiresAt(req.Parent, in.template, started, cfg)
 
 	spec := podOf(t, Sync(req, goldenNow, cfg))["spec"].(map[string]any)

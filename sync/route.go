@@ -24,9 +24,9 @@ const (
 )
 
 // routeKinds are the route types the instance needs, in the order they are returned.
-func routeKinds(in instance, cfg Config) []ChildKind {
+func routeKinds(in *instance) []ChildKind {
 	needs := map[string]bool{
-		kindHTTPRoute: cfg.Gateway != nil && hasExposure(in.template.Expose, ExposeHTTP),
+		kindHTTPRoute: in.cfg.Gateway != nil && hasExposure(in.template.Expose, ExposeHTTP),
 		kindTLSRoute:  hasExposure(in.template.Expose, ExposeTLS),
 	}
 	var kinds []ChildKind
@@ -47,12 +47,12 @@ func hasExposure(expose []Expose, exposeType string) bool {
 // Gateway, or a route type the CompositeController does not declare. Metacontroller would fail
 // the whole sync on an undeclared child type; the hook instead keeps the children as they are and
 // says what to apply.
-func routeProblem(in instance, declared []ChildResource, cfg Config) *problem {
-	if cfg.Gateway == nil && hasExposure(in.template.Expose, ExposeTLS) {
+func routeProblem(in *instance, declared []ChildResource) *problem {
+	if in.cfg.Gateway == nil && hasExposure(in.template.Expose, ExposeTLS) {
 		return &problem{ReasonGatewayAPINotEnabled,
 			"the template exposes a port as TLS, which needs a Gateway API Gateway: start the hook with --gateway <namespace>/<name> (see the README)", &in.template}
 	}
-	for _, kind := range routeKinds(in, cfg) {
+	for _, kind := range routeKinds(in) {
 		if !slices.Contains(declared, kind.ChildResource()) {
 			return &problem{ReasonGatewayAPINotEnabled, fmt.Sprintf(
 				"the instance needs %s children, but the CompositeController does not declare %s %s: install the Gateway API CRDs and apply the kustomize component %s",
@@ -77,7 +77,7 @@ func parentRef(cfg Config, sectionName string) *gatewayv1ac.ParentReferenceApply
 }
 
 // serviceBackend is the instance's Service port, defaults written out as for parentRef.
-func serviceBackend(in instance, port int32) *gatewayv1ac.BackendRefApplyConfiguration {
+func serviceBackend(in *instance, port int32) *gatewayv1ac.BackendRefApplyConfiguration {
 	return gatewayv1ac.BackendRef().WithGroup("").WithKind("Service").WithName(gatewayv1.ObjectName(in.name)).WithPort(port).WithWeight(1)
 }
 
@@ -91,9 +91,9 @@ func exposureOf(expose []Expose, exposeType string) (Expose, bool) {
 }
 
 // buildHTTPRoute routes the HTTP exposure, when a Gateway is configured, from the instance's host.
-func buildHTTPRoute(in instance, cfg Config) *gatewayv1ac.HTTPRouteApplyConfiguration {
+func buildHTTPRoute(in *instance) *gatewayv1ac.HTTPRouteApplyConfiguration {
 	e, found := exposureOf(in.template.Expose, ExposeHTTP)
-	if cfg.Gateway == nil || !found {
+	if in.cfg.Gateway == nil || !found {
 		return nil
 	}
 	rule := gatewayv1ac.HTTPRouteRule().
@@ -101,22 +101,22 @@ func buildHTTPRoute(in instance, cfg Config) *gatewayv1ac.HTTPRouteApplyConfigur
 		WithBackendRefs(gatewayv1ac.HTTPBackendRef().WithGroup("").WithKind("Service").
 			WithName(gatewayv1.ObjectName(in.name)).WithPort(e.Port).WithWeight(1))
 	spec := gatewayv1ac.HTTPRouteSpec().
-		WithParentRefs(parentRef(cfg, cfg.GatewaySectionName)).
-		WithHostnames(gatewayv1.Hostname(httpHost(in, cfg))).
+		WithParentRefs(parentRef(in.cfg, in.cfg.GatewaySectionName)).
+		WithHostnames(gatewayv1.Hostname(httpHost(in))).
 		WithRules(rule)
 	return gatewayv1ac.HTTPRoute(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
 }
 
 // buildTLSRoute routes the TLS exposure by SNI host to the instance's Service port. Whether the
 // Gateway terminates TLS or passes it through is its listener's business.
-func buildTLSRoute(in instance, cfg Config) *gatewayv1ac.TLSRouteApplyConfiguration {
+func buildTLSRoute(in *instance) *gatewayv1ac.TLSRouteApplyConfiguration {
 	e, found := exposureOf(in.template.Expose, ExposeTLS)
-	if cfg.Gateway == nil || !found {
+	if in.cfg.Gateway == nil || !found {
 		return nil
 	}
 	spec := gatewayv1ac.TLSRouteSpec().
-		WithParentRefs(parentRef(cfg, cfg.GatewayTLSSectionName)).
-		WithHostnames(gatewayv1.Hostname(httpHost(in, cfg))).
+		WithParentRefs(parentRef(in.cfg, in.cfg.GatewayTLSSectionName)).
+		WithHostnames(gatewayv1.Hostname(httpHost(in))).
 		WithRules(gatewayv1ac.TLSRouteRule().WithBackendRefs(serviceBackend(in, e.Port)))
 	return gatewayv1ac.TLSRoute(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
 }
@@ -131,15 +131,15 @@ type routeAcceptance struct {
 // acceptance reads the route's status for the configured Gateway. A condition set for an older
 // generation of the route does not count: the Gateway has not seen the route as it is. One without
 // observedGeneration (optional in metav1.Condition) is taken as current.
-func acceptance(routes []ObservedRoute, kind string, in instance, cfg Config) routeAcceptance {
+func acceptance(routes []ObservedRoute, kind string, in *instance) routeAcceptance {
 	what := fmt.Sprintf("%s %s", kind, in.name)
-	waiting := routeAcceptance{pending: fmt.Sprintf("Gateway %s to accept %s", cfg.Gateway, what)}
+	waiting := routeAcceptance{pending: fmt.Sprintf("Gateway %s to accept %s", in.cfg.Gateway, what)}
 	route, found := findByName(routes, in.name)
 	if !found {
 		return routeAcceptance{pending: "the " + kind}
 	}
 	for _, parent := range route.Status.Parents {
-		if !isConfiguredGateway(parent, route, cfg) {
+		if !isConfiguredGateway(parent, route, in.cfg) {
 			continue
 		}
 		for _, c := range parent.Conditions {
@@ -151,7 +151,7 @@ func acceptance(routes []ObservedRoute, kind string, in instance, cfg Config) ro
 				return routeAcceptance{accepted: true}
 			case "False":
 				return routeAcceptance{refused: fmt.Sprintf("Gateway %s refused %s (%s)%s; fix the Gateway's listeners (allowed routes, hostnames, protocol) or the hook's --gateway flags",
-					cfg.Gateway, what, c.Reason, detail(c.Message))}
+					in.cfg.Gateway, what, c.Reason, detail(c.Message))}
 			}
 		}
 	}

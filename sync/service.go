@@ -32,7 +32,7 @@ func exposedPort(t DefinitionSpec, port int32) ContainerPort {
 }
 
 // buildService publishes every exposed port; it is nil when the template exposes nothing.
-func buildService(in instance) *corev1ac.ServiceApplyConfiguration {
+func buildService(in *instance) *corev1ac.ServiceApplyConfiguration {
 	if len(in.template.Expose) == 0 {
 		return nil
 	}
@@ -49,7 +49,7 @@ func buildService(in instance) *corev1ac.ServiceApplyConfiguration {
 }
 
 // buildIngress routes the HTTP exposure, if any, from an unguessable per-instance host.
-func buildIngress(in instance, cfg Config) *networkingv1ac.IngressApplyConfiguration {
+func buildIngress(in *instance) *networkingv1ac.IngressApplyConfiguration {
 	for _, e := range in.template.Expose {
 		if e.Type != ExposeHTTP {
 			continue
@@ -58,17 +58,17 @@ func buildIngress(in instance, cfg Config) *networkingv1ac.IngressApplyConfigura
 			WithName(in.name).
 			WithPort(networkingv1ac.ServiceBackendPort().WithNumber(e.Port)))
 		spec := networkingv1ac.IngressSpec().WithRules(networkingv1ac.IngressRule().
-			WithHost(httpHost(in, cfg)).
+			WithHost(httpHost(in)).
 			WithHTTP(networkingv1ac.HTTPIngressRuleValue().WithPaths(networkingv1ac.HTTPIngressPath().
 				WithPath("/").
 				WithPathType(networkingv1.PathTypePrefix).
 				WithBackend(backend))))
-		if cfg.IngressClassName != "" {
-			spec.WithIngressClassName(cfg.IngressClassName)
+		if in.cfg.IngressClassName != "" {
+			spec.WithIngressClassName(in.cfg.IngressClassName)
 		}
 		return networkingv1ac.Ingress(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
 	}
 	return nil
 }
 
-func httpHost(in instance, cfg Config) string { return in.id + "." + cfg.IngressDomain }
+func httpHost(in *instance) string { return in.id + "." + in.cfg.IngressDomain }

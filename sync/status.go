@@ -26,26 +26,26 @@ type verdict struct {
 // (None), through its NetworkPolicy, Pod and routes (Creating, Error), to ready with every
 // endpoint known and every route accepted by the Gateway (Running). wake is when the clock alone
 // will change the verdict (a progress deadline), zero if it will not.
-func observe(req Request, in instance, now, started time.Time, endpoints []Endpoint, missing, refused string) (v verdict, wake time.Time) {
-	if req.Children.Count() == 0 {
+func (in *instance) observe(endpoints []Endpoint, missing, refused string) (v verdict, wake time.Time) {
+	if in.observed.Count() == 0 {
 		return verdict{PhaseNone, ReasonPending, "creating the instance's NetworkPolicy first, then its Pod"}, time.Time{}
 	}
-	pod, found := findByName(req.Children.Pods, in.name)
-	if waitingFor := podPrerequisite(req, in); waitingFor != "" {
+	pod := in.pod
+	if in.waitingFor != "" {
 		// The Pod waits for what isolates it, or is removed when that went missing. Creating the
 		// policy takes one sync; one that never appears was refused by the API server.
-		if found {
-			return verdict{PhaseCreating, ReasonStarting, waitingFor + " is missing: the Pod is removed until it exists again, so that it never runs unisolated"}, time.Time{}
+		if in.hasPod {
+			return verdict{PhaseCreating, ReasonStarting, in.waitingFor + " is missing: the Pod is removed until it exists again, so that it never runs unisolated"}, time.Time{}
 		}
-		deadline := started.Add(progressDeadline)
-		if !now.Before(deadline) {
+		deadline := in.started.Add(progressDeadline)
+		if !in.now.Before(deadline) {
 			return verdict{PhaseError, ReasonProgressDeadlineExceeded, fmt.Sprintf(
 				"%s does not exist %ds after the instance started, and the Pod is created only after it: the API server may refuse it (see the SyncError events: kubectl describe challenge -n %s %s)",
-				waitingFor, int(progressDeadline.Seconds()), in.namespace, in.name)}, time.Time{}
+				in.waitingFor, int(progressDeadline.Seconds()), in.namespace, in.name)}, time.Time{}
 		}
-		return verdict{PhaseCreating, ReasonStarting, "waiting for " + waitingFor + " before creating the Pod, so that it never runs unisolated"}, deadline
+		return verdict{PhaseCreating, ReasonStarting, "waiting for " + in.waitingFor + " before creating the Pod, so that it never runs unisolated"}, deadline
 	}
-	if !found {
+	if !in.hasPod {
 		return verdict{PhaseCreating, ReasonStarting, "waiting for the Pod to be created"}, time.Time{}
 	}
 	if pod.Metadata.DeletionTimestamp != "" {
@@ -77,7 +77,7 @@ func observe(req Request, in instance, now, started time.Time, endpoints []Endpo
 			return verdict{PhaseCreating, ReasonStarting, "waiting for the pod to become ready"}, time.Time{}
 		}
 		deadline := since.Add(progressDeadline)
-		if !now.Before(deadline) {
+		if !in.now.Before(deadline) {
 			return verdict{PhaseError, ReasonProgressDeadlineExceeded, fmt.Sprintf(
 				"Pod %s has not been ready for %ds (since %s): check the readiness probe and the containers' logs (kubectl logs -n %s %s)",
 				pod.Metadata.Name, int(progressDeadline.Seconds()), formatTime(since), in.namespace, pod.Metadata.Name)}, time.Time{}
@@ -128,7 +128,7 @@ func podReady(pod ObservedPod) bool {
 
 // podFailure finds the first reason, in container order, that the Pod will not become ready
 // without help.
-func podFailure(pod ObservedPod, in instance) (verdict, bool) {
+func podFailure(pod ObservedPod, in *instance) (verdict, bool) {
 	for _, statuses := range [][]ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, cs := range statuses {
 			if v, failed := containerFailure(cs, in); failed {
@@ -146,7 +146,7 @@ func podFailure(pod ObservedPod, in instance) (verdict, bool) {
 	return verdict{}, false
 }
 
-func containerFailure(cs ContainerStatus, in instance) (verdict, bool) {
+func containerFailure(cs ContainerStatus, in *instance) (verdict, bool) {
 	if t := cs.State.Terminated; t != nil && t.Reason == ReasonOOMKilled {
 		return oomKilled(cs.Name, in), true
 	}
@@ -191,7 +191,7 @@ func containerFailure(cs ContainerStatus, in instance) (verdict, bool) {
 	return verdict{}, false
 }
 
-func oomKilled(containerName string, in instance) verdict {
+func oomKilled(containerName string, in *instance) verdict {
 	limit := ""
 	for _, c := range in.template.Containers {
 		if c.Name == containerName {
@@ -205,7 +205,7 @@ func oomKilled(containerName string, in instance) verdict {
 		containerName, limit)}
 }
 
-func imageOf(in instance, containerName string) string {
+func imageOf(in *instance, containerName string) string {
 	for _, c := range in.template.Containers {
 		if c.Name == containerName {
 			return c.Image
@@ -301,9 +301,9 @@ func readyCondition(v verdict) Condition {
 
 // instanceConditions are the conditions of every answer before deletion: Ready from the verdict,
 // ExpiringSoon and Expired from the deadline.
-func instanceConditions(parent Challenge, v verdict, expires, now time.Time, cfg Config, expired bool) []Condition {
-	return conditions(parent.Status.Conditions, parent.Metadata.Generation, now,
-		readyCondition(v), expiringSoonCondition(expires, now, cfg.ExpiryWarning, expired), expiredCondition(expires, expired))
+func instanceConditions(in *instance, v verdict) []Condition {
+	return conditions(in.parent.Status.Conditions, in.parent.Metadata.Generation, in.now,
+		readyCondition(v), expiringSoonCondition(in.expires, in.now, in.cfg.ExpiryWarning, in.expired), expiredCondition(in.expires, in.expired))
 }
 
 // expiringSoonCondition is True during the last warning before the deadline, so that a UI can

@@ -14,22 +14,19 @@ import (
 // When the hook cannot build the instance (a missing or invalid definition, an invalid spec, no
 // flag key) the children around the Pod are kept exactly as they are, and the message names the
 // problem.
-func stop(req Request, in instance, prob *problem, cfg Config, started, expires, now time.Time) Response {
-	parent := req.Parent
+func (in *instance) stop() Response {
 	message := fmt.Sprintf(
 		"stopped by the platform (spec.stopped): the Pod is removed, the instance id, host and flag are kept; set spec.stopped to false to start it again before it expires at %s",
-		formatTime(expires))
+		formatTime(in.expires))
 	var children []any
-	if prob != nil {
-		message += fmt.Sprintf(" (also %s: %s)", prob.reason, prob.message)
-		children = keptWithIsolation(req, slices.DeleteFunc(req.Children.Objects(), isWorkload))
+	if in.problem != nil {
+		message += fmt.Sprintf(" (also %s: %s)", in.problem.reason, in.problem.message)
+		children = in.keptWithIsolation(slices.DeleteFunc(in.observed.Objects(), isWorkload))
 	} else {
-		children = surroundingChildren(in, cfg)
+		children = in.surroundingChildren()
 	}
 	v := verdict{PhaseStopped, ReasonStopped, message}
-	status := instanceStatus(parent, v, started, expires)
-	status.Conditions = instanceConditions(parent, v, expires, now, cfg, false)
-	return Response{Status: status, Children: children, ResyncAfterSeconds: nextWake(now, expires, cfg.ExpiryWarning, time.Time{})}
+	return Response{Status: in.status(v, nil), Children: children, ResyncAfterSeconds: in.nextWake(time.Time{})}
 }
 
 // isWorkload: the instance's Pod, or the Deployment it was before Pods.

@@ -37,73 +37,78 @@ func truncate(s string, n int) string {
 	return s[:cut] + mark
 }
 
+// syncChallenge resolves the instance once, then answers by its state: being deleted, past its
+// deadline, stopped, unbuildable (a problem), or healthy.
 func syncChallenge(req Request, now time.Time, cfg Config) Response {
-	if req.Finalizing || req.Parent.Metadata.DeletionTimestamp != "" {
-		return finalize(req, now)
-	}
-	parent := req.Parent
-	in, prob := resolveInstance(parent, req.Related, cfg)
-	if prob == nil {
-		prob = routeProblem(in, req.DeclaredChildTypes, cfg)
-	}
-	timing := &in.template
-	if prob != nil {
-		timing = prob.template
-	}
-	started := startedAt(parent, now)
-	expires, expired := expiry(parent, deadline(parent, timing, started, cfg), now)
-	if expired {
+	in := resolve(req, now, cfg)
+	switch {
+	case in.deleting:
+		return in.finalize()
+	case in.expired:
 		// Expiry wins over every error: past the deadline the workload goes, whatever else is wrong.
-		return expire(req, prob, cfg, started, expires, now)
+		return in.expire()
+	case in.parent.Spec.Stopped:
+		return in.stop()
+	case in.problem != nil:
+		return in.keepChildren()
 	}
-	if parent.Spec.Stopped {
-		return stop(req, in, prob, cfg, started, expires, now)
-	}
-	if prob != nil {
-		return keepChildren(req, *prob, cfg, started, expires, now)
-	}
+	return in.run()
+}
 
-	eps, missing, refused := endpoints(req, in, cfg)
-	v, wake := observe(req, in, now, started, eps, missing, refused)
-	status := instanceStatus(parent, v, started, expires)
-	status.Endpoints = eps
-	if v.phase == PhaseRunning && status.ReadyAt == "" {
-		status.ReadyAt = formatTime(now)
-	}
-	status.Conditions = instanceConditions(parent, v, expires, now, cfg, false)
-	// Metacontroller wakes the hook at the expiry warning, at expiry, or earlier when the progress
-	// deadline comes first.
-	return Response{Status: status, Children: desiredChildren(req, in, cfg), ResyncAfterSeconds: nextWake(now, expires, cfg.ExpiryWarning, wake)}
+// run answers for a healthy instance: its phase from the observed children, the endpoints known so
+// far, and every child that should exist. Metacontroller wakes the hook at the expiry warning, at
+// expiry, or earlier when the progress deadline comes first.
+func (in *instance) run() Response {
+	eps, missing, refused := endpoints(in)
+	v, progress := in.observe(eps, missing, refused)
+	return Response{Status: in.status(v, eps), Children: in.desiredChildren(), ResyncAfterSeconds: in.nextWake(progress)}
 }
 
 // expire answers past the deadline: no workload, so Metacontroller deletes the Pod and everything
 // around it but its NetworkPolicy, which stays until the last Pod is gone (see heldIsolation); the
 // Challenge stays as the record of the instance. A problem that stands as well (missing or invalid
 // definition, invalid spec, no flag key) is named in the message, but keeps nothing else.
-func expire(req Request, prob *problem, cfg Config, started, expires, now time.Time) Response {
-	parent := req.Parent
-	message := fmt.Sprintf("expired at %s and its workload was removed; delete the Challenge to remove its record", formatTime(expires))
-	if prob != nil {
-		message += fmt.Sprintf(" (also %s: %s)", prob.reason, prob.message)
+func (in *instance) expire() Response {
+	message := fmt.Sprintf("expired at %s and its workload was removed; delete the Challenge to remove its record", formatTime(in.expires))
+	if in.problem != nil {
+		message += fmt.Sprintf(" (also %s: %s)", in.problem.reason, in.problem.message)
 	}
-	v := verdict{PhaseExpired, ReasonExpired, message}
-	status := instanceStatus(parent, v, started, expires)
-	status.Conditions = instanceConditions(parent, v, expires, now, cfg, true)
-	return Response{Status: status, Children: heldIsolation(req)}
+	return Response{Status: in.status(verdict{PhaseExpired, ReasonExpired, message}, nil), Children: in.heldIsolation()}
 }
 
-// instanceStatus is what every answer before deletion says: the verdict, the instance id, and its
-// times (startedAt and readyAt never move once set).
-func instanceStatus(parent Challenge, v verdict, started, expires time.Time) ChallengeStatus {
+// keepChildren answers when the hook cannot build the instance (missing or invalid definition,
+// invalid spec, no flag key) before its deadline: every observed child is returned exactly as
+// Metacontroller last applied it, so nothing running is deleted or rewritten, the status says what
+// to fix and keeps the endpoints it showed, and Metacontroller wakes the hook when the expiry
+// warning begins and at the deadline, when the workload goes anyway.
+func (in *instance) keepChildren() Response {
+	v := verdict{PhaseError, in.problem.reason, in.problem.message}
+	return Response{
+		Status:             in.status(v, in.parent.Status.Endpoints),
+		Children:           in.keptWithIsolation(in.observed.Objects()),
+		ResyncAfterSeconds: in.nextWake(time.Time{}),
+	}
+}
+
+// status is what every answer before deletion says: the verdict, the instance id, the endpoints,
+// its times (startedAt and readyAt never move once set; readyAt is the first Running answer) and
+// its conditions.
+func (in *instance) status(v verdict, endpoints []Endpoint) ChallengeStatus {
+	readyAt := in.parent.Status.ReadyAt
+	if v.phase == PhaseRunning && readyAt == "" {
+		readyAt = formatTime(in.now)
+	}
 	return ChallengeStatus{
 		Phase:              v.phase,
 		Reason:             v.reason,
 		Message:            v.message,
-		InstanceID:         instanceID(parent),
-		StartedAt:          formatTime(started),
-		ReadyAt:            parent.Status.ReadyAt,
-		ExpiresAt:          formatTime(expires),
-		ObservedGeneration: parent.Metadata.Generation,
+		InstanceID:         in.id,
+		Endpoints:          endpoints,
+		StartedAt:          formatTime(in.started),
+		ReadyAt:            readyAt,
+		ExpiresAt:          formatTime(in.expires),
+		Conditions:         instanceConditions(in, v),
+		ObservedGeneration: in.parent.Metadata.Generation,
 	}
 }
 
@@ -112,13 +117,12 @@ func instanceStatus(parent Challenge, v verdict, started, expires time.Time) Cha
 // a moment unisolated, and its flag Secret. A Pod that stopped for good is left out of this one
 // answer, so that Metacontroller deletes it; once it is gone, the next answer has the Pod again and
 // Metacontroller creates a fresh one.
-func desiredChildren(req Request, in instance, cfg Config) []any {
+func (in *instance) desiredChildren() []any {
 	var children []any
-	pod, found := findByName(req.Children.Pods, in.name)
-	if podPrerequisite(req, in) == "" && (!found || !podFinished(pod)) {
-		children = append(children, buildPod(in, cfg))
+	if in.waitingFor == "" && (!in.hasPod || !podFinished(in.pod)) {
+		children = append(children, buildPod(in))
 	}
-	return append(children, surroundingChildren(in, cfg)...)
+	return append(children, in.surroundingChildren()...)
 }
 
 // podPrerequisite names the first child the instance's Pod waits for, "" when none: the
@@ -126,12 +130,12 @@ func desiredChildren(req Request, in instance, cfg Config) []any {
 // service and every other instance), then the flag Secret it mounts (without it the Pod fails to
 // start with CreateContainerConfigError). Both are in the same answer as the Pod would be, so the
 // wait costs one sync, which their creation triggers.
-func podPrerequisite(req Request, in instance) string {
-	if _, found := findByName(req.Children.NetworkPolicies, in.name); !found {
+func podPrerequisite(in *instance) string {
+	if _, found := findByName(in.observed.NetworkPolicies, in.name); !found {
 		return "NetworkPolicy " + in.name
 	}
 	if in.template.Flag != nil {
-		if _, found := findByName(req.Children.Secrets, in.flagSecretName()); !found {
+		if _, found := findByName(in.observed.Secrets, in.flagSecretName()); !found {
 			return "Secret " + in.flagSecretName()
 		}
 	}
@@ -142,11 +146,11 @@ func podPrerequisite(req Request, in instance) string {
 // no Pod of it is observed; while any is, Terminating included (a process that ignores SIGTERM
 // runs for its whole grace period), its NetworkPolicy, so that the Pod stays isolated to its last
 // moment and the policy goes in the first answer after the last Pod is gone.
-func heldIsolation(req Request) []any {
-	if len(req.Children.Pods) == 0 {
+func (in *instance) heldIsolation() []any {
+	if len(in.observed.Pods) == 0 {
 		return []any{}
 	}
-	return keptWithIsolation(req, req.Children.NetworkPolicies)
+	return in.keptWithIsolation(in.observed.NetworkPolicies)
 }
 
 // keptWithIsolation returns objs, observed children, exactly as they are, when the hook must not
@@ -154,54 +158,40 @@ func heldIsolation(req Request) []any {
 // of the instance is observed. Without one (deleted by hand, or refused), a Pod would run
 // unisolated: Pods are left out, so that Metacontroller deletes them, and while any is observed a
 // policy that admits nothing holds it (denyAllPolicy).
-func keptWithIsolation(req Request, objs []ObservedObject) []any {
-	if len(req.Children.NetworkPolicies) > 0 {
+func (in *instance) keptWithIsolation(objs []ObservedObject) []any {
+	if len(in.observed.NetworkPolicies) > 0 {
 		return keptChildren(objs)
 	}
 	children := keptChildren(slices.DeleteFunc(slices.Clone(objs), func(obj ObservedObject) bool { return obj.Kind == "Pod" }))
-	if len(req.Children.Pods) > 0 {
-		children = append(children, denyAllPolicy(req.Parent))
+	if len(in.observed.Pods) > 0 {
+		children = append(children, denyAllPolicy(in))
 	}
 	return children
 }
 
 // surroundingChildren are every child but the workload: what reaches it, isolates it and holds its
 // flag.
-func surroundingChildren(in instance, cfg Config) []any {
+func (in *instance) surroundingChildren() []any {
 	var children []any
 	if svc := buildService(in); svc != nil {
 		children = append(children, svc)
 	}
-	if cfg.Gateway == nil {
-		if ing := buildIngress(in, cfg); ing != nil {
+	if in.cfg.Gateway == nil {
+		if ing := buildIngress(in); ing != nil {
 			children = append(children, ing)
 		}
 	}
-	if route := buildHTTPRoute(in, cfg); route != nil {
+	if route := buildHTTPRoute(in); route != nil {
 		children = append(children, route)
 	}
-	if route := buildTLSRoute(in, cfg); route != nil {
+	if route := buildTLSRoute(in); route != nil {
 		children = append(children, route)
 	}
-	children = append(children, buildNetworkPolicy(in, cfg))
-	if sec := buildFlagSecret(in, cfg); sec != nil {
+	children = append(children, buildNetworkPolicy(in))
+	if sec := buildFlagSecret(in); sec != nil {
 		children = append(children, sec)
 	}
 	return children
-}
-
-// keepChildren answers when the hook cannot build the instance (missing or invalid definition,
-// invalid spec, no flag key) before its deadline: every observed child is returned exactly as
-// Metacontroller last applied it, so nothing running is deleted or rewritten, the status says what
-// to fix, and Metacontroller wakes the hook when the expiry warning begins and at the deadline,
-// when the workload goes anyway.
-func keepChildren(req Request, prob problem, cfg Config, started, expires, now time.Time) Response {
-	parent := req.Parent
-	v := verdict{PhaseError, prob.reason, prob.message}
-	status := instanceStatus(parent, v, started, expires)
-	status.Endpoints = parent.Status.Endpoints
-	status.Conditions = instanceConditions(parent, v, expires, now, cfg, false)
-	return Response{Status: status, Children: keptWithIsolation(req, req.Children.Objects()), ResyncAfterSeconds: nextWake(now, expires, cfg.ExpiryWarning, time.Time{})}
 }
 
 // keptChildren returns observed children exactly as Metacontroller last applied them.
@@ -213,27 +203,35 @@ func keptChildren(objs []ObservedObject) []any {
 	return children
 }
 
-// settledStatus is the status of an instance being deleted: the verdict, and what the previous
-// status knew: its times and its ExpiringSoon and Expired conditions.
-func settledStatus(parent Challenge, v verdict, now time.Time) ChallengeStatus {
+// finalize answers while the Challenge is being deleted: no workload, so Metacontroller deletes
+// every child but the NetworkPolicy, which goes in the first answer after the last Pod is gone
+// (see heldIsolation); finalized only once no child is observed any more. The status keeps what the
+// previous one knew: its deadline and its ExpiringSoon and Expired conditions.
+func (in *instance) finalize() Response {
+	remaining := in.observed.Count()
+	v := verdict{PhaseDeleted, ReasonDeleted, "every child is gone"}
+	if remaining > 0 {
+		v = verdict{PhaseTerminating, ReasonTerminating, fmt.Sprintf("waiting for %d child object(s) to be deleted", remaining)}
+	}
+	previous := in.parent.Status
+	current := []Condition{readyCondition(v)}
+	for _, conditionType := range []string{ConditionExpiringSoon, ConditionExpired} {
+		if prev := findCondition(previous.Conditions, conditionType); prev != nil {
+			current = append(current, *prev)
+		}
+	}
 	status := ChallengeStatus{
 		Phase:              v.phase,
 		Reason:             v.reason,
 		Message:            v.message,
-		InstanceID:         instanceID(parent),
-		StartedAt:          formatTime(startedAt(parent, now)),
-		ReadyAt:            parent.Status.ReadyAt,
-		ExpiresAt:          parent.Status.ExpiresAt,
-		ObservedGeneration: parent.Metadata.Generation,
+		InstanceID:         in.id,
+		StartedAt:          formatTime(in.started),
+		ReadyAt:            previous.ReadyAt,
+		ExpiresAt:          previous.ExpiresAt,
+		Conditions:         conditions(previous.Conditions, in.parent.Metadata.Generation, in.now, current...),
+		ObservedGeneration: in.parent.Metadata.Generation,
 	}
-	current := []Condition{readyCondition(v)}
-	for _, conditionType := range []string{ConditionExpiringSoon, ConditionExpired} {
-		if prev := findCondition(parent.Status.Conditions, conditionType); prev != nil {
-			current = append(current, *prev)
-		}
-	}
-	status.Conditions = conditions(parent.Status.Conditions, parent.Metadata.Generation, now, current...)
-	return status
+	return Response{Status: status, Children: in.heldIsolation(), Finalized: remaining == 0}
 }
 
 func findCondition(conds []Condition, conditionType string) *Condition {
@@ -243,20 +241,6 @@ func findCondition(conds []Condition, conditionType string) *Condition {
 		}
 	}
 	return nil
-}
-
-// finalize answers while the Challenge is being deleted: no workload, so Metacontroller deletes
-// every child but the NetworkPolicy, which goes in the first answer after the last Pod is gone
-// (see heldIsolation); finalized only once no child is observed any more.
-func finalize(req Request, now time.Time) Response {
-	parent := req.Parent
-	remaining := req.Children.Count()
-	v := verdict{PhaseDeleted, ReasonDeleted, "every child is gone"}
-	if remaining > 0 {
-		v = verdict{PhaseTerminating, ReasonTerminating, fmt.Sprintf("waiting for %d child object(s) to be deleted", remaining)}
-	}
-	status := settledStatus(parent, v, now)
-	return Response{Status: status, Children: heldIsolation(req), Finalized: remaining == 0}
 }
 
 // Customize asks Metacontroller for the related object Sync needs: the referenced definition, unless
