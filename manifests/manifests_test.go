@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
@@ -166,16 +167,16 @@ func TestStatusRequiredFieldsAreAlwaysSent(t *testing.T) {
 func TestExamplesPassHookValidation(t *testing.T) {
 	var definition hooksync.ChallengeDefinition
 	decodeSingleYAML(t, filepath.Join(repoRoot, "examples", "definition.yaml"), &definition)
-	assert.NoError(t, hooksync.ValidateDefinition(definition.Spec), "examples/definition.yaml")
+	assert.Empty(t, hooksync.ValidateDefinition(definition.Spec, field.NewPath("spec")), "examples/definition.yaml")
 
 	var tlsDefinition hooksync.ChallengeDefinition
 	decodeSingleYAML(t, filepath.Join(repoRoot, "examples", "definition-tls.yaml"), &tlsDefinition)
-	assert.NoError(t, hooksync.ValidateDefinition(tlsDefinition.Spec), "examples/definition-tls.yaml")
+	assert.Empty(t, hooksync.ValidateDefinition(tlsDefinition.Spec, field.NewPath("spec")), "examples/definition-tls.yaml")
 
 	var inline hooksync.Challenge
 	decodeSingleYAML(t, filepath.Join(repoRoot, "examples", "inline.yaml"), &inline)
 	require.NotNil(t, inline.Spec.Template, "examples/inline.yaml must carry spec.template")
-	assert.NoError(t, hooksync.ValidateDefinition(*inline.Spec.Template), "examples/inline.yaml")
+	assert.Empty(t, hooksync.ValidateDefinition(*inline.Spec.Template, field.NewPath("spec", "template")), "examples/inline.yaml")
 }
 
 func decodeSingleYAML(t *testing.T, path string, into any) {

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // problem is why the hook cannot build an instance: a reason from the fixed vocabulary and a
@@ -30,8 +31,8 @@ type problem struct {
 // mistakes at admission; these checks are the hook's own, because it must not trust its input.
 func resolveTemplate(in *instance, related Related) *problem {
 	parent, cfg := in.parent, in.cfg
-	if err := validateChallengeSpec(parent); err != nil {
-		return &problem{ReasonInvalidSpec, err.Error(), nil}
+	if errs := validateChallengeSpec(parent); len(errs) > 0 {
+		return &problem{ReasonInvalidSpec, errs.ToAggregate().Error(), nil}
 	}
 	if parent.Spec.Template != nil {
 		if cfg.RefuseInlineTemplates {
@@ -41,8 +42,8 @@ func resolveTemplate(in *instance, related Related) *problem {
 				"spec.template: this hook refuses inline templates (--inline-templates=false): reference a ChallengeDefinition with spec.definitionRef instead", nil}
 		}
 		in.template = *parent.Spec.Template
-		if err := ValidateDefinition(in.template); err != nil {
-			return &problem{ReasonInvalidSpec, "spec.template: " + err.Error(), &in.template}
+		if errs := ValidateDefinition(in.template, field.NewPath("spec", "template")); len(errs) > 0 {
+			return &problem{ReasonInvalidSpec, errs.ToAggregate().Error(), &in.template}
 		}
 	} else {
 		ref := *parent.Spec.DefinitionRef
@@ -61,8 +62,8 @@ func resolveTemplate(in *instance, related Related) *problem {
 		}
 		in.definition, in.definitionNamespace = ref.Name, ref.Namespace
 		in.template = def.Spec
-		if err := ValidateDefinition(in.template); err != nil {
-			return &problem{ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, err), &in.template}
+		if errs := ValidateDefinition(in.template, field.NewPath("spec")); len(errs) > 0 {
+			return &problem{ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, errs.ToAggregate()), &in.template}
 		}
 	}
 	if flag := in.template.Flag; flag != nil && flag.Dynamic && len(cfg.FlagKey) == 0 && cfg.DynamicFlagPlaceholder == "" {
@@ -87,49 +88,57 @@ func findDefinition(defs []ChallengeDefinition, ref DefinitionRef) (ChallengeDef
 	return ChallengeDefinition{}, false
 }
 
-func validateChallengeSpec(parent Challenge) error {
-	if errs := validation.IsDNS1035Label(parent.Metadata.Name); len(errs) > 0 {
-		return fmt.Errorf("metadata.name %q: children are named after the Challenge, so it must be a DNS-1035 label: %s",
-			parent.Metadata.Name, strings.Join(errs, "; "))
+// validateChallengeSpec checks what the hook reads of the Challenge itself.
+func validateChallengeSpec(parent Challenge) field.ErrorList {
+	var errs field.ErrorList
+	if msgs := validation.IsDNS1035Label(parent.Metadata.Name); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), parent.Metadata.Name,
+			"children are named after the Challenge, so it must be a DNS-1035 label: "+strings.Join(msgs, "; ")))
 	}
-	spec := parent.Spec
-	if spec.Owner == "" {
-		return errors.New("spec.owner is required")
+	spec, specPath := parent.Spec, field.NewPath("spec")
+	switch owner := specPath.Child("owner"); {
+	case spec.Owner == "":
+		errs = append(errs, field.Required(owner, ""))
+	case len(spec.Owner) > validation.LabelValueMaxLength:
+		// Not quoted: it may be megabytes long.
+		errs = append(errs, field.TooLong(owner, spec.Owner, validation.LabelValueMaxLength))
+	default:
+		if msgs := validation.IsValidLabelValue(spec.Owner); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(owner, spec.Owner, "it is copied to a label, so it must be a valid label value: "+strings.Join(msgs, "; ")))
+		}
 	}
-	if len(spec.Owner) > validation.LabelValueMaxLength {
-		return fmt.Errorf("spec.owner is %d characters long; it is copied to a label, so at most %d", len(spec.Owner), validation.LabelValueMaxLength)
-	}
-	if errs := validation.IsValidLabelValue(spec.Owner); len(errs) > 0 {
-		return fmt.Errorf("spec.owner %q must be a valid label value: %s", spec.Owner, strings.Join(errs, "; "))
-	}
-	if (spec.Template == nil) == (spec.DefinitionRef == nil) {
-		return errors.New("set exactly one of spec.definitionRef and spec.template")
+	const exactlyOne = "set exactly one of spec.definitionRef and spec.template"
+	switch {
+	case spec.Template == nil && spec.DefinitionRef == nil:
+		errs = append(errs, field.Required(specPath, exactlyOne))
+	case spec.Template != nil && spec.DefinitionRef != nil:
+		errs = append(errs, field.Forbidden(specPath.Child("template"), exactlyOne))
 	}
 	if ref := spec.DefinitionRef; ref != nil {
 		// The name is also the value of the definition label, so it must fit in 63 characters.
-		errs := validation.IsDNS1123Subdomain(ref.Name)
-		errs = append(errs, validation.IsValidLabelValue(ref.Name)...)
-		if len(errs) > 0 {
-			return fmt.Errorf("spec.definitionRef.name %q: %s", ref.Name, strings.Join(errs, "; "))
+		msgs := validation.IsDNS1123Subdomain(ref.Name)
+		msgs = append(msgs, validation.IsValidLabelValue(ref.Name)...)
+		if len(msgs) > 0 {
+			errs = append(errs, field.Invalid(specPath.Child("definitionRef", "name"), ref.Name, strings.Join(msgs, "; ")))
 		}
 	}
 	if spec.Timeout != "" {
 		if _, err := parsePositiveDuration(spec.Timeout); err != nil {
-			return fmt.Errorf("spec.timeout: %w", err)
+			errs = append(errs, field.Invalid(specPath.Child("timeout"), spec.Timeout, err.Error()))
 		}
 	}
-	for _, field := range [][2]string{{"expiresAt", spec.ExpiresAt}, {"restartedAt", spec.RestartedAt}} {
-		if _, err := time.Parse(time.RFC3339, field[1]); field[1] != "" && err != nil {
-			return fmt.Errorf("spec.%s %q is not an RFC 3339 time such as 2026-11-01T12:00:00Z", field[0], field[1])
+	for _, f := range []struct{ name, value string }{{"expiresAt", spec.ExpiresAt}, {"restartedAt", spec.RestartedAt}} {
+		if _, err := time.Parse(time.RFC3339, f.value); f.value != "" && err != nil {
+			errs = append(errs, field.Invalid(specPath.Child(f.name), f.value, "not an RFC 3339 time such as 2026-11-01T12:00:00Z"))
 		}
 	}
-	return nil
+	return errs
 }
 
 func parsePositiveDuration(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%q is not a positive duration such as 30m or 1h30m", s)
+		return 0, errors.New("not a positive duration such as 30m or 1h30m")
 	}
 	return d, nil
 }
@@ -147,306 +156,303 @@ var flagPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
 var validProtocols = map[string]bool{"TCP": true, "UDP": true, "SCTP": true}
 
-// ValidateDefinition checks a template. The error names the field and says what is expected.
-func ValidateDefinition(spec DefinitionSpec) error {
-	if len(spec.Containers) == 0 || len(spec.Containers) > maxContainers {
-		return fmt.Errorf("containers: need 1 to %d containers, got %d", maxContainers, len(spec.Containers))
+// ValidateDefinition checks a template, at path (spec of a ChallengeDefinition, spec.template of a
+// Challenge). Each error names its field and says what is expected; their order is the same on
+// every call, as the status message shows them.
+func ValidateDefinition(spec DefinitionSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	containersPath := fldPath.Child("containers")
+	switch n := len(spec.Containers); {
+	case n == 0:
+		errs = append(errs, field.Required(containersPath, fmt.Sprintf("need 1 to %d containers", maxContainers)))
+	case n > maxContainers:
+		errs = append(errs, field.TooMany(containersPath, n, maxContainers))
 	}
 	portProtocol := map[int32]string{}
 	containerNames := map[string]bool{}
 	portNames := map[string]bool{}
 	for i, c := range spec.Containers {
-		field := fmt.Sprintf("containers[%d]", i)
-		if err := validateContainer(c, field); err != nil {
-			return err
-		}
+		containerPath := containersPath.Index(i)
+		errs = append(errs, validateContainer(c, containerPath)...)
 		if containerNames[c.Name] {
-			return fmt.Errorf("%s.name: %q is used twice", field, c.Name)
+			errs = append(errs, field.Duplicate(containerPath.Child("name"), c.Name))
 		}
 		containerNames[c.Name] = true
 		for j, p := range c.Ports {
+			portPath := containerPath.Child("ports").Index(j)
 			if _, taken := portProtocol[p.ContainerPort]; taken {
-				return fmt.Errorf("%s.ports[%d]: port %d is used twice in the Pod", field, j, p.ContainerPort)
+				errs = append(errs, field.Duplicate(portPath.Child("containerPort"), p.ContainerPort))
+			} else {
+				portProtocol[p.ContainerPort] = protocolOf(p)
 			}
-			portProtocol[p.ContainerPort] = protocolOf(p)
 			if p.Name != "" {
 				if portNames[p.Name] {
-					return fmt.Errorf("%s.ports[%d].name: %q is used twice in the Pod", field, j, p.Name)
+					errs = append(errs, field.Duplicate(portPath.Child("name"), p.Name))
 				}
 				portNames[p.Name] = true
 			}
 		}
 	}
-	if err := validateExpose(spec.Expose, portProtocol); err != nil {
-		return err
-	}
-	var timeout, maxLifetime time.Duration
-	var err error
-	if spec.Timeout != "" {
-		if timeout, err = parsePositiveDuration(spec.Timeout); err != nil {
-			return fmt.Errorf("timeout: %w", err)
-		}
-	}
-	if spec.MaxLifetime != "" {
-		if maxLifetime, err = parsePositiveDuration(spec.MaxLifetime); err != nil {
-			return fmt.Errorf("maxLifetime: %w", err)
-		}
-	}
+	errs = append(errs, validateExpose(spec.Expose, portProtocol, fldPath.Child("expose"))...)
+	timeout := validDuration(spec.Timeout, fldPath.Child("timeout"), &errs)
+	maxLifetime := validDuration(spec.MaxLifetime, fldPath.Child("maxLifetime"), &errs)
 	if timeout > 0 && maxLifetime > 0 && timeout > maxLifetime {
-		return fmt.Errorf("timeout %s is longer than maxLifetime %s", spec.Timeout, spec.MaxLifetime)
+		errs = append(errs, field.Invalid(fldPath.Child("timeout"), spec.Timeout, "longer than maxLifetime "+spec.MaxLifetime))
 	}
-	if err := validateFlag(spec.Flag, spec.Containers); err != nil {
-		return err
-	}
+	errs = append(errs, validateFlag(spec.Flag, spec.Containers, fldPath.Child("flag"))...)
 	if spec.RuntimeClassName != "" {
-		if errs := validation.IsDNS1123Subdomain(spec.RuntimeClassName); len(errs) > 0 {
-			return fmt.Errorf("runtimeClassName %q: %s", spec.RuntimeClassName, strings.Join(errs, "; "))
+		if msgs := validation.IsDNS1123Subdomain(spec.RuntimeClassName); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(fldPath.Child("runtimeClassName"), spec.RuntimeClassName, strings.Join(msgs, "; ")))
 		}
 	}
 	if g := spec.TerminationGracePeriodSeconds; g != nil && (*g < 1 || *g > maxTerminationGracePeriod) {
-		return fmt.Errorf("terminationGracePeriodSeconds: %d is not between 1 and %d", *g, maxTerminationGracePeriod)
+		errs = append(errs, field.Invalid(fldPath.Child("terminationGracePeriodSeconds"), *g, fmt.Sprintf("not between 1 and %d", maxTerminationGracePeriod)))
 	}
 	if sec := spec.Security; sec != nil && sec.RunAsUser != nil {
+		runAsUser := fldPath.Child("security", "runAsUser")
 		if *sec.RunAsUser < 0 {
-			return fmt.Errorf("security.runAsUser: %d is negative", *sec.RunAsUser)
+			errs = append(errs, field.Invalid(runAsUser, *sec.RunAsUser, "negative"))
 		}
 		if *sec.RunAsUser == 0 && !sec.RunAsRoot {
-			return errors.New("security.runAsUser: 0 is root; set security.runAsRoot: true to run as root")
+			errs = append(errs, field.Invalid(runAsUser, *sec.RunAsUser, "that is root: set security.runAsRoot: true to run as root"))
 		}
 	}
-	return nil
+	return errs
 }
 
-func validateContainer(c Container, field string) error {
-	if errs := validation.IsDNS1123Label(c.Name); len(errs) > 0 {
-		return fmt.Errorf("%s.name %q: %s", field, c.Name, strings.Join(errs, "; "))
+// validDuration parses an optional duration, adding an error when it is set but not a positive
+// duration; zero when absent or invalid.
+func validDuration(value string, fldPath *field.Path, errs *field.ErrorList) time.Duration {
+	if value == "" {
+		return 0
+	}
+	d, err := parsePositiveDuration(value)
+	if err != nil {
+		*errs = append(*errs, field.Invalid(fldPath, value, err.Error()))
+	}
+	return d
+}
+
+func validateContainer(c Container, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if msgs := validation.IsDNS1123Label(c.Name); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(fldPath.Child("name"), c.Name, strings.Join(msgs, "; ")))
 	}
 	if strings.TrimSpace(c.Image) == "" || strings.ContainsAny(c.Image, " \t\n") {
-		return fmt.Errorf("%s.image %q: must be an image reference such as registry.example/chal:1.0", field, c.Image)
+		errs = append(errs, field.Invalid(fldPath.Child("image"), c.Image, "must be an image reference such as registry.example/chal:1.0"))
 	}
 	for j, env := range c.Env {
-		if errs := validation.IsEnvVarName(env.Name); len(errs) > 0 {
-			return fmt.Errorf("%s.env[%d].name %q: %s", field, j, env.Name, strings.Join(errs, "; "))
+		if msgs := validation.IsEnvVarName(env.Name); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(fldPath.Child("env").Index(j).Child("name"), env.Name, strings.Join(msgs, "; ")))
 		}
 	}
 	for j, p := range c.Ports {
-		if p.ContainerPort < 1 || p.ContainerPort > 65535 {
-			return fmt.Errorf("%s.ports[%d].containerPort: %d is not between 1 and 65535", field, j, p.ContainerPort)
-		}
+		portPath := fldPath.Child("ports").Index(j)
+		errs = append(errs, validatePort(p.ContainerPort, portPath.Child("containerPort"))...)
 		if p.Protocol != "" && !validProtocols[p.Protocol] {
-			return fmt.Errorf("%s.ports[%d].protocol: %q is not TCP, UDP or SCTP", field, j, p.Protocol)
+			errs = append(errs, field.NotSupported(portPath.Child("protocol"), p.Protocol, []string{"TCP", "UDP", "SCTP"}))
 		}
 		if p.Name != "" {
-			if errs := validation.IsValidPortName(p.Name); len(errs) > 0 {
-				return fmt.Errorf("%s.ports[%d].name %q: %s", field, j, p.Name, strings.Join(errs, "; "))
+			if msgs := validation.IsValidPortName(p.Name); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(portPath.Child("name"), p.Name, strings.Join(msgs, "; ")))
 			}
 		}
 	}
 	if r := c.Resources; r != nil {
-		if err := validateResources(*r, field+".resources"); err != nil {
-			return err
-		}
+		errs = append(errs, validateResources(*r, fldPath.Child("resources"))...)
 	}
 	if p := c.ReadinessProbe; p != nil {
-		if err := validateProbe(*p, field+".readinessProbe"); err != nil {
-			return err
-		}
+		errs = append(errs, validateProbe(*p, fldPath.Child("readinessProbe"))...)
 	}
-	return nil
+	return errs
 }
 
 // resourceNames are the resources a template may set, in the order they are checked.
 var resourceNames = []string{"cpu", "ephemeral-storage", "memory"}
 
-func validateResources(r ResourceRequirements, field string) error {
-	// Known names in a fixed order, so that the first error reported is the same on every sync.
+func validateResources(r ResourceRequirements, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	parsed := map[string]map[string]resource.Quantity{}
+	// Known names in a fixed order, so that the errors are in the same order on every sync.
 	for _, list := range []struct {
 		name   string
 		values map[string]string
 	}{{"requests", r.Requests}, {"limits", r.Limits}} {
-		known := 0
-		for _, name := range resourceNames {
-			value, ok := list.values[name]
-			if !ok {
+		parsed[list.name] = map[string]resource.Quantity{}
+		for _, name := range slices.Sorted(maps.Keys(list.values)) {
+			if !slices.Contains(resourceNames, name) {
+				errs = append(errs, field.NotSupported(fldPath.Child(list.name), name, resourceNames))
 				continue
 			}
-			known++
-			if _, err := resource.ParseQuantity(value); err != nil {
-				return fmt.Errorf("%s.%s.%s: %q is not a quantity such as 500m or 256Mi", field, list.name, name, value)
+			q, err := resource.ParseQuantity(list.values[name])
+			if err != nil {
+				errs = append(errs, field.Invalid(fldPath.Child(list.name, name), list.values[name], "not a quantity such as 500m or 256Mi"))
+				continue
 			}
-		}
-		if known < len(list.values) {
-			for _, name := range slices.Sorted(maps.Keys(list.values)) {
-				if !slices.Contains(resourceNames, name) {
-					return fmt.Errorf("%s.%s: %q is not cpu, memory or ephemeral-storage", field, list.name, name)
-				}
-			}
+			parsed[list.name][name] = q
 		}
 	}
 	for _, name := range resourceNames {
-		request, hasRequest := r.Requests[name]
-		limit, hasLimit := r.Limits[name]
-		if !hasRequest || !hasLimit {
-			continue
-		}
-		requested, limited := resource.MustParse(request), resource.MustParse(limit)
-		if requested.Cmp(limited) > 0 {
-			return fmt.Errorf("%s: the %s request %s is above its limit %s", field, name, request, limit)
+		request, hasRequest := parsed["requests"][name]
+		limit, hasLimit := parsed["limits"][name]
+		if hasRequest && hasLimit && request.Cmp(limit) > 0 {
+			errs = append(errs, field.Invalid(fldPath.Child("requests", name), r.Requests[name], "above its limit "+r.Limits[name]))
 		}
 	}
-	return nil
+	return errs
 }
 
-func validateProbe(p Probe, field string) error {
+func validateProbe(p Probe, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	handlers := 0
 	if p.TCPSocket != nil {
 		handlers++
-		if err := validatePort(p.TCPSocket.Port, field+".tcpSocket.port"); err != nil {
-			return err
-		}
+		errs = append(errs, validatePort(p.TCPSocket.Port, fldPath.Child("tcpSocket", "port"))...)
 	}
 	if p.HTTPGet != nil {
 		handlers++
-		if err := validatePort(p.HTTPGet.Port, field+".httpGet.port"); err != nil {
-			return err
-		}
+		errs = append(errs, validatePort(p.HTTPGet.Port, fldPath.Child("httpGet", "port"))...)
 		if p.HTTPGet.Path != "" && !strings.HasPrefix(p.HTTPGet.Path, "/") {
-			return fmt.Errorf("%s.httpGet.path %q must start with /", field, p.HTTPGet.Path)
+			errs = append(errs, field.Invalid(fldPath.Child("httpGet", "path"), p.HTTPGet.Path, "must start with /"))
 		}
 	}
 	if p.Exec != nil {
 		handlers++
 		if len(p.Exec.Command) == 0 {
-			return fmt.Errorf("%s.exec.command must not be empty", field)
+			errs = append(errs, field.Required(fldPath.Child("exec", "command"), ""))
 		}
 	}
 	if handlers != 1 {
-		return fmt.Errorf("%s: set exactly one of tcpSocket, httpGet and exec", field)
+		errs = append(errs, field.Invalid(fldPath, field.OmitValueType{}, "set exactly one of tcpSocket, httpGet and exec"))
 	}
 	if p.InitialDelaySeconds < 0 || p.PeriodSeconds < 0 || p.TimeoutSeconds < 0 || p.FailureThreshold < 0 {
-		return fmt.Errorf("%s: seconds and thresholds must not be negative", field)
+		errs = append(errs, field.Invalid(fldPath, field.OmitValueType{}, "seconds and thresholds must not be negative"))
 	}
-	return nil
+	return errs
 }
 
-func validatePort(port int32, field string) error {
+func validatePort(port int32, fldPath *field.Path) field.ErrorList {
 	if port < 1 || port > 65535 {
-		return fmt.Errorf("%s: %d is not between 1 and 65535", field, port)
+		return field.ErrorList{field.Invalid(fldPath, port, "not between 1 and 65535")}
 	}
 	return nil
 }
 
-func validateExpose(expose []Expose, portProtocol map[int32]string) error {
+func validateExpose(expose []Expose, portProtocol map[int32]string, fldPath *field.Path) field.ErrorList {
 	if len(expose) > maxExpose {
-		return fmt.Errorf("expose: at most %d entries, got %d", maxExpose, len(expose))
+		return field.ErrorList{field.TooMany(fldPath, len(expose), maxExpose)}
 	}
+	var errs field.ErrorList
 	seen := map[int32]bool{}
 	serviceType := ""
 	routedCount := map[string]int{}
 	for i, e := range expose {
-		field := fmt.Sprintf("expose[%d]", i)
+		exposePath := fldPath.Index(i)
 		protocol, ok := portProtocol[e.Port]
-		if !ok {
-			return fmt.Errorf("%s.port: %d is not a containerPort of any container", field, e.Port)
-		}
-		if seen[e.Port] {
-			return fmt.Errorf("%s.port: %d is exposed twice", field, e.Port)
+		switch {
+		case !ok:
+			errs = append(errs, field.Invalid(exposePath.Child("port"), e.Port, "not a containerPort of any container"))
+		case seen[e.Port]:
+			errs = append(errs, field.Duplicate(exposePath.Child("port"), e.Port))
 		}
 		seen[e.Port] = true
 		kind, known := exposureKindOf(e.Type)
 		switch {
 		case !known:
-			return fmt.Errorf("%s.type: %q is not %s", field, e.Type, exposureTypeNames())
+			errs = append(errs, field.NotSupported(exposePath.Child("type"), e.Type, exposureTypes()))
+			continue
 		case kind.routed:
 			// Routed by the instance's one host: one of each type at most.
 			routedCount[e.Type]++
 			if routedCount[e.Type] > 1 {
-				return fmt.Errorf("%s: at most one %s exposure per instance", field, e.Type)
+				errs = append(errs, field.Invalid(exposePath.Child("type"), e.Type, "at most one "+e.Type+" exposure per instance"))
 			}
-			if protocol != "TCP" {
-				return fmt.Errorf("%s: %s needs a TCP port, port %d is %s", field, e.Type, e.Port, protocol)
+			if ok && protocol != "TCP" {
+				errs = append(errs, field.Invalid(exposePath.Child("port"), e.Port, fmt.Sprintf("%s needs a TCP port, this one is %s", e.Type, protocol)))
 			}
 		default:
 			if serviceType != "" && serviceType != e.Type {
-				return fmt.Errorf("%s.type: %s and %s cannot be mixed: all exposures other than HTTP and TLS share one Service", field, serviceType, e.Type)
+				errs = append(errs, field.Invalid(exposePath.Child("type"), e.Type, fmt.Sprintf(
+					"%s and %s cannot be mixed: all exposures other than HTTP and TLS share one Service", serviceType, e.Type)))
 			}
 			serviceType = e.Type
 		}
-		if err := validateExposeFrom(e, kind, field); err != nil {
-			return err
-		}
+		errs = append(errs, validateExposeFrom(e, kind, exposePath.Child("from"))...)
 	}
-	return nil
+	return errs
 }
 
 // validateExposeFrom checks the peers of a ClusterIP exposure: its only sources, so it needs at
 // least one, and each must say which Pods it means.
-func validateExposeFrom(e Expose, kind exposureKind, field string) error {
+func validateExposeFrom(e Expose, kind exposureKind, fldPath *field.Path) field.ErrorList {
 	if kind.entry != entryNamedPeers {
 		if len(e.From) > 0 {
-			return fmt.Errorf("%s.from: only ClusterIP exposures name their peers; %s traffic comes from %s", field, e.Type, kind.source)
+			return field.ErrorList{field.Forbidden(fldPath, fmt.Sprintf("only ClusterIP exposures name their peers; %s traffic comes from %s", e.Type, kind.source))}
 		}
 		return nil
 	}
 	if len(e.From) == 0 || len(e.From) > maxExposeFrom {
-		return fmt.Errorf("%s.from: a ClusterIP exposure admits only the Pods it names (an admin bot, a checker): need 1 to %d peers, got %d",
-			field, maxExposeFrom, len(e.From))
+		return field.ErrorList{field.Invalid(fldPath, len(e.From), fmt.Sprintf(
+			"a ClusterIP exposure admits only the Pods it names (an admin bot, a checker): need 1 to %d peers", maxExposeFrom))}
 	}
+	var errs field.ErrorList
 	for j, peer := range e.From {
-		peerField := fmt.Sprintf("%s.from[%d]", field, j)
+		peerPath := fldPath.Index(j)
 		if peer.Namespace == "" && len(peer.PodLabels) == 0 {
-			return fmt.Errorf("%s: set namespace, podLabels or both", peerField)
+			errs = append(errs, field.Required(peerPath, "set namespace, podLabels or both"))
 		}
 		if peer.Namespace != "" {
-			if errs := validation.IsDNS1123Label(peer.Namespace); len(errs) > 0 {
-				return fmt.Errorf("%s.namespace %q: %s", peerField, peer.Namespace, strings.Join(errs, "; "))
+			if msgs := validation.IsDNS1123Label(peer.Namespace); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(peerPath.Child("namespace"), peer.Namespace, strings.Join(msgs, "; ")))
 			}
 		}
+		labelsPath := peerPath.Child("podLabels")
 		if len(peer.PodLabels) > maxPeerLabels {
-			return fmt.Errorf("%s.podLabels: at most %d labels, got %d", peerField, maxPeerLabels, len(peer.PodLabels))
+			errs = append(errs, field.TooMany(labelsPath, len(peer.PodLabels), maxPeerLabels))
+			continue
 		}
-		// Sorted, so that the first error reported is the same on every sync.
+		// Sorted, so that the errors are in the same order on every sync.
 		for _, key := range slices.Sorted(maps.Keys(peer.PodLabels)) {
-			if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-				return fmt.Errorf("%s.podLabels: key %q: %s", peerField, key, strings.Join(errs, "; "))
+			if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(labelsPath, key, "not a valid label key: "+strings.Join(msgs, "; ")))
 			}
-			if errs := validation.IsValidLabelValue(peer.PodLabels[key]); len(errs) > 0 {
-				return fmt.Errorf("%s.podLabels[%q]: value %q: %s", peerField, key, peer.PodLabels[key], strings.Join(errs, "; "))
+			if msgs := validation.IsValidLabelValue(peer.PodLabels[key]); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(labelsPath.Key(key), peer.PodLabels[key], strings.Join(msgs, "; ")))
 			}
 		}
 	}
-	return nil
+	return errs
 }
 
-func validateFlag(flag *Flag, containers []Container) error {
+func validateFlag(flag *Flag, containers []Container, fldPath *field.Path) field.ErrorList {
 	if flag == nil {
 		return nil
 	}
+	var errs field.ErrorList
 	if (flag.Value == "") == !flag.Dynamic {
-		return errors.New("flag: set exactly one of value and dynamic: true")
+		errs = append(errs, field.Invalid(fldPath, field.OmitValueType{}, "set exactly one of value and dynamic: true"))
 	}
 	if flag.Env == "" && flag.Path == "" {
-		return errors.New("flag: set env, path or both, to say how the flag reaches the containers")
+		errs = append(errs, field.Required(fldPath, "set env, path or both, to say how the flag reaches the containers"))
 	}
 	if flag.Env != "" {
-		if errs := validation.IsEnvVarName(flag.Env); len(errs) > 0 {
-			return fmt.Errorf("flag.env %q: %s", flag.Env, strings.Join(errs, "; "))
+		env := fldPath.Child("env")
+		if msgs := validation.IsEnvVarName(flag.Env); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(env, flag.Env, strings.Join(msgs, "; ")))
 		}
 		for _, c := range containers {
-			for _, env := range c.Env {
-				if env.Name == flag.Env {
-					return fmt.Errorf("flag.env %q: container %q already sets it", flag.Env, c.Name)
-				}
+			if slices.ContainsFunc(c.Env, func(e EnvVar) bool { return e.Name == flag.Env }) {
+				errs = append(errs, field.Invalid(env, flag.Env, fmt.Sprintf("container %q already sets it", c.Name)))
 			}
 		}
 	}
 	if flag.Path != "" {
 		if !path.IsAbs(flag.Path) || path.Clean(flag.Path) != flag.Path || flag.Path == "/" || flag.Path == "/tmp" {
-			return fmt.Errorf("flag.path %q must be a clean absolute file path such as /flag.txt", flag.Path)
+			errs = append(errs, field.Invalid(fldPath.Child("path"), flag.Path, "must be a clean absolute file path such as /flag.txt"))
 		}
 	}
 	if flag.Prefix != "" && !ValidFlagPrefix(flag.Prefix) {
-		return fmt.Errorf("flag.prefix %q: at most %d letters, digits or underscores", flag.Prefix, maxFlagPrefix)
+		errs = append(errs, field.Invalid(fldPath.Child("prefix"), flag.Prefix, fmt.Sprintf("at most %d letters, digits or underscores", maxFlagPrefix)))
 	}
-	return nil
+	return errs
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func validDefinition() DefinitionSpec {
@@ -22,71 +23,71 @@ func validDefinition() DefinitionSpec {
 }
 
 func TestValidateDefinition(t *testing.T) {
-	require.NoError(t, ValidateDefinition(validDefinition()))
+	require.Empty(t, ValidateDefinition(validDefinition(), field.NewPath("spec")))
 	int64Ptr := func(v int64) *int64 { return &v }
 	cases := []struct {
 		name   string
 		mutate func(*DefinitionSpec)
 		want   string
 	}{
-		{"no containers", func(d *DefinitionSpec) { d.Containers = nil }, "containers: need 1 to 8 containers, got 0"},
-		{"bad container name", func(d *DefinitionSpec) { d.Containers[0].Name = "Web_1" }, `containers[0].name "Web_1"`},
+		{"no containers", func(d *DefinitionSpec) { d.Containers = nil }, "spec.containers: Required value: need 1 to 8 containers"},
+		{"bad container name", func(d *DefinitionSpec) { d.Containers[0].Name = "Web_1" }, `spec.containers[0].name: Invalid value: "Web_1"`},
 		{"duplicate container", func(d *DefinitionSpec) {
 			d.Containers = append(d.Containers, Container{Name: "web", Image: "x"})
-		}, `containers[1].name: "web" is used twice`},
-		{"empty image", func(d *DefinitionSpec) { d.Containers[0].Image = " " }, "containers[0].image"},
-		{"port out of range", func(d *DefinitionSpec) { d.Containers[0].Ports[0].ContainerPort = 70000 }, "containers[0].ports[0].containerPort: 70000 is not between 1 and 65535"},
-		{"bad protocol", func(d *DefinitionSpec) { d.Containers[0].Ports[1].Protocol = "ICMP" }, `containers[0].ports[1].protocol: "ICMP" is not TCP, UDP or SCTP`},
-		{"bad env name", func(d *DefinitionSpec) { d.Containers[0].Env = []EnvVar{{Name: "1=x"}} }, `containers[0].env[0].name "1=x"`},
+		}, `spec.containers[1].name: Duplicate value: "web"`},
+		{"empty image", func(d *DefinitionSpec) { d.Containers[0].Image = " " }, `spec.containers[0].image: Invalid value: " ": must be an image reference`},
+		{"port out of range", func(d *DefinitionSpec) { d.Containers[0].Ports[0].ContainerPort = 70000 }, "spec.containers[0].ports[0].containerPort: Invalid value: 70000: not between 1 and 65535"},
+		{"bad protocol", func(d *DefinitionSpec) { d.Containers[0].Ports[1].Protocol = "ICMP" }, `spec.containers[0].ports[1].protocol: Unsupported value: "ICMP": supported values: "TCP", "UDP", "SCTP"`},
+		{"bad env name", func(d *DefinitionSpec) { d.Containers[0].Env = []EnvVar{{Name: "1=x"}} }, `spec.containers[0].env[0].name: Invalid value: "1=x"`},
 		{"bad quantity", func(d *DefinitionSpec) {
 			d.Containers[0].Resources = &ResourceRequirements{Limits: map[string]string{"memory": "lots"}}
-		}, `containers[0].resources.limits.memory: "lots" is not a quantity`},
+		}, `spec.containers[0].resources.limits.memory: Invalid value: "lots": not a quantity`},
 		{"unknown resource", func(d *DefinitionSpec) {
 			d.Containers[0].Resources = &ResourceRequirements{Limits: map[string]string{"nvidia.com/gpu": "1"}}
-		}, `"nvidia.com/gpu" is not cpu, memory or ephemeral-storage`},
+		}, `spec.containers[0].resources.limits: Unsupported value: "nvidia.com/gpu": supported values: "cpu", "ephemeral-storage", "memory"`},
 		{"request above limit", func(d *DefinitionSpec) {
 			d.Containers[0].Resources = &ResourceRequirements{Requests: map[string]string{"cpu": "2"}, Limits: map[string]string{"cpu": "500m"}}
-		}, "the cpu request 2 is above its limit 500m"},
+		}, `spec.containers[0].resources.requests.cpu: Invalid value: "2": above its limit 500m`},
 		{"probe with two handlers", func(d *DefinitionSpec) {
 			d.Containers[0].ReadinessProbe = &Probe{TCPSocket: &TCPSocketAction{Port: 8080}, Exec: &ExecAction{Command: []string{"true"}}}
-		}, "set exactly one of tcpSocket, httpGet and exec"},
-		{"expose unknown port", func(d *DefinitionSpec) { d.Expose[0].Port = 9090 }, "expose[0].port: 9090 is not a containerPort of any container"},
-		{"expose unknown type", func(d *DefinitionSpec) { d.Expose[0].Type = "Route" }, `expose[0].type: "Route" is not NodePort, LoadBalancer, HTTP, TLS or ClusterIP`},
-		{"HTTP on UDP", func(d *DefinitionSpec) { d.Expose = []Expose{{Port: 5353, Type: ExposeHTTP}} }, "HTTP needs a TCP port"},
-		{"TLS on UDP", func(d *DefinitionSpec) { d.Expose = []Expose{{Port: 5353, Type: ExposeTLS}} }, "TLS needs a TCP port"},
+		}, "spec.containers[0].readinessProbe: Invalid value: set exactly one of tcpSocket, httpGet and exec"},
+		{"expose unknown port", func(d *DefinitionSpec) { d.Expose[0].Port = 9090 }, "spec.expose[0].port: Invalid value: 9090: not a containerPort of any container"},
+		{"expose unknown type", func(d *DefinitionSpec) { d.Expose[0].Type = "Route" }, `spec.expose[0].type: Unsupported value: "Route": supported values: "NodePort", "LoadBalancer", "HTTP", "TLS", "ClusterIP"`},
+		{"HTTP on UDP", func(d *DefinitionSpec) { d.Expose = []Expose{{Port: 5353, Type: ExposeHTTP}} }, "spec.expose[0].port: Invalid value: 5353: HTTP needs a TCP port, this one is UDP"},
+		{"TLS on UDP", func(d *DefinitionSpec) { d.Expose = []Expose{{Port: 5353, Type: ExposeTLS}} }, "spec.expose[0].port: Invalid value: 5353: TLS needs a TCP port, this one is UDP"},
 		{"two TLS exposures", func(d *DefinitionSpec) {
 			d.Containers[0].Ports = append(d.Containers[0].Ports, ContainerPort{ContainerPort: 1337})
 			d.Expose = []Expose{{Port: 8080, Type: ExposeTLS}, {Port: 1337, Type: ExposeTLS}}
-		}, "expose[1]: at most one TLS exposure per instance"},
+		}, `spec.expose[1].type: Invalid value: "TLS": at most one TLS exposure per instance`},
 		{"mixed service types", func(d *DefinitionSpec) {
 			d.Expose = []Expose{{Port: 8080, Type: ExposeNodePort}, {Port: 5353, Type: ExposeLoadBalancer}}
-		}, "NodePort and LoadBalancer cannot be mixed"},
+		}, `spec.expose[1].type: Invalid value: "LoadBalancer": NodePort and LoadBalancer cannot be mixed`},
 		{"ClusterIP without peers", func(d *DefinitionSpec) { d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP}} },
-			"expose[0].from: a ClusterIP exposure admits only the Pods it names"},
+			"spec.expose[0].from: Invalid value: 0: a ClusterIP exposure admits only the Pods it names"},
 		{"peers on NodePort", func(d *DefinitionSpec) { d.Expose[1].From = []ExposePeer{{Namespace: "bots"}} },
-			"expose[1].from: only ClusterIP exposures name their peers; NodePort traffic comes from outside the cluster"},
+			"spec.expose[1].from: Forbidden: only ClusterIP exposures name their peers; NodePort traffic comes from outside the cluster"},
 		{"peers on HTTP", func(d *DefinitionSpec) { d.Expose[0].From = []ExposePeer{{Namespace: "bots"}} },
-			"HTTP traffic comes from the ingress controller"},
+			"spec.expose[0].from: Forbidden: only ClusterIP exposures name their peers; HTTP traffic comes from the ingress controller"},
 		{"empty peer", func(d *DefinitionSpec) {
 			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{}}}}
 		},
-			"expose[0].from[0]: set namespace, podLabels or both"},
+			"spec.expose[0].from[0]: Required value: set namespace, podLabels or both"},
 		{"bad peer namespace", func(d *DefinitionSpec) {
 			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{Namespace: "Bots"}}}}
-		}, `expose[0].from[0].namespace "Bots"`},
+		}, `spec.expose[0].from[0].namespace: Invalid value: "Bots"`},
 		{"bad peer label key", func(d *DefinitionSpec) {
 			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{PodLabels: map[string]string{"app": "bot", "-x": "y"}}}}}
-		}, `expose[0].from[0].podLabels: key "-x"`},
+		}, `spec.expose[0].from[0].podLabels: Invalid value: "-x": not a valid label key`},
 		{"bad peer label value", func(d *DefinitionSpec) {
 			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{PodLabels: map[string]string{"app": "admin bot"}}}}}
-		}, `expose[0].from[0].podLabels["app"]: value "admin bot"`},
-		{"bad timeout", func(d *DefinitionSpec) { d.Timeout = "30 minutes" }, `timeout: "30 minutes" is not a positive duration`},
-		{"timeout above maxLifetime", func(d *DefinitionSpec) { d.Timeout = "3h" }, "timeout 3h is longer than maxLifetime 2h"},
-		{"flag with value and dynamic", func(d *DefinitionSpec) { d.Flag.Value = "CTF{x}" }, "flag: set exactly one of value and dynamic: true"},
-		{"flag delivered nowhere", func(d *DefinitionSpec) { d.Flag.Env = "" }, "flag: set env, path or both"},
-		{"flag path relative", func(d *DefinitionSpec) { d.Flag.Path = "flag.txt" }, `flag.path "flag.txt" must be a clean absolute file path`},
-		{"flag env clash", func(d *DefinitionSpec) { d.Containers[0].Env = []EnvVar{{Name: "FLAG", Value: "x"}} }, `flag.env "FLAG": container "web" already sets it`},
-		{"root uid without opt-out", func(d *DefinitionSpec) { d.Security = &Security{RunAsUser: int64Ptr(0)} }, "security.runAsUser: 0 is root"},
+		}, `spec.expose[0].from[0].podLabels[app]: Invalid value: "admin bot"`},
+		{"bad timeout", func(d *DefinitionSpec) { d.Timeout = "30 minutes" }, `spec.timeout: Invalid value: "30 minutes": not a positive duration`},
+		{"timeout above maxLifetime", func(d *DefinitionSpec) { d.Timeout = "3h" }, `spec.timeout: Invalid value: "3h": longer than maxLifetime 2h`},
+		{"flag with value and dynamic", func(d *DefinitionSpec) { d.Flag.Value = "CTF{x}" }, "spec.flag: Invalid value: set exactly one of value and dynamic: true"},
+		{"flag delivered nowhere", func(d *DefinitionSpec) { d.Flag.Env = "" }, "spec.flag: Required value: set env, path or both"},
+		{"flag path relative", func(d *DefinitionSpec) { d.Flag.Path = "flag.txt" }, `spec.flag.path: Invalid value: "flag.txt": must be a clean absolute file path`},
+		{"flag env clash", func(d *DefinitionSpec) { d.Containers[0].Env = []EnvVar{{Name: "FLAG", Value: "x"}} }, `spec.flag.env: Invalid value: "FLAG": container "web" already sets it`},
+		{"root uid without opt-out", func(d *DefinitionSpec) { d.Security = &Security{RunAsUser: int64Ptr(0)} }, "spec.security.runAsUser: Invalid value: 0: that is root"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -94,9 +95,9 @@ func TestValidateDefinition(t *testing.T) {
 			def.Containers[0].Ports = append([]ContainerPort(nil), def.Containers[0].Ports...)
 			def.Flag = &Flag{Dynamic: true, Env: "FLAG"}
 			c.mutate(&def)
-			err := ValidateDefinition(def)
-			require.Error(t, err)
-			require.Contains(t, err.Error(), c.want)
+			errs := ValidateDefinition(def, field.NewPath("spec"))
+			require.NotEmpty(t, errs)
+			require.Contains(t, errs[0].Error(), c.want, "the first error is the mistake's own: %v", errs)
 		})
 	}
 }
@@ -183,4 +184,16 @@ func TestStatusMessagesAreBounded(t *testing.T) {
 	}
 	require.Equal(t, "ab...", truncate("abcdefgh", 5))
 	require.Equal(t, "...", truncate("ééé", 4), "a cut never splits a character")
+}
+
+// Every mistake is reported at once, in field order, so that an author fixes them in one edit.
+func TestValidateDefinitionReportsEveryMistake(t *testing.T) {
+	def := validDefinition()
+	def.Containers[0].Image = ""
+	def.Timeout = "soon"
+	var fields []string
+	for _, err := range ValidateDefinition(def, field.NewPath("spec")) {
+		fields = append(fields, err.Field)
+	}
+	require.Equal(t, []string{"spec.containers[0].image", "spec.timeout"}, fields)
 }

@@ -47,13 +47,13 @@ func exposureKindOf(exposeType string) (exposureKind, bool) {
 	return exposureKind{}, false
 }
 
-// exposureTypeNames lists the types for a message: "NodePort, LoadBalancer, HTTP, TLS or ClusterIP".
-func exposureTypeNames() string {
+// exposureTypes lists the types, for a message.
+func exposureTypes() []string {
 	names := make([]string, len(exposureKinds))
 	for i, k := range exposureKinds {
 		names[i] = k.name
 	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return names
 }
 
 // observedExposure is one exposure and what the hook observed that tells where players reach it.

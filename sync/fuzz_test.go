@@ -6,12 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 	"unicode"
 
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Fuzz targets. Seeds are the golden requests; crashers found by `go test -fuzz` are kept under
@@ -173,13 +175,14 @@ func FuzzValidateDefinition(f *testing.F) {
 		// The error becomes the status message: it must not depend on map order, or the status
 		// would change on every sync. Go randomizes map order per loop (unevenly: one order can come up
 		// 9 times in 10), so 32 tries catch it.
-		err := hooksync.ValidateDefinition(spec)
+		path := field.NewPath("spec", "template")
+		errs := hooksync.ValidateDefinition(spec, path)
 		for range 32 {
-			if again := hooksync.ValidateDefinition(spec); (err == nil) != (again == nil) || err != nil && err.Error() != again.Error() {
-				t.Fatalf("validation is not deterministic: %v, then %v", err, again)
+			if again := hooksync.ValidateDefinition(spec, path); !reflect.DeepEqual(errs, again) {
+				t.Fatalf("validation is not deterministic: %v, then %v", errs, again)
 			}
 		}
-		if err != nil {
+		if len(errs) > 0 {
 			return
 		}
 		req := hooksync.Request{DeclaredChildTypes: declared, Parent: hooksync.Challenge{

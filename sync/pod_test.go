@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // podOf returns the Pod among a sync answer's children, nil when there is none.
@@ -106,6 +107,6 @@ func TestPodBackstopAndGracePeriod(t *testing.T) {
 	require.Equal(t, grace, *buildPodSpec(in).TerminationGracePeriodSeconds)
 	for _, refused := range []int64{0, maxTerminationGracePeriod + 1} {
 		in.template.TerminationGracePeriodSeconds = &refused
-		require.ErrorContains(t, ValidateDefinition(in.template), "terminationGracePeriodSeconds")
+		require.ErrorContains(t, ValidateDefinition(in.template, field.NewPath("spec")).ToAggregate(), "spec.terminationGracePeriodSeconds")
 	}
 }

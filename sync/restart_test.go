@@ -41,7 +41,7 @@ func TestInvalidRestartedAtKeepsChildren(t *testing.T) {
 	req.Parent.Spec.RestartedAt = "yesterday"
 	resp := Sync(req, goldenNow, goldenConfig(t))
 	assert.Equal(t, ReasonInvalidSpec, resp.Status.Reason)
-	assert.Contains(t, resp.Status.Message, `spec.restartedAt "yesterday" is not an RFC 3339 time`)
+	assert.Contains(t, resp.Status.Message, `spec.restartedAt: Invalid value: "yesterday": not an RFC 3339 time`)
 	require.Len(t, resp.Children, req.Children.Count())
 	for _, child := range resp.Children {
 		assert.IsType(t, keptChild{}, child)
