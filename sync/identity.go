@@ -69,6 +69,9 @@ func resolve(req Request, now time.Time, cfg Config) *instance {
 		deleting:    req.Finalizing || parent.Metadata.DeletionTimestamp != "",
 		started:     startedAt(parent, now),
 	}
+	if in.deleting {
+		return in // finalize reads the identity, the start and the previous status only
+	}
 	in.problem = resolveTemplate(in, req.Related)
 	if in.problem == nil {
 		in.problem = routeProblem(in, req.DeclaredChildTypes)

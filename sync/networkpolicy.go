@@ -58,7 +58,7 @@ const (
 //     link-local ranges.
 func buildNetworkPolicy(in *instance) *networkingv1.NetworkPolicyApplyConfiguration {
 	spec := networkingv1.NetworkPolicySpec().
-		WithPodSelector(metav1.LabelSelector().WithMatchLabels(in.selector)).
+		WithPodSelector(metav1.LabelSelector().WithMatchLabels(map[string]string{LabelInstance: in.id})).
 		WithPolicyTypes(networkingapiv1.PolicyTypeIngress, networkingapiv1.PolicyTypeEgress)
 	spec.WithIngress(ingressRules(in)...)
 	spec.WithEgress(egressRules(in)...)
@@ -72,7 +72,7 @@ func denyAllPolicy(in *instance) *networkingv1.NetworkPolicyApplyConfiguration {
 	return networkingv1.NetworkPolicy(in.name, in.namespace).
 		WithLabels(map[string]string{LabelManagedBy: ManagedByValue, LabelInstance: in.id}).
 		WithSpec(networkingv1.NetworkPolicySpec().
-			WithPodSelector(metav1.LabelSelector().WithMatchLabels(in.selector)).
+			WithPodSelector(metav1.LabelSelector().WithMatchLabels(map[string]string{LabelInstance: in.id})).
 			WithPolicyTypes(networkingapiv1.PolicyTypeIngress, networkingapiv1.PolicyTypeEgress))
 }
 
