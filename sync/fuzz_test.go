@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -258,15 +259,15 @@ func FuzzStatusFromObserved(f *testing.F) {
 			return hooksync.ObservedObject{APIVersion: apiVersion, Kind: kind, Metadata: hooksync.ObservedMeta{
 				ObjectMeta: hooksync.ObjectMeta{Name: "fuzz", Namespace: "ctf", CreationTimestamp: "2026-11-01T11:00:00Z"}}}
 		}
-		terminated := &hooksync.ContainerStateTerminated{Reason: terminatedReason, Message: playerText, ExitCode: 1}
-		pod := hooksync.ObservedPod{ObservedObject: observed("Pod", "v1"), Status: hooksync.ObservedPodStatus{
-			Phase: "Pending", Reason: terminatedReason, Message: message,
-			Conditions: []hooksync.ObservedCondition{{Type: "PodScheduled", Status: "False", Reason: "Unschedulable", Message: message}},
-			ContainerStatuses: []hooksync.ContainerStatus{{Name: "app",
-				State:     hooksync.ContainerState{Waiting: &hooksync.ContainerStateWaiting{Reason: waitingReason, Message: message}, Terminated: terminated},
-				LastState: hooksync.ContainerState{Terminated: terminated}}},
+		terminated := &corev1.ContainerStateTerminated{Reason: terminatedReason, Message: playerText, ExitCode: 1}
+		pod := hooksync.ObservedPod{ObservedObject: observed("Pod", "v1"), Status: corev1.PodStatus{
+			Phase: corev1.PodPending, Reason: terminatedReason, Message: message,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: message}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app",
+				State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waitingReason, Message: message}, Terminated: terminated},
+				LastTerminationState: corev1.ContainerState{Terminated: terminated}}},
 		}}
-		for _, phase := range []string{"Pending", "Failed"} {
+		for _, phase := range []corev1.PodPhase{corev1.PodPending, corev1.PodFailed} {
 			pod.Status.Phase = phase
 			req := hooksync.Request{Parent: parent, Children: hooksync.ObservedChildren{
 				Pods:            []hooksync.ObservedPod{pod},

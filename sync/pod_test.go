@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -38,7 +39,7 @@ func TestFinishedPodIsLeftOutOnce(t *testing.T) {
 	for phase, wantPod := range map[string]bool{"Failed": false, "Succeeded": false, "Running": true, "Pending": true, "Unknown": true} {
 		req, err := DecodeRequest(c.request)
 		require.NoError(t, err)
-		req.Children.Pods[0].Status.Phase = phase
+		req.Children.Pods[0].Status.Phase = corev1.PodPhase(phase)
 		resp := Sync(req, goldenNow, cfg)
 		require.Equal(t, wantPod, podOf(t, resp) != nil, "phase %s", phase)
 		others := len(req.Children.Objects()) - 1

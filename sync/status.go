@@ -57,7 +57,7 @@ func (in *instance) observe(endpoints []Endpoint, missing, refused string) (v ve
 			"restarting: Pod %s is replaced because spec.restartedAt changed; the host, instance id and flag stay", pod.Metadata.Name)}, time.Time{}
 	}
 	if podFinished(pod) {
-		why := inert(pod.Status.Phase, maxObservedLength)
+		why := inert(string(pod.Status.Phase), maxObservedLength)
 		if pod.Status.Reason != "" {
 			why += ", " + inert(pod.Status.Reason, maxObservedLength)
 		}
@@ -97,7 +97,7 @@ func (in *instance) observe(endpoints []Endpoint, missing, refused string) (v ve
 // Failed (or Succeeded) only when the kubelet gives up on it, e.g. it was evicted or its node shut
 // down, and the API server never restarts it.
 func podFinished(pod ObservedPod) bool {
-	return pod.Status.Phase == "Failed" || pod.Status.Phase == "Succeeded"
+	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 }
 
 // unreadySince is when the Pod's progress deadline starts counting: its creation, or the moment its
@@ -108,8 +108,8 @@ func podFinished(pod ObservedPod) bool {
 func unreadySince(pod ObservedPod) time.Time {
 	since := parseTime(pod.Metadata.CreationTimestamp)
 	for _, c := range pod.Status.Conditions {
-		if c.Type == "Ready" && c.Status == "False" {
-			if t := parseTime(c.LastTransitionTime); t.After(since) {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionFalse {
+			if t := c.LastTransitionTime.UTC(); t.After(since) {
 				since = t
 			}
 		}
@@ -119,8 +119,8 @@ func unreadySince(pod ObservedPod) time.Time {
 
 func podReady(pod ObservedPod) bool {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == "Ready" {
-			return c.Status == "True"
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false
@@ -129,7 +129,7 @@ func podReady(pod ObservedPod) bool {
 // podFailure finds the first reason, in container order, that the Pod will not become ready
 // without help.
 func podFailure(pod ObservedPod, in *instance) (verdict, bool) {
-	for _, statuses := range [][]ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, cs := range statuses {
 			if v, failed := containerFailure(cs, in); failed {
 				return v, true
@@ -137,7 +137,7 @@ func podFailure(pod ObservedPod, in *instance) (verdict, bool) {
 		}
 	}
 	for _, c := range pod.Status.Conditions {
-		if c.Type == "PodScheduled" && c.Status == "False" && c.Reason == ReasonUnschedulable {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 			return verdict{PhaseError, ReasonUnschedulable, fmt.Sprintf(
 				"pod %s cannot be scheduled%s; free capacity in the cluster or lower resources.requests in the template",
 				pod.Metadata.Name, detail(c.Message))}, true
@@ -146,7 +146,7 @@ func podFailure(pod ObservedPod, in *instance) (verdict, bool) {
 	return verdict{}, false
 }
 
-func containerFailure(cs ContainerStatus, in *instance) (verdict, bool) {
+func containerFailure(cs corev1.ContainerStatus, in *instance) (verdict, bool) {
 	if t := cs.State.Terminated; t != nil && t.Reason == ReasonOOMKilled {
 		return oomKilled(cs.Name, in), true
 	}
@@ -164,7 +164,7 @@ func containerFailure(cs ContainerStatus, in *instance) (verdict, bool) {
 			"container %q cannot pull image %q%s; check the image name and tag, and that the cluster can pull from its registry",
 			cs.Name, imageOf(in, cs.Name), detail(w.Message))}, true
 	case ReasonCrashLoopBackOff:
-		last := cs.LastState.Terminated
+		last := cs.LastTerminationState.Terminated
 		if last != nil && last.Reason == ReasonOOMKilled {
 			return oomKilled(cs.Name, in), true
 		}

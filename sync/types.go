@@ -3,7 +3,11 @@
 // decode the request, pass a clock reading and configuration, and encode the response.
 package sync
 
-import "time"
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // API names fixed by the design, shared by manifests, golden files and outside checks.
 const (
@@ -247,15 +251,6 @@ type ObservedIngress struct {
 	Status LoadBalancerStatus `json:"status"`
 }
 
-// ObservedCondition is a Kubernetes status condition as read from a Pod.
-type ObservedCondition struct {
-	Type               string `json:"type"`
-	Status             string `json:"status"`
-	Reason             string `json:"reason"`
-	Message            string `json:"message"`
-	LastTransitionTime string `json:"lastTransitionTime"`
-}
-
 // ObservedRoute is a Gateway API HTTPRoute or TLSRoute: its status says whether each parent
 // Gateway accepted it.
 type ObservedRoute struct {
@@ -295,50 +290,11 @@ type GatewayRef struct {
 
 func (g GatewayRef) String() string { return g.Namespace + "/" + g.Name }
 
-// ObservedPod is the instance's workload: its status is what the phase is computed from.
+// ObservedPod is the instance's workload: its status, the Kubernetes type, is what the phase is
+// computed from.
 type ObservedPod struct {
 	ObservedObject
-	Status ObservedPodStatus `json:"status"`
-}
-
-// ObservedPodStatus is what the hook reads of a Pod's status.
-type ObservedPodStatus struct {
-	Phase string `json:"phase"`
-	// Reason and Message say why a Pod failed, e.g. Evicted and what the kubelet ran short of.
-	Reason                string              `json:"reason"`
-	Message               string              `json:"message"`
-	Conditions            []ObservedCondition `json:"conditions"`
-	InitContainerStatuses []ContainerStatus   `json:"initContainerStatuses"`
-	ContainerStatuses     []ContainerStatus   `json:"containerStatuses"`
-}
-
-// ContainerStatus is the part of a container's status that explains why it is not ready.
-type ContainerStatus struct {
-	Name  string         `json:"name"`
-	Ready bool           `json:"ready"`
-	State ContainerState `json:"state"`
-	// LastState.Terminated is the container's previous termination, the cause of a crash loop.
-	LastState ContainerState `json:"lastState"`
-}
-
-// ContainerState is a container's current or previous state.
-type ContainerState struct {
-	Waiting *ContainerStateWaiting `json:"waiting"`
-	// Terminated is set when the container has exited and not been restarted yet.
-	Terminated *ContainerStateTerminated `json:"terminated"`
-}
-
-// ContainerStateWaiting says why a container is not running.
-type ContainerStateWaiting struct {
-	Reason  string `json:"reason"`
-	Message string `json:"message"`
-}
-
-// ContainerStateTerminated says how a container ended.
-type ContainerStateTerminated struct {
-	Reason   string `json:"reason"`
-	Message  string `json:"message"`
-	ExitCode int32  `json:"exitCode"`
+	Status corev1.PodStatus `json:"status"`
 }
 
 // Challenge is one participant's instance, the parent resource.
