@@ -95,11 +95,13 @@ func durationsReadable(t DefinitionSpec) bool {
 	return true
 }
 
-// expiry says whether the workload must go now, and the deadline to show. Expired is final: once
-// the hook answered Expired, the workload was deleted, and a later extension, edited definition or
-// a hook replica whose clock is behind must not bring it back; the deadline shown is then never
-// later than the one that expired it.
-func expiry(parent Challenge, expires, now time.Time) (time.Time, bool) {
+// expiry says whether the workload must go now, and the deadline to show: the deadline of the
+// template that times the instance (see deadline). Expired is final: once the hook answered
+// Expired, the workload was deleted, and a later extension, edited definition or a hook replica
+// whose clock is behind must not bring it back; the deadline shown is then never later than the
+// one that expired it.
+func expiry(parent Challenge, template *DefinitionSpec, started, now time.Time, cfg Config) (time.Time, bool) {
+	expires := deadline(parent, template, started, cfg)
 	if parent.Status.Phase == PhaseExpired {
 		if last := parseTime(parent.Status.ExpiresAt); !last.IsZero() && last.Before(expires) {
 			return last, true

@@ -1,6 +1,10 @@
 package sync
 
-import "strings"
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // playerEntry is where players' traffic to an exposure enters the instance: what its NetworkPolicy
 // admits on the exposed port.
@@ -141,4 +145,32 @@ func endpoints(in *instance) (out []Endpoint, missing, refused string) {
 		out = append(out, ep)
 	}
 	return out, missing, refused
+}
+
+func firstOf(current, next string) string {
+	if current != "" {
+		return current
+	}
+	return next
+}
+
+func observedNodePort(svc ObservedService, port int32) int32 {
+	for _, p := range svc.Spec.Ports {
+		if p.Port == port {
+			return p.NodePort
+		}
+	}
+	return 0
+}
+
+func loadBalancerHost(ingress []corev1.LoadBalancerIngress) string {
+	for _, i := range ingress {
+		if i.IP != "" {
+			return i.IP
+		}
+		if i.Hostname != "" {
+			return i.Hostname
+		}
+	}
+	return ""
 }

@@ -80,7 +80,7 @@ func resolve(req Request, now time.Time, cfg Config) *instance {
 	if in.problem != nil {
 		timing = in.problem.template
 	}
-	in.expires, in.expired = expiry(parent, deadline(parent, timing, in.started, cfg), now)
+	in.expires, in.expired = expiry(parent, timing, in.started, now, cfg)
 	in.setLabels()
 	in.pod, in.hasPod = findByName(in.observed.Pods, in.name)
 	in.waitingFor = podPrerequisite(in)

@@ -214,6 +214,19 @@ func imageOf(in *instance, containerName string) string {
 	return ""
 }
 
+// truncate cuts s to at most n bytes without splitting a UTF-8 character, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "..."
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
 // maxObservedLength bounds each piece of text the hook quotes from an observed object.
 const maxObservedLength = 256
 
@@ -245,32 +258,58 @@ func inert(s string, n int) string {
 	return truncate(s, n)
 }
 
-func firstOf(current, next string) string {
-	if current != "" {
-		return current
+// status is what every answer before deletion says: the verdict, the instance id, the endpoints,
+// its times (startedAt and readyAt never move once set; readyAt is the first Running answer) and
+// its conditions.
+func (in *instance) status(v verdict, endpoints []Endpoint) ChallengeStatus {
+	readyAt := in.parent.Status.ReadyAt
+	if v.phase == PhaseRunning && readyAt == "" {
+		readyAt = formatTime(in.now)
 	}
-	return next
+	return ChallengeStatus{
+		Phase:              v.phase,
+		Reason:             v.reason,
+		Message:            v.message,
+		InstanceID:         in.id,
+		Endpoints:          endpoints,
+		StartedAt:          formatTime(in.started),
+		ReadyAt:            readyAt,
+		ExpiresAt:          formatTime(in.expires),
+		Conditions:         instanceConditions(in, v),
+		ObservedGeneration: in.parent.Metadata.Generation,
+	}
 }
 
-func observedNodePort(svc ObservedService, port int32) int32 {
-	for _, p := range svc.Spec.Ports {
-		if p.Port == port {
-			return p.NodePort
+// settledStatus is the status of an instance being deleted: the verdict, and what the previous
+// status knew: its times and its ExpiringSoon and Expired conditions.
+func (in *instance) settledStatus(v verdict) ChallengeStatus {
+	previous := in.parent.Status
+	current := []Condition{readyCondition(v)}
+	for _, conditionType := range []string{ConditionExpiringSoon, ConditionExpired} {
+		if prev := findCondition(previous.Conditions, conditionType); prev != nil {
+			current = append(current, *prev)
 		}
 	}
-	return 0
+	return ChallengeStatus{
+		Phase:              v.phase,
+		Reason:             v.reason,
+		Message:            v.message,
+		InstanceID:         in.id,
+		StartedAt:          formatTime(in.started),
+		ReadyAt:            previous.ReadyAt,
+		ExpiresAt:          previous.ExpiresAt,
+		Conditions:         conditions(previous.Conditions, in.parent.Metadata.Generation, in.now, current...),
+		ObservedGeneration: in.parent.Metadata.Generation,
+	}
 }
 
-func loadBalancerHost(ingress []LoadBalancerIngress) string {
-	for _, i := range ingress {
-		if i.IP != "" {
-			return i.IP
-		}
-		if i.Hostname != "" {
-			return i.Hostname
+func findCondition(conds []Condition, conditionType string) *Condition {
+	for i := range conds {
+		if conds[i].Type == conditionType {
+			return &conds[i]
 		}
 	}
-	return ""
+	return nil
 }
 
 // conditions completes the current conditions of an answer. A condition's lastTransitionTime moves

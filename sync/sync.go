@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-	"unicode/utf8"
 )
 
 // maxMessageLength bounds status and condition messages: they quote user input and kubelet text,
@@ -22,19 +21,6 @@ func Sync(req Request, now time.Time, cfg Config) Response {
 		resp.Status.Conditions[i].Message = inert(resp.Status.Conditions[i].Message, maxMessageLength)
 	}
 	return resp
-}
-
-// truncate cuts s to at most n bytes without splitting a UTF-8 character, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "..."
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
 }
 
 // syncChallenge resolves the instance once, then answers by its state: being deleted, past its
@@ -87,28 +73,6 @@ func (in *instance) keepChildren() Response {
 		Status:             in.status(v, in.parent.Status.Endpoints),
 		Children:           in.keptWithIsolation(in.observed.Objects()),
 		ResyncAfterSeconds: in.nextWake(time.Time{}),
-	}
-}
-
-// status is what every answer before deletion says: the verdict, the instance id, the endpoints,
-// its times (startedAt and readyAt never move once set; readyAt is the first Running answer) and
-// its conditions.
-func (in *instance) status(v verdict, endpoints []Endpoint) ChallengeStatus {
-	readyAt := in.parent.Status.ReadyAt
-	if v.phase == PhaseRunning && readyAt == "" {
-		readyAt = formatTime(in.now)
-	}
-	return ChallengeStatus{
-		Phase:              v.phase,
-		Reason:             v.reason,
-		Message:            v.message,
-		InstanceID:         in.id,
-		Endpoints:          endpoints,
-		StartedAt:          formatTime(in.started),
-		ReadyAt:            readyAt,
-		ExpiresAt:          formatTime(in.expires),
-		Conditions:         instanceConditions(in, v),
-		ObservedGeneration: in.parent.Metadata.Generation,
 	}
 }
 
@@ -205,42 +169,14 @@ func keptChildren(objs []ObservedObject) []any {
 
 // finalize answers while the Challenge is being deleted: no workload, so Metacontroller deletes
 // every child but the NetworkPolicy, which goes in the first answer after the last Pod is gone
-// (see heldIsolation); finalized only once no child is observed any more. The status keeps what the
-// previous one knew: its deadline and its ExpiringSoon and Expired conditions.
+// (see heldIsolation); finalized only once no child is observed any more.
 func (in *instance) finalize() Response {
 	remaining := in.observed.Count()
 	v := verdict{PhaseDeleted, ReasonDeleted, "every child is gone"}
 	if remaining > 0 {
 		v = verdict{PhaseTerminating, ReasonTerminating, fmt.Sprintf("waiting for %d child object(s) to be deleted", remaining)}
 	}
-	previous := in.parent.Status
-	current := []Condition{readyCondition(v)}
-	for _, conditionType := range []string{ConditionExpiringSoon, ConditionExpired} {
-		if prev := findCondition(previous.Conditions, conditionType); prev != nil {
-			current = append(current, *prev)
-		}
-	}
-	status := ChallengeStatus{
-		Phase:              v.phase,
-		Reason:             v.reason,
-		Message:            v.message,
-		InstanceID:         in.id,
-		StartedAt:          formatTime(in.started),
-		ReadyAt:            previous.ReadyAt,
-		ExpiresAt:          previous.ExpiresAt,
-		Conditions:         conditions(previous.Conditions, in.parent.Metadata.Generation, in.now, current...),
-		ObservedGeneration: in.parent.Metadata.Generation,
-	}
-	return Response{Status: status, Children: in.heldIsolation(), Finalized: remaining == 0}
-}
-
-func findCondition(conds []Condition, conditionType string) *Condition {
-	for i := range conds {
-		if conds[i].Type == conditionType {
-			return &conds[i]
-		}
-	}
-	return nil
+	return Response{Status: in.settledStatus(v), Children: in.heldIsolation(), Finalized: remaining == 0}
 }
 
 // Customize asks Metacontroller for the related object Sync needs: the referenced definition, unless

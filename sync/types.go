@@ -158,7 +158,7 @@ type ObservedChildren struct {
 	Pods            []ObservedPod
 	Services        []ObservedService
 	NetworkPolicies []ObservedObject
-	Ingresses       []ObservedIngress
+	Ingresses       []ObservedObject
 	HTTPRoutes      []ObservedRoute
 	TLSRoutes       []ObservedRoute
 	Secrets         []ObservedObject
@@ -209,46 +209,12 @@ type ObservedAnnotations struct {
 	RestartedAt string `json:"ctf.challenge-hook.dev/restarted-at"`
 }
 
-// ObservedService adds the allocated node ports and load-balancer addresses.
+// ObservedService adds the allocated node ports and load-balancer addresses, in the Kubernetes
+// types.
 type ObservedService struct {
 	ObservedObject
-	Spec   ObservedServiceSpec `json:"spec"`
-	Status LoadBalancerStatus  `json:"status"`
-}
-
-// ObservedServiceSpec is what the hook reads of a Service's spec.
-type ObservedServiceSpec struct {
-	Type  string                `json:"type"`
-	Ports []ObservedServicePort `json:"ports"`
-}
-
-// ObservedServicePort is one port of an observed Service.
-type ObservedServicePort struct {
-	Port     int32  `json:"port"`
-	NodePort int32  `json:"nodePort"`
-	Protocol string `json:"protocol"`
-}
-
-// LoadBalancerStatus is the status of a Service or an Ingress: the addresses published for it.
-type LoadBalancerStatus struct {
-	LoadBalancer LoadBalancerIngresses `json:"loadBalancer"`
-}
-
-// LoadBalancerIngresses are the addresses published for a Service or an Ingress.
-type LoadBalancerIngresses struct {
-	Ingress []LoadBalancerIngress `json:"ingress"`
-}
-
-// LoadBalancerIngress is one address a load balancer or ingress controller published.
-type LoadBalancerIngress struct {
-	IP       string `json:"ip"`
-	Hostname string `json:"hostname"`
-}
-
-// ObservedIngress adds the addresses the ingress controller published.
-type ObservedIngress struct {
-	ObservedObject
-	Status LoadBalancerStatus `json:"status"`
+	Spec   corev1.ServiceSpec   `json:"spec"`
+	Status corev1.ServiceStatus `json:"status"`
 }
 
 // ObservedRoute is a Gateway API HTTPRoute or TLSRoute: its status says whether each parent
