@@ -1,5 +1,5 @@
-# challenge-hook: every command a developer or CI needs. run, test and update need only Go: their one
-# other tool, staticcheck, is pinned by go.mod's tool directive. e2e needs openssl, curl and setsid;
+# challenge-hook: every command a developer or CI needs. run, test, generate and update need only Go:
+# their other tools, staticcheck and controller-gen, are pinned by go.mod's tool directive. e2e needs openssl, curl and setsid;
 # bench installs wrk with apt-get when it is missing.
 SHELL := /bin/bash
 GO ?= go
@@ -8,7 +8,7 @@ BIN := bin/challenge-hook
 # golden files were computed with, so that curl of any testdata request answers its response.json.
 DEV_FLAGS := $(shell cat testdata/dev.flags 2>/dev/null)
 
-.PHONY: all build run test lint update e2e e2e-node bench bench-cluster fuzz clean
+.PHONY: all build run test lint generate update e2e e2e-node bench bench-cluster fuzz clean
 
 all: test build
 
@@ -20,8 +20,10 @@ run:
 	$(GO) run ./cmd/challenge-hook --listen=127.0.0.1:8080 $(DEV_FLAGS) $(RUN_FLAGS)
 
 # Unit, golden, HTTP (bad-input matrix, auth, graceful shutdown, TLS) tests, then a short run of
-# every fuzz target (FUZZTIME each; `make fuzz` runs them longer).
+# every fuzz target (FUZZTIME each; `make fuzz` runs them longer). Fails first when a CRD under
+# manifests/ is not what api/v1alpha1 generates.
 test: lint
+	GO=$(GO) bash hack/generate.sh --check
 	$(GO) test -count=1 ./...
 	FUZZTIME=$${FUZZTIME:-10s} bash hack/fuzz.sh
 
@@ -35,6 +37,10 @@ lint:
 	$(GO) vet -tags e2enode ./...
 	$(GO) tool staticcheck -tags e2e,scale,e2enode ./...
 	cd hack/testimages && $(GO) vet ./... && $$(cd ../.. && $(GO) tool -n staticcheck) ./...
+
+# The CRDs under manifests/ from the Go types of api/v1alpha1 and their +kubebuilder markers.
+generate:
+	GO=$(GO) bash hack/generate.sh
 
 # Regenerate the golden files and the NetworkPolicy truth table; read every changed line before committing.
 update:

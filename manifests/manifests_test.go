@@ -118,41 +118,6 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 	assert.Equal(t, want, listed)
 }
 
-// TestTemplateSchemaEqualsDefinitionSpecSchema: Challenge.spec.template and ChallengeDefinition.spec
-// are the same Go type (sync.DefinitionSpec), so their two schema copies must not drift apart.
-func TestTemplateSchemaEqualsDefinitionSpecSchema(t *testing.T) {
-	definitionSpec := crdProperty(t, "crd-challengedefinitions.yaml", "spec")
-	template := crdProperty(t, "crd-challenges.yaml", "spec", "template")
-	if !reflect.DeepEqual(definitionSpec, template) {
-		definitionYAML, _ := yaml.Marshal(definitionSpec)
-		templateYAML, _ := yaml.Marshal(template)
-		t.Fatalf("Challenge.spec.template differs from ChallengeDefinition.spec; first difference near line %d:\n"+
-			"ChallengeDefinition.spec:\n%s\nChallenge.spec.template:\n%s",
-			firstDifferentLine(string(definitionYAML), string(templateYAML)), definitionYAML, templateYAML)
-	}
-}
-
-// TestSchemasMirrorGoTypes compares every schema property with the fields and types of package
-// sync, so that a field the API server would prune (or one the hook would never read) is caught.
-func TestSchemasMirrorGoTypes(t *testing.T) {
-	cases := []struct {
-		name   string
-		schema map[string]any
-		goType reflect.Type
-	}{
-		{"ChallengeDefinition.spec", crdProperty(t, "crd-challengedefinitions.yaml", "spec"), reflect.TypeFor[hooksync.DefinitionSpec]()},
-		{"Challenge.spec", crdProperty(t, "crd-challenges.yaml", "spec"), reflect.TypeFor[hooksync.ChallengeSpec]()},
-		{"Challenge.status", crdProperty(t, "crd-challenges.yaml", "status"), reflect.TypeFor[hooksync.ChallengeStatus]()},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			for _, problem := range compareSchema(tc.name, tc.schema, tc.goType) {
-				t.Error(problem)
-			}
-		})
-	}
-}
-
 // TestStatusRequiredFieldsAreAlwaysSent: the hook writes the whole status; a property the schema
 // requires but Go omits when empty would make the API server refuse the status update.
 func TestStatusRequiredFieldsAreAlwaysSent(t *testing.T) {
@@ -269,74 +234,6 @@ func jsonFields(structType reflect.Type) map[string]reflect.StructField {
 	return fields
 }
 
-// compareSchema lists every mismatch between a structural schema and a Go type.
-func compareSchema(path string, schema map[string]any, goType reflect.Type) []string {
-	for goType.Kind() == reflect.Pointer {
-		goType = goType.Elem()
-	}
-	schemaType, _ := schema["type"].(string)
-	mismatch := func(want string) []string {
-		return []string{fmt.Sprintf("%s: schema type %q, Go type %s wants %q", path, schemaType, goType, want)}
-	}
-	switch goType.Kind() {
-	case reflect.String:
-		if schemaType != "string" {
-			return mismatch("string")
-		}
-	case reflect.Bool:
-		if schemaType != "boolean" {
-			return mismatch("boolean")
-		}
-	case reflect.Int32, reflect.Int64:
-		if schemaType != "integer" {
-			return mismatch("integer")
-		}
-		wantFormat := "int" + fmt.Sprint(goType.Bits())
-		if schema["format"] != wantFormat {
-			return []string{fmt.Sprintf("%s: format %v, Go type %s wants %s", path, schema["format"], goType, wantFormat)}
-		}
-	case reflect.Slice:
-		if schemaType != "array" {
-			return mismatch("array")
-		}
-		items, _ := schema["items"].(map[string]any)
-		return compareSchema(path+"[]", items, goType.Elem())
-	case reflect.Map:
-		if schemaType != "object" {
-			return mismatch("object")
-		}
-		values, ok := schema["additionalProperties"].(map[string]any)
-		if !ok {
-			return []string{fmt.Sprintf("%s: Go map %s needs additionalProperties", path, goType)}
-		}
-		return compareSchema(path+"{}", values, goType.Elem())
-	case reflect.Struct:
-		if schemaType != "object" {
-			return mismatch("object")
-		}
-		properties, _ := schema["properties"].(map[string]any)
-		fields := jsonFields(goType)
-		var problems []string
-		for _, name := range sortedKeys(properties) {
-			if _, ok := fields[name]; !ok {
-				problems = append(problems, fmt.Sprintf("%s.%s: in the schema but not in Go type %s", path, name, goType))
-			}
-		}
-		for _, name := range sortedKeys(fields) {
-			property, ok := properties[name].(map[string]any)
-			if !ok {
-				problems = append(problems, fmt.Sprintf("%s.%s: in Go type %s but not in the schema", path, name, goType))
-				continue
-			}
-			problems = append(problems, compareSchema(path+"."+name, property, fields[name].Type)...)
-		}
-		return problems
-	default:
-		return []string{fmt.Sprintf("%s: Go type %s has no schema mapping in this test", path, goType)}
-	}
-	return nil
-}
-
 // requiredButOmitted lists properties the schema requires that Go leaves out when empty.
 func requiredButOmitted(path string, schema map[string]any, goType reflect.Type) []string {
 	for goType.Kind() == reflect.Pointer || goType.Kind() == reflect.Slice {
@@ -374,16 +271,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-func firstDifferentLine(a, b string) int {
-	aLines, bLines := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := range min(len(aLines), len(bLines)) {
-		if aLines[i] != bLines[i] {
-			return i + 1
-		}
-	}
-	return min(len(aLines), len(bLines)) + 1
 }
 
 // TestPlatformRBACIsLeastPrivilege: the platform may run instances through Challenges and read

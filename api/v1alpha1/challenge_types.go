@@ -1,0 +1,186 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// The Expires column is a string, not a date: kubectl prints a future date column as "<invalid>"
+// (it renders dates as an age), and an instance's expiry is in the future while it matters.
+
+// Challenge is one participant's private, short-lived instance of a CTF challenge.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=challenges,scope=Namespaced,shortName=chal,categories=ctf
+// +kubebuilder:metadata:labels="app.kubernetes.io/name=challenge-hook"
+// +kubebuilder:metadata:labels="app.kubernetes.io/part-of=challenge-hook"
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.spec.owner`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoints[0].url`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1
+// +kubebuilder:printcolumn:name="Definition",type=string,JSONPath=`.spec.definitionRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label of at most 63 characters (lowercase letters, digits and '-', starting with a letter): the instance's Service is named after it",fieldPath=`.metadata.name`
+type Challenge struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec ChallengeSpec `json:"spec"`
+	// +optional
+	Status ChallengeStatus `json:"status"`
+}
+
+// ChallengeSpec says which template to run, for whom, and for how long.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.definitionRef) != has(self.template)",message="spec must set exactly one of definitionRef or template"
+type ChallengeSpec struct {
+	// The ChallengeDefinition to run. Its namespace defaults to the Challenge's.
+	//
+	// +optional
+	DefinitionRef *DefinitionRef `json:"definitionRef,omitempty"`
+	// An inline template, the same as a ChallengeDefinition's spec.
+	//
+	// +optional
+	Template *DefinitionSpec `json:"template,omitempty"`
+	// The user or team the instance belongs to; a label value (at most 63 characters:
+	// letters, digits, '-', '_', '.', starting and ending with a letter or digit).
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.owner is immutable (the flag and the instance derive from it); create a new Challenge"
+	Owner string `json:"owner,omitempty"`
+	// Lifetime override, a Go duration such as 30m or 1h30m; capped by the template's
+	// maxLifetime.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="timeout must be a positive duration such as 30m or 1h30m"
+	Timeout string `json:"timeout,omitempty"`
+	// When the instance expires, RFC 3339 (e.g. 2026-11-01T13:00:00Z). The platform
+	// extends an instance by patching it; capped by maxLifetime.
+	//
+	// +optional
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
+	ExpiresAt string `json:"expiresAt,omitempty"`
+	// true removes the instance's Pod and keeps everything else (the record, instance id,
+	// host, Service, flag): phase Stopped. false (or absent) starts it again, within its
+	// lifetime: the clock keeps running while stopped, and expiry wins.
+	//
+	// +optional
+	Stopped bool `json:"stopped,omitempty"`
+	// A time the platform sets, RFC 3339 (e.g. the time of the player's click): each new
+	// value restarts the instance's Pod; the host, instance id and flag stay.
+	//
+	// +optional
+	// +kubebuilder:validation:Format=date-time
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
+	RestartedAt string `json:"restartedAt,omitempty"`
+}
+
+// DefinitionRef names a ChallengeDefinition; the namespace defaults to the Challenge's.
+type DefinitionRef struct {
+	// A DNS-1123 subdomain of at most 63 characters (ChallengeDefinition names are
+	// copied into a label).
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+	// Namespace of the ChallengeDefinition, a DNS-1123 label.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Phases of a Challenge.
+const (
+	PhaseNone        = "None"
+	PhaseCreating    = "Creating"
+	PhaseRunning     = "Running"
+	PhaseError       = "Error"
+	PhaseStopped     = "Stopped"
+	PhaseExpired     = "Expired"
+	PhaseTerminating = "Terminating"
+	PhaseDeleted     = "Deleted"
+)
+
+// Reasons: a fixed vocabulary, so that UIs can switch on them.
+const (
+	ReasonPending                    = "Pending"
+	ReasonStarting                   = "Starting"
+	ReasonReady                      = "Ready"
+	ReasonDefinitionNotFound         = "DefinitionNotFound"
+	ReasonInvalidDefinition          = "InvalidDefinition"
+	ReasonInvalidSpec                = "InvalidSpec"
+	ReasonErrImagePull               = "ErrImagePull"
+	ReasonImagePullBackOff           = "ImagePullBackOff"
+	ReasonCrashLoopBackOff           = "CrashLoopBackOff"
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
+	ReasonOOMKilled                  = "OOMKilled"
+	ReasonUnschedulable              = "Unschedulable"
+	ReasonProgressDeadlineExceeded   = "ProgressDeadlineExceeded"
+	ReasonFlagKeyMissing             = "FlagKeyMissing"
+	ReasonGatewayAPINotEnabled       = "GatewayAPINotEnabled"
+	ReasonRouteNotAccepted           = "RouteNotAccepted"
+	ReasonStopped                    = "Stopped"
+	ReasonExpired                    = "Expired"
+	ReasonTerminating                = "Terminating"
+	ReasonDeleted                    = "Deleted"
+)
+
+// ChallengeStatus is computed by the hook on every sync.
+type ChallengeStatus struct {
+	// None, Creating, Running, Error, Stopped, Expired, Terminating or Deleted.
+	//
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// One machine word from a fixed vocabulary (e.g. Ready, ImagePullBackOff).
+	//
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// One sentence a player or organizer can act on.
+	//
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Short deterministic id of the instance, the basis of its unguessable host.
+	//
+	// +optional
+	InstanceID string `json:"instanceId,omitempty"`
+	// What the player connects to.
+	//
+	// +optional
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Format=date-time
+	StartedAt string `json:"startedAt,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Format=date-time
+	ReadyAt string `json:"readyAt,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Format=date-time
+	ExpiresAt string `json:"expiresAt,omitempty"`
+	// Ready, ExpiringSoon and Expired.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// Endpoint is what a player connects to.
+type Endpoint struct {
+	Name     string `json:"name"`
+	Protocol string `json:"protocol"`
+	Host     string `json:"host"`
+	Port     int32  `json:"port"`
+	URL      string `json:"url"`
+}
