@@ -276,7 +276,7 @@ func validateResources(r ResourceRequirements, fldPath *field.Path) field.ErrorL
 	// Known names in a fixed order, so that the errors are in the same order on every sync.
 	for _, list := range []struct {
 		name   string
-		values map[string]string
+		values map[string]Quantity
 	}{{"requests", r.Requests}, {"limits", r.Limits}} {
 		parsed[list.name] = map[string]resource.Quantity{}
 		for _, name := range slices.Sorted(maps.Keys(list.values)) {
@@ -284,9 +284,9 @@ func validateResources(r ResourceRequirements, fldPath *field.Path) field.ErrorL
 				errs = append(errs, field.NotSupported(fldPath.Child(list.name), name, resourceNames))
 				continue
 			}
-			q, err := resource.ParseQuantity(list.values[name])
+			q, err := resource.ParseQuantity(string(list.values[name]))
 			if err != nil {
-				errs = append(errs, field.Invalid(fldPath.Child(list.name, name), list.values[name], "not a quantity such as 500m or 256Mi"))
+				errs = append(errs, field.Invalid(fldPath.Child(list.name, name), string(list.values[name]), "not a quantity such as 500m or 256Mi"))
 				continue
 			}
 			parsed[list.name][name] = q
@@ -296,7 +296,7 @@ func validateResources(r ResourceRequirements, fldPath *field.Path) field.ErrorL
 		request, hasRequest := parsed["requests"][name]
 		limit, hasLimit := parsed["limits"][name]
 		if hasRequest && hasLimit && request.Cmp(limit) > 0 {
-			errs = append(errs, field.Invalid(fldPath.Child("requests", name), r.Requests[name], "above its limit "+r.Limits[name]))
+			errs = append(errs, field.Invalid(fldPath.Child("requests", name), string(r.Requests[name]), "above its limit "+string(r.Limits[name])))
 		}
 	}
 	return errs
@@ -416,8 +416,8 @@ func validateExposeFrom(e Expose, kind exposureKind, fldPath *field.Path) field.
 			if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
 				errs = append(errs, field.Invalid(labelsPath, key, "not a valid label key: "+strings.Join(msgs, "; ")))
 			}
-			if msgs := validation.IsValidLabelValue(peer.PodLabels[key]); len(msgs) > 0 {
-				errs = append(errs, field.Invalid(labelsPath.Key(key), peer.PodLabels[key], strings.Join(msgs, "; ")))
+			if msgs := validation.IsValidLabelValue(string(peer.PodLabels[key])); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(labelsPath.Key(key), string(peer.PodLabels[key]), strings.Join(msgs, "; ")))
 			}
 		}
 	}

@@ -40,13 +40,13 @@ func TestValidateDefinition(t *testing.T) {
 		{"bad protocol", func(d *DefinitionSpec) { d.Containers[0].Ports[1].Protocol = "ICMP" }, `spec.containers[0].ports[1].protocol: Unsupported value: "ICMP": supported values: "TCP", "UDP", "SCTP"`},
 		{"bad env name", func(d *DefinitionSpec) { d.Containers[0].Env = []EnvVar{{Name: "1=x"}} }, `spec.containers[0].env[0].name: Invalid value: "1=x"`},
 		{"bad quantity", func(d *DefinitionSpec) {
-			d.Containers[0].Resources = &ResourceRequirements{Limits: map[string]string{"memory": "lots"}}
+			d.Containers[0].Resources = &ResourceRequirements{Limits: map[string]Quantity{"memory": "lots"}}
 		}, `spec.containers[0].resources.limits.memory: Invalid value: "lots": not a quantity`},
 		{"unknown resource", func(d *DefinitionSpec) {
-			d.Containers[0].Resources = &ResourceRequirements{Limits: map[string]string{"nvidia.com/gpu": "1"}}
+			d.Containers[0].Resources = &ResourceRequirements{Limits: map[string]Quantity{"nvidia.com/gpu": "1"}}
 		}, `spec.containers[0].resources.limits: Unsupported value: "nvidia.com/gpu": supported values: "cpu", "ephemeral-storage", "memory"`},
 		{"request above limit", func(d *DefinitionSpec) {
-			d.Containers[0].Resources = &ResourceRequirements{Requests: map[string]string{"cpu": "2"}, Limits: map[string]string{"cpu": "500m"}}
+			d.Containers[0].Resources = &ResourceRequirements{Requests: map[string]Quantity{"cpu": "2"}, Limits: map[string]Quantity{"cpu": "500m"}}
 		}, `spec.containers[0].resources.requests.cpu: Invalid value: "2": above its limit 500m`},
 		{"probe with two handlers", func(d *DefinitionSpec) {
 			d.Containers[0].ReadinessProbe = &Probe{TCPSocket: &TCPSocketAction{Port: 8080}, Exec: &ExecAction{Command: []string{"true"}}}
@@ -76,10 +76,10 @@ func TestValidateDefinition(t *testing.T) {
 			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{Namespace: "Bots"}}}}
 		}, `spec.expose[0].from[0].namespace: Invalid value: "Bots"`},
 		{"bad peer label key", func(d *DefinitionSpec) {
-			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{PodLabels: map[string]string{"app": "bot", "-x": "y"}}}}}
+			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{PodLabels: map[string]LabelValue{"app": "bot", "-x": "y"}}}}}
 		}, `spec.expose[0].from[0].podLabels: Invalid value: "-x": not a valid label key`},
 		{"bad peer label value", func(d *DefinitionSpec) {
-			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{PodLabels: map[string]string{"app": "admin bot"}}}}}
+			d.Expose = []Expose{{Port: 8080, Type: ExposeClusterIP, From: []ExposePeer{{PodLabels: map[string]LabelValue{"app": "admin bot"}}}}}
 		}, `spec.expose[0].from[0].podLabels[app]: Invalid value: "admin bot"`},
 		{"bad timeout", func(d *DefinitionSpec) { d.Timeout = "30 minutes" }, `spec.timeout: Invalid value: "30 minutes": not a positive duration`},
 		{"timeout above maxLifetime", func(d *DefinitionSpec) { d.Timeout = "3h" }, `spec.timeout: Invalid value: "3h": longer than maxLifetime 2h`},

@@ -6,11 +6,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func conditionOf(t *testing.T, status ChallengeStatus, conditionType string) Condition {
+func conditionOf(t *testing.T, status ChallengeStatus, conditionType string) metav1.Condition {
 	t.Helper()
-	c := findCondition(status.Conditions, conditionType)
+	c := meta.FindStatusCondition(status.Conditions, conditionType)
 	require.NotNil(t, c, "no %s condition in %+v", conditionType, status.Conditions)
 	return *c
 }
@@ -25,11 +27,11 @@ func TestExpiringSoonBeginsAtTheWakeUp(t *testing.T) {
 	warnAt := expires.Add(-cfg.ExpiryWarning)
 
 	before := Sync(req, warnAt.Add(-90*time.Second), cfg)
-	assert.Equal(t, "False", conditionOf(t, before.Status, ConditionExpiringSoon).Status)
+	assert.Equal(t, metav1.ConditionFalse, conditionOf(t, before.Status, ConditionExpiringSoon).Status)
 	assert.Equal(t, 90.0, before.ResyncAfterSeconds, "woken when the warning begins")
 	at := Sync(req, warnAt, cfg)
-	assert.Equal(t, "True", conditionOf(t, at.Status, ConditionExpiringSoon).Status)
-	assert.Equal(t, formatTime(warnAt), conditionOf(t, at.Status, ConditionExpiringSoon).LastTransitionTime)
+	assert.Equal(t, metav1.ConditionTrue, conditionOf(t, at.Status, ConditionExpiringSoon).Status)
+	assert.Equal(t, warnAt, conditionOf(t, at.Status, ConditionExpiringSoon).LastTransitionTime.Time)
 	assert.Equal(t, 300.0, at.ResyncAfterSeconds, "then woken at expiry")
 	assert.Equal(t, PhaseRunning, at.Status.Phase)
 	assert.Equal(t, before.Children, at.Children, "the warning changes no child")
@@ -37,7 +39,7 @@ func TestExpiringSoonBeginsAtTheWakeUp(t *testing.T) {
 	quiet := cfg
 	quiet.ExpiryWarning = 0
 	never := Sync(req, expires.Add(-time.Second), quiet)
-	assert.Equal(t, "False", conditionOf(t, never.Status, ConditionExpiringSoon).Status)
+	assert.Equal(t, metav1.ConditionFalse, conditionOf(t, never.Status, ConditionExpiringSoon).Status)
 	assert.Contains(t, conditionOf(t, never.Status, ConditionExpiringSoon).Message, "no warning")
 	assert.Equal(t, 1.0, never.ResyncAfterSeconds)
 	assert.Equal(t, 390.0, Sync(req, warnAt.Add(-90*time.Second), quiet).ResyncAfterSeconds, "without a warning, woken at expiry")

@@ -159,9 +159,13 @@ func gatewayDataPlane(cfg Config) PodPeer {
 // instanceExcludingPeer selects the Pods of a namespace (empty: the instance's own) by labels,
 // except the Pods of any instance: whatever a template or flag names, one instance never admits
 // another.
-func instanceExcludingPeer(namespace string, labels map[string]string) *networkingv1.NetworkPolicyPeerApplyConfiguration {
+func instanceExcludingPeer[V ~string](namespace string, labels map[string]V) *networkingv1.NetworkPolicyPeerApplyConfiguration {
+	matchLabels := make(map[string]string, len(labels))
+	for key, value := range labels {
+		matchLabels[key] = string(value)
+	}
 	peer := networkingv1.NetworkPolicyPeer().WithPodSelector(metav1.LabelSelector().
-		WithMatchLabels(labels).
+		WithMatchLabels(matchLabels).
 		WithMatchExpressions(metav1.LabelSelectorRequirement().WithKey(LabelInstance).WithOperator(apimetav1.LabelSelectorOpDoesNotExist)))
 	if namespace != "" {
 		peer.WithNamespaceSelector(namespaceSelector(namespace))

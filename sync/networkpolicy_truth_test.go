@@ -106,7 +106,7 @@ func modelPolicies(t *testing.T, cfg Config) ([]peer, []*networkingapiv1.Network
 			name := strings.ToLower(e.typ) + "-" + team
 			expose := Expose{Port: e.port, Type: e.typ}
 			if e.typ == ExposeClusterIP {
-				expose.From = []ExposePeer{{Namespace: checkerNamespace, PodLabels: map[string]string{"app": checkerApp}}}
+				expose.From = []ExposePeer{{Namespace: checkerNamespace, PodLabels: map[string]LabelValue{"app": checkerApp}}}
 			}
 			parent := Challenge{
 				Metadata: ObjectMeta{Name: name, Namespace: "ctf", UID: fmt.Sprintf("00000000-0000-0000-0000-%012d", teamIndex*10+i), Generation: 1},

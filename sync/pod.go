@@ -192,10 +192,10 @@ func containerResources(r *ResourceRequirements) (requests, limits corev1.Resour
 		return requests, limits
 	}
 	for name, value := range r.Requests {
-		requests[corev1.ResourceName(name)] = resource.MustParse(value)
+		requests[corev1.ResourceName(name)] = resource.MustParse(string(value))
 	}
 	for name, value := range r.Limits {
-		limits[corev1.ResourceName(name)] = resource.MustParse(value)
+		limits[corev1.ResourceName(name)] = resource.MustParse(string(value))
 	}
 	// A default must never contradict what the template set: a lone limit below the default
 	// request lowers the request; a lone request above the default limit raises the limit.

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Condition types on the Challenge.
@@ -284,9 +286,9 @@ func (in *instance) status(v verdict, endpoints []Endpoint) ChallengeStatus {
 // status knew: its times and its ExpiringSoon and Expired conditions.
 func (in *instance) settledStatus(v verdict) ChallengeStatus {
 	previous := in.parent.Status
-	current := []Condition{readyCondition(v)}
+	current := []metav1.Condition{readyCondition(v)}
 	for _, conditionType := range []string{ConditionExpiringSoon, ConditionExpired} {
-		if prev := findCondition(previous.Conditions, conditionType); prev != nil {
+		if prev := meta.FindStatusCondition(previous.Conditions, conditionType); prev != nil {
 			current = append(current, *prev)
 		}
 	}
@@ -303,44 +305,34 @@ func (in *instance) settledStatus(v verdict) ChallengeStatus {
 	}
 }
 
-func findCondition(conds []Condition, conditionType string) *Condition {
-	for i := range conds {
-		if conds[i].Type == conditionType {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
-// conditions completes the current conditions of an answer. A condition's lastTransitionTime moves
-// only when its status flips; otherwise it is kept from the previous status, so a steady state
-// gives the same status on every sync.
-func conditions(previous []Condition, generation int64, now time.Time, current ...Condition) []Condition {
-	out := make([]Condition, 0, len(current))
+// conditions completes the current conditions of an answer, in their order. A condition's
+// lastTransitionTime moves (to now, the sync's clock) only when its status flips; otherwise
+// meta.SetStatusCondition keeps it from the previous status, so a steady state gives the same
+// status on every sync.
+func conditions(previous []metav1.Condition, generation int64, now time.Time, current ...metav1.Condition) []metav1.Condition {
+	out := make([]metav1.Condition, 0, len(current))
 	for _, c := range current {
-		c.ObservedGeneration = generation
-		c.LastTransitionTime = formatTime(now)
-		for _, p := range previous {
-			if p.Type == c.Type && p.Status == c.Status && p.LastTransitionTime != "" {
-				c.LastTransitionTime = p.LastTransitionTime
-			}
+		if p := meta.FindStatusCondition(previous, c.Type); p != nil && !p.LastTransitionTime.IsZero() {
+			out = append(out, *p)
 		}
-		out = append(out, c)
+		c.ObservedGeneration = generation
+		c.LastTransitionTime = metav1.NewTime(now)
+		meta.SetStatusCondition(&out, c)
 	}
 	return out
 }
 
-func readyCondition(v verdict) Condition {
-	status := "False"
+func readyCondition(v verdict) metav1.Condition {
+	status := metav1.ConditionFalse
 	if v.phase == PhaseRunning {
-		status = "True"
+		status = metav1.ConditionTrue
 	}
-	return Condition{Type: ConditionReady, Status: status, Reason: v.reason, Message: v.message}
+	return metav1.Condition{Type: ConditionReady, Status: status, Reason: v.reason, Message: v.message}
 }
 
 // instanceConditions are the conditions of every answer before deletion: Ready from the verdict,
 // ExpiringSoon and Expired from the deadline.
-func instanceConditions(in *instance, v verdict) []Condition {
+func instanceConditions(in *instance, v verdict) []metav1.Condition {
 	return conditions(in.parent.Status.Conditions, in.parent.Metadata.Generation, in.now,
 		readyCondition(v), expiringSoonCondition(in.expires, in.now, in.cfg.ExpiryWarning, in.expired), expiredCondition(in.expires, in.expired))
 }
@@ -348,13 +340,13 @@ func instanceConditions(in *instance, v verdict) []Condition {
 // expiringSoonCondition is True during the last warning before the deadline, so that a UI can
 // warn the player; its message names the deadline, never the time left, which would change the
 // status on every sync.
-func expiringSoonCondition(expires, now time.Time, warning time.Duration, expired bool) Condition {
-	c := Condition{Type: ConditionExpiringSoon, Status: "False"}
+func expiringSoonCondition(expires, now time.Time, warning time.Duration, expired bool) metav1.Condition {
+	c := metav1.Condition{Type: ConditionExpiringSoon, Status: metav1.ConditionFalse}
 	switch {
 	case expired:
 		c.Reason, c.Message = ReasonExpired, "expired at "+formatTime(expires)
 	case warning > 0 && !now.Before(expires.Add(-warning)):
-		c.Status, c.Reason = "True", ConditionExpiringSoon
+		c.Status, c.Reason = metav1.ConditionTrue, ConditionExpiringSoon
 		c.Message = fmt.Sprintf("expires at %s, in less than %s: the workload is removed then unless spec.expiresAt is extended", formatTime(expires), warning)
 	case warning > 0:
 		c.Reason, c.Message = "NotExpiringSoon", fmt.Sprintf("expires at %s; expiring soon from %s", formatTime(expires), formatTime(expires.Add(-warning)))
@@ -364,9 +356,9 @@ func expiringSoonCondition(expires, now time.Time, warning time.Duration, expire
 	return c
 }
 
-func expiredCondition(expires time.Time, expired bool) Condition {
+func expiredCondition(expires time.Time, expired bool) metav1.Condition {
 	if expired {
-		return Condition{Type: ConditionExpired, Status: "True", Reason: ReasonExpired, Message: "expired at " + formatTime(expires)}
+		return metav1.Condition{Type: ConditionExpired, Status: metav1.ConditionTrue, Reason: ReasonExpired, Message: "expired at " + formatTime(expires)}
 	}
-	return Condition{Type: ConditionExpired, Status: "False", Reason: "NotExpired", Message: "expires at " + formatTime(expires)}
+	return metav1.Condition{Type: ConditionExpired, Status: metav1.ConditionFalse, Reason: "NotExpired", Message: "expires at " + formatTime(expires)}
 }

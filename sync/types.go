@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // API names fixed by the design, shared by manifests, golden files and outside checks.
@@ -343,9 +344,12 @@ type ContainerPort struct {
 
 // ResourceRequirements are quantities by resource name (cpu, memory, ephemeral-storage).
 type ResourceRequirements struct {
-	Requests map[string]string `json:"requests,omitempty"`
-	Limits   map[string]string `json:"limits,omitempty"`
+	Requests map[string]Quantity `json:"requests,omitempty"`
+	Limits   map[string]Quantity `json:"limits,omitempty"`
 }
+
+// Quantity is a Kubernetes quantity as its string, e.g. 250m, 1 or 256Mi.
+type Quantity string
 
 // Probe is a readiness probe: a TCP connect, an HTTP GET or a command.
 type Probe struct {
@@ -395,9 +399,12 @@ type Expose struct {
 // ExposePeer selects Pods by namespace (default: the Challenge's) and labels (default: every Pod
 // of the namespace). Another instance's Pod is never selected.
 type ExposePeer struct {
-	Namespace string            `json:"namespace,omitempty"`
-	PodLabels map[string]string `json:"podLabels,omitempty"`
+	Namespace string                `json:"namespace,omitempty"`
+	PodLabels map[string]LabelValue `json:"podLabels,omitempty"`
 }
+
+// LabelValue is a Kubernetes label value.
+type LabelValue string
 
 // Flag is the secret players hunt for: a static value, or one derived per owner.
 type Flag struct {
@@ -460,16 +467,16 @@ const (
 
 // ChallengeStatus is computed by the hook on every sync.
 type ChallengeStatus struct {
-	Phase              string      `json:"phase,omitempty"`
-	Reason             string      `json:"reason,omitempty"`
-	Message            string      `json:"message,omitempty"`
-	InstanceID         string      `json:"instanceId,omitempty"`
-	Endpoints          []Endpoint  `json:"endpoints,omitempty"`
-	StartedAt          string      `json:"startedAt,omitempty"`
-	ReadyAt            string      `json:"readyAt,omitempty"`
-	ExpiresAt          string      `json:"expiresAt,omitempty"`
-	Conditions         []Condition `json:"conditions,omitempty"`
-	ObservedGeneration int64       `json:"observedGeneration,omitempty"`
+	Phase              string             `json:"phase,omitempty"`
+	Reason             string             `json:"reason,omitempty"`
+	Message            string             `json:"message,omitempty"`
+	InstanceID         string             `json:"instanceId,omitempty"`
+	Endpoints          []Endpoint         `json:"endpoints,omitempty"`
+	StartedAt          string             `json:"startedAt,omitempty"`
+	ReadyAt            string             `json:"readyAt,omitempty"`
+	ExpiresAt          string             `json:"expiresAt,omitempty"`
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
 }
 
 // Endpoint is what a player connects to.
@@ -479,16 +486,6 @@ type Endpoint struct {
 	Host     string `json:"host"`
 	Port     int32  `json:"port"`
 	URL      string `json:"url"`
-}
-
-// Condition has the shape of metav1.Condition.
-type Condition struct {
-	Type               string `json:"type"`
-	Status             string `json:"status"`
-	ObservedGeneration int64  `json:"observedGeneration,omitempty"`
-	LastTransitionTime string `json:"lastTransitionTime"`
-	Reason             string `json:"reason"`
-	Message            string `json:"message"`
 }
 
 // Response is the sync or finalize answer. Children are encoded in order; each is a child object
