@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
@@ -84,26 +85,26 @@ func TestGatewayAPIComponentEnablesRoutes(t *testing.T) {
 	for _, r := range base {
 		require.NotContains(t, r.APIVersion, "gateway.networking.k8s.io", "the base install must not need the Gateway API CRDs")
 	}
-	template := hooksync.DefinitionSpec{
-		Containers: []hooksync.Container{{Name: "chal", Image: "registry.ctf.example/chal:1", Ports: []hooksync.ContainerPort{
+	template := v1alpha1.DefinitionSpec{
+		Containers: []v1alpha1.Container{{Name: "chal", Image: "registry.ctf.example/chal:1", Ports: []v1alpha1.ContainerPort{
 			{Name: "http", ContainerPort: 8080}, {Name: "pwn", ContainerPort: 1337}}}},
-		Expose: []hooksync.Expose{{Port: 8080, Type: hooksync.ExposeHTTP}, {Port: 1337, Type: hooksync.ExposeTLS}},
+		Expose: []v1alpha1.Expose{{Port: 8080, Type: v1alpha1.ExposeHTTP}, {Port: 1337, Type: v1alpha1.ExposeTLS}},
 	}
 	cfg := hooksync.DefaultConfig()
 	cfg.Gateway = &hooksync.GatewayRef{Namespace: "gateway-system", Name: "ctf"}
 	sync := func(declared []hooksync.ChildResource) hooksync.Response {
 		return hooksync.Sync(hooksync.Request{DeclaredChildTypes: declared, Parent: hooksync.Challenge{
 			Metadata: hooksync.ObjectMeta{Name: "chal-team1", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000001", Generation: 1},
-			Spec:     hooksync.ChallengeSpec{Owner: "team-1", Template: &template},
+			Spec:     v1alpha1.ChallengeSpec{Owner: "team-1", Template: &template},
 		}}, time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), cfg)
 	}
 
 	refused := sync(base)
-	require.Equal(t, hooksync.ReasonGatewayAPINotEnabled, refused.Status.Reason)
+	require.Equal(t, v1alpha1.ReasonGatewayAPINotEnabled, refused.Status.Reason)
 	require.Contains(t, refused.Status.Message, filepath.ToSlash(filepath.Join("manifests", filepath.Dir(gatewayComponent))))
 
 	built := sync(withGatewayComponent(t, base))
-	require.Equal(t, hooksync.PhaseNone, built.Status.Phase, built.Status.Message)
+	require.Equal(t, v1alpha1.PhaseNone, built.Status.Phase, built.Status.Message)
 	kinds := map[string]bool{}
 	for _, child := range built.Children {
 		out, err := hooksync.EncodeResponse(child)

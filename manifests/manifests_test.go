@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
@@ -122,7 +123,7 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 // requires but Go omits when empty would make the API server refuse the status update.
 func TestStatusRequiredFieldsAreAlwaysSent(t *testing.T) {
 	status := crdProperty(t, "crd-challenges.yaml", "status")
-	for _, problem := range requiredButOmitted("Challenge.status", status, reflect.TypeFor[hooksync.ChallengeStatus]()) {
+	for _, problem := range requiredButOmitted("Challenge.status", status, reflect.TypeFor[v1alpha1.ChallengeStatus]()) {
 		t.Error(problem)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // problem is why the hook cannot build an instance: a reason from the fixed vocabulary and a
@@ -23,7 +25,7 @@ type problem struct {
 	message string
 	// template is the template found before the problem, if any: its timeout and maxLifetime still
 	// give the instance's deadline (see deadline).
-	template *DefinitionSpec
+	template *v1alpha1.DefinitionSpec
 }
 
 // resolveTemplate finds the instance's template (inline, or the related ChallengeDefinition) and
@@ -32,18 +34,18 @@ type problem struct {
 func resolveTemplate(in *instance, related Related) *problem {
 	parent, cfg := in.parent, in.cfg
 	if errs := validateChallengeSpec(parent); len(errs) > 0 {
-		return &problem{ReasonInvalidSpec, errs.ToAggregate().Error(), nil}
+		return &problem{v1alpha1.ReasonInvalidSpec, errs.ToAggregate().Error(), nil}
 	}
 	if parent.Spec.Template != nil {
 		if cfg.RefuseInlineTemplates {
 			// No template for the deadline either: a refused template does not choose how long
 			// the children it may already have keep running.
-			return &problem{ReasonInvalidSpec,
+			return &problem{v1alpha1.ReasonInvalidSpec,
 				"spec.template: this hook refuses inline templates (--inline-templates=false): reference a ChallengeDefinition with spec.definitionRef instead", nil}
 		}
 		in.template = *parent.Spec.Template
 		if errs := ValidateDefinition(in.template, field.NewPath("spec", "template")); len(errs) > 0 {
-			return &problem{ReasonInvalidSpec, errs.ToAggregate().Error(), &in.template}
+			return &problem{v1alpha1.ReasonInvalidSpec, errs.ToAggregate().Error(), &in.template}
 		}
 	} else {
 		ref := *parent.Spec.DefinitionRef
@@ -51,23 +53,23 @@ func resolveTemplate(in *instance, related Related) *problem {
 			ref.Namespace = parent.Metadata.Namespace
 		}
 		if !definitionNamespaceAllowed(cfg, ref.Namespace) {
-			return &problem{ReasonInvalidSpec, fmt.Sprintf(
+			return &problem{v1alpha1.ReasonInvalidSpec, fmt.Sprintf(
 				"spec.definitionRef: namespace %q is not one this hook takes ChallengeDefinitions from (--definition-namespaces=%s): reference a definition in one of those",
 				ref.Namespace, strings.Join(cfg.DefinitionNamespaces, ",")), nil}
 		}
 		def, found := findDefinition(related.Definitions, ref)
 		if !found {
-			return &problem{ReasonDefinitionNotFound, fmt.Sprintf(
+			return &problem{v1alpha1.ReasonDefinitionNotFound, fmt.Sprintf(
 				"ChallengeDefinition %s/%s not found: create it, or fix spec.definitionRef", ref.Namespace, ref.Name), nil}
 		}
 		in.definition, in.definitionNamespace = ref.Name, ref.Namespace
 		in.template = def.Spec
 		if errs := ValidateDefinition(in.template, field.NewPath("spec")); len(errs) > 0 {
-			return &problem{ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, errs.ToAggregate()), &in.template}
+			return &problem{v1alpha1.ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, errs.ToAggregate()), &in.template}
 		}
 	}
 	if flag := in.template.Flag; flag != nil && flag.Dynamic && len(cfg.FlagKey) == 0 && cfg.DynamicFlagPlaceholder == "" {
-		return &problem{ReasonFlagKeyMissing,
+		return &problem{v1alpha1.ReasonFlagKeyMissing,
 			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook", &in.template}
 	}
 	return nil
@@ -79,7 +81,7 @@ func definitionNamespaceAllowed(cfg Config, namespace string) bool {
 	return len(cfg.DefinitionNamespaces) == 0 || slices.Contains(cfg.DefinitionNamespaces, namespace)
 }
 
-func findDefinition(defs []ChallengeDefinition, ref DefinitionRef) (ChallengeDefinition, bool) {
+func findDefinition(defs []ChallengeDefinition, ref v1alpha1.DefinitionRef) (ChallengeDefinition, bool) {
 	for _, def := range defs {
 		if def.Metadata.Name == ref.Name && (def.Metadata.Namespace == ref.Namespace || def.Metadata.Namespace == "") {
 			return def, true
@@ -159,7 +161,7 @@ var validProtocols = map[string]bool{"TCP": true, "UDP": true, "SCTP": true}
 // ValidateDefinition checks a template, at path (spec of a ChallengeDefinition, spec.template of a
 // Challenge). Each error names its field and says what is expected; their order is the same on
 // every call, as the status message shows them.
-func ValidateDefinition(spec DefinitionSpec, fldPath *field.Path) field.ErrorList {
+func ValidateDefinition(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	containersPath := fldPath.Child("containers")
 	switch n := len(spec.Containers); {
@@ -233,7 +235,7 @@ func validDuration(value string, fldPath *field.Path, errs *field.ErrorList) tim
 	return d
 }
 
-func validateContainer(c Container, fldPath *field.Path) field.ErrorList {
+func validateContainer(c v1alpha1.Container, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if msgs := validation.IsDNS1123Label(c.Name); len(msgs) > 0 {
 		errs = append(errs, field.Invalid(fldPath.Child("name"), c.Name, strings.Join(msgs, "; ")))
@@ -270,13 +272,13 @@ func validateContainer(c Container, fldPath *field.Path) field.ErrorList {
 // resourceNames are the resources a template may set, in the order they are checked.
 var resourceNames = []string{"cpu", "ephemeral-storage", "memory"}
 
-func validateResources(r ResourceRequirements, fldPath *field.Path) field.ErrorList {
+func validateResources(r v1alpha1.ResourceRequirements, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	parsed := map[string]map[string]resource.Quantity{}
 	// Known names in a fixed order, so that the errors are in the same order on every sync.
 	for _, list := range []struct {
 		name   string
-		values map[string]Quantity
+		values map[string]v1alpha1.Quantity
 	}{{"requests", r.Requests}, {"limits", r.Limits}} {
 		parsed[list.name] = map[string]resource.Quantity{}
 		for _, name := range slices.Sorted(maps.Keys(list.values)) {
@@ -302,7 +304,7 @@ func validateResources(r ResourceRequirements, fldPath *field.Path) field.ErrorL
 	return errs
 }
 
-func validateProbe(p Probe, fldPath *field.Path) field.ErrorList {
+func validateProbe(p v1alpha1.Probe, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	handlers := 0
 	if p.TCPSocket != nil {
@@ -338,7 +340,7 @@ func validatePort(port int32, fldPath *field.Path) field.ErrorList {
 	return nil
 }
 
-func validateExpose(expose []Expose, portProtocol map[int32]string, fldPath *field.Path) field.ErrorList {
+func validateExpose(expose []v1alpha1.Expose, portProtocol map[int32]string, fldPath *field.Path) field.ErrorList {
 	if len(expose) > maxExpose {
 		return field.ErrorList{field.TooMany(fldPath, len(expose), maxExpose)}
 	}
@@ -384,7 +386,7 @@ func validateExpose(expose []Expose, portProtocol map[int32]string, fldPath *fie
 
 // validateExposeFrom checks the peers of a ClusterIP exposure: its only sources, so it needs at
 // least one, and each must say which Pods it means.
-func validateExposeFrom(e Expose, kind exposureKind, fldPath *field.Path) field.ErrorList {
+func validateExposeFrom(e v1alpha1.Expose, kind exposureKind, fldPath *field.Path) field.ErrorList {
 	if kind.entry != entryNamedPeers {
 		if len(e.From) > 0 {
 			return field.ErrorList{field.Forbidden(fldPath, fmt.Sprintf("only ClusterIP exposures name their peers; %s traffic comes from %s", e.Type, kind.source))}
@@ -424,7 +426,7 @@ func validateExposeFrom(e Expose, kind exposureKind, fldPath *field.Path) field.
 	return errs
 }
 
-func validateFlag(flag *Flag, containers []Container, fldPath *field.Path) field.ErrorList {
+func validateFlag(flag *v1alpha1.Flag, containers []v1alpha1.Container, fldPath *field.Path) field.ErrorList {
 	if flag == nil {
 		return nil
 	}
@@ -441,7 +443,7 @@ func validateFlag(flag *Flag, containers []Container, fldPath *field.Path) field
 			errs = append(errs, field.Invalid(env, flag.Env, strings.Join(msgs, "; ")))
 		}
 		for _, c := range containers {
-			if slices.ContainsFunc(c.Env, func(e EnvVar) bool { return e.Name == flag.Env }) {
+			if slices.ContainsFunc(c.Env, func(e v1alpha1.EnvVar) bool { return e.Name == flag.Env }) {
 				errs = append(errs, field.Invalid(env, flag.Env, fmt.Sprintf("container %q already sets it", c.Name)))
 			}
 		}

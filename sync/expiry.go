@@ -3,6 +3,8 @@ package sync
 import (
 	"math"
 	"time"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // timeLayout is how Kubernetes writes times (metav1.Time): UTC, whole seconds.
@@ -37,7 +39,7 @@ func startedAt(parent Challenge, now time.Time) time.Time {
 // expiresAt is when the instance's workload goes away: started + timeout (the Challenge's override,
 // else the definition's, else the hook's default), or the Challenge's spec.expiresAt when the
 // platform extended it; never later than started + maxLifetime. Durations were validated before.
-func expiresAt(parent Challenge, t DefinitionSpec, started time.Time, cfg Config) time.Time {
+func expiresAt(parent Challenge, t v1alpha1.DefinitionSpec, started time.Time, cfg Config) time.Time {
 	timeout := cfg.DefaultTimeout
 	for _, s := range []string{parent.Spec.Timeout, t.Timeout} {
 		if d, err := time.ParseDuration(s); err == nil && d > 0 {
@@ -67,7 +69,7 @@ func expiresAt(parent Challenge, t DefinitionSpec, started time.Time, cfg Config
 // status.expiresAt, which a readable spec.expiresAt may bring forward but never push back. An
 // instance that never had one gets the default timeout from its start, so that no path keeps a
 // workload without a deadline.
-func deadline(parent Challenge, template *DefinitionSpec, started time.Time, cfg Config) time.Time {
+func deadline(parent Challenge, template *v1alpha1.DefinitionSpec, started time.Time, cfg Config) time.Time {
 	if template != nil && durationsReadable(*template) {
 		return expiresAt(parent, *template, started, cfg)
 	}
@@ -83,7 +85,7 @@ func deadline(parent Challenge, template *DefinitionSpec, started time.Time, cfg
 
 // durationsReadable: the template's timeout and maxLifetime are absent or valid, so expiresAt
 // would not silently replace a broken cap by the default one.
-func durationsReadable(t DefinitionSpec) bool {
+func durationsReadable(t v1alpha1.DefinitionSpec) bool {
 	for _, s := range []string{t.Timeout, t.MaxLifetime} {
 		if s == "" {
 			continue
@@ -100,9 +102,9 @@ func durationsReadable(t DefinitionSpec) bool {
 // Expired, the workload was deleted, and a later extension, edited definition or a hook replica
 // whose clock is behind must not bring it back; the deadline shown is then never later than the
 // one that expired it.
-func expiry(parent Challenge, template *DefinitionSpec, started, now time.Time, cfg Config) (time.Time, bool) {
+func expiry(parent Challenge, template *v1alpha1.DefinitionSpec, started, now time.Time, cfg Config) (time.Time, bool) {
 	expires := deadline(parent, template, started, cfg)
-	if parent.Status.Phase == PhaseExpired {
+	if parent.Status.Phase == v1alpha1.PhaseExpired {
 		if last := parseTime(parent.Status.ExpiresAt); !last.IsZero() && last.Before(expires) {
 			return last, true
 		}

@@ -8,9 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
-func conditionOf(t *testing.T, status ChallengeStatus, conditionType string) metav1.Condition {
+func conditionOf(t *testing.T, status v1alpha1.ChallengeStatus, conditionType string) metav1.Condition {
 	t.Helper()
 	c := meta.FindStatusCondition(status.Conditions, conditionType)
 	require.NotNil(t, c, "no %s condition in %+v", conditionType, status.Conditions)
@@ -33,7 +35,7 @@ func TestExpiringSoonBeginsAtTheWakeUp(t *testing.T) {
 	assert.Equal(t, metav1.ConditionTrue, conditionOf(t, at.Status, ConditionExpiringSoon).Status)
 	assert.Equal(t, warnAt, conditionOf(t, at.Status, ConditionExpiringSoon).LastTransitionTime.Time)
 	assert.Equal(t, 300.0, at.ResyncAfterSeconds, "then woken at expiry")
-	assert.Equal(t, PhaseRunning, at.Status.Phase)
+	assert.Equal(t, v1alpha1.PhaseRunning, at.Status.Phase)
 	assert.Equal(t, before.Children, at.Children, "the warning changes no child")
 
 	quiet := cfg

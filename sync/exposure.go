@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // playerEntry is where players' traffic to an exposure enters the instance: what its NetworkPolicy
@@ -35,11 +37,11 @@ type exposureKind struct {
 
 // exposureKinds in the order messages list them.
 var exposureKinds = []exposureKind{
-	{name: ExposeNodePort, entry: entryOutside, source: "outside the cluster", endpoint: nodePortEndpoint},
-	{name: ExposeLoadBalancer, entry: entryOutside, source: "outside the cluster", endpoint: loadBalancerEndpoint},
-	{name: ExposeHTTP, routed: true, entry: entryRouted, source: "the ingress controller", endpoint: httpEndpoint},
-	{name: ExposeTLS, routed: true, entry: entryRouted, source: "the Gateway", endpoint: tlsEndpoint},
-	{name: ExposeClusterIP, entry: entryNamedPeers, source: "the Pods it names", endpoint: clusterIPEndpoint},
+	{name: v1alpha1.ExposeNodePort, entry: entryOutside, source: "outside the cluster", endpoint: nodePortEndpoint},
+	{name: v1alpha1.ExposeLoadBalancer, entry: entryOutside, source: "outside the cluster", endpoint: loadBalancerEndpoint},
+	{name: v1alpha1.ExposeHTTP, routed: true, entry: entryRouted, source: "the ingress controller", endpoint: httpEndpoint},
+	{name: v1alpha1.ExposeTLS, routed: true, entry: entryRouted, source: "the Gateway", endpoint: tlsEndpoint},
+	{name: v1alpha1.ExposeClusterIP, entry: entryNamedPeers, source: "the Pods it names", endpoint: clusterIPEndpoint},
 }
 
 func exposureKindOf(exposeType string) (exposureKind, bool) {
@@ -63,7 +65,7 @@ func exposureTypes() []string {
 // observedExposure is one exposure and what the hook observed that tells where players reach it.
 type observedExposure struct {
 	in         *instance
-	expose     Expose
+	expose     v1alpha1.Expose
 	svc        ObservedService
 	hasService bool
 }
@@ -128,7 +130,7 @@ func clusterIPEndpoint(o observedExposure) where {
 // endpoints lists what players connect to, in exposure order, from the observed Service, Ingress
 // and routes. missing names the first endpoint not known yet ("" when all are known); refused is
 // why the Gateway refused a route ("" when none is refused).
-func endpoints(in *instance) (out []Endpoint, missing, refused string) {
+func endpoints(in *instance) (out []v1alpha1.Endpoint, missing, refused string) {
 	svc, hasService := findByName(in.observed.Services, in.name)
 	for _, e := range in.template.Expose {
 		kind, _ := exposureKindOf(e.Type)
@@ -138,7 +140,7 @@ func endpoints(in *instance) (out []Endpoint, missing, refused string) {
 			continue
 		}
 		port := exposedPort(in.template, e.Port)
-		ep := Endpoint{Name: portName(port), Protocol: protocolOf(port), Host: w.host, Port: w.port, URL: w.url}
+		ep := v1alpha1.Endpoint{Name: portName(port), Protocol: protocolOf(port), Host: w.host, Port: w.port, URL: w.url}
 		if ep.URL == "" {
 			ep.URL = strings.ToLower(ep.Protocol) + "://" + ep.Host + ":" + itoa(ep.Port)
 		}

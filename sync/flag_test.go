@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // deliveredFlag is the flag a sync answer delivers in its Secret child.
@@ -45,7 +47,7 @@ func TestVerifyDynamicFlagAcceptsTheDeliveredFlag(t *testing.T) {
 			definition, owner := tc.definition, tc.owner
 			if definition == "" {
 				require.NotNil(t, req.Parent.Spec.Template, "an inline template case")
-				req.Parent.Spec.Template.Flag = &Flag{Dynamic: true, Env: "FLAG"}
+				req.Parent.Spec.Template.Flag = &v1alpha1.Flag{Dynamic: true, Env: "FLAG"}
 				definition = "inline/" + req.Parent.Metadata.Namespace + "/" + req.Parent.Metadata.Name
 				owner = req.Parent.Spec.Owner
 			}

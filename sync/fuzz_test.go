@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -169,7 +170,7 @@ func FuzzValidateDefinition(f *testing.F) {
 		{APIVersion: "gateway.networking.k8s.io/v1", Resource: "tlsroutes"},
 	}
 	f.Fuzz(func(t *testing.T, specJSON []byte) {
-		var spec hooksync.DefinitionSpec
+		var spec v1alpha1.DefinitionSpec
 		if json.Unmarshal(specJSON, &spec) != nil {
 			return
 		}
@@ -190,10 +191,10 @@ func FuzzValidateDefinition(f *testing.F) {
 			APIVersion: hooksync.APIVersion,
 			Kind:       "Challenge",
 			Metadata:   hooksync.ObjectMeta{Name: "fuzz", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000000", Generation: 1},
-			Spec:       hooksync.ChallengeSpec{Owner: "team-1", Template: &spec},
+			Spec:       v1alpha1.ChallengeSpec{Owner: "team-1", Template: &spec},
 		}}
 		resp := hooksync.SecondAnswer(t, req, fuzzNow, cfg)
-		if resp.Status.Phase == hooksync.PhaseError {
+		if resp.Status.Phase == v1alpha1.PhaseError {
 			t.Fatalf("ValidateDefinition accepts the template but sync answers Error %s: %s", resp.Status.Reason, resp.Status.Message)
 		}
 		out := encode(t, resp)
@@ -250,9 +251,9 @@ func FuzzStatusFromObserved(f *testing.F) {
 		parent := hooksync.Challenge{
 			Metadata: hooksync.ObjectMeta{Name: "fuzz", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000000", Generation: 1,
 				CreationTimestamp: "2026-11-01T11:00:00Z"},
-			Spec: hooksync.ChallengeSpec{Owner: "team-1", Template: &hooksync.DefinitionSpec{
-				Containers: []hooksync.Container{{Name: "app", Image: "registry.ctf.example/app:1", Ports: []hooksync.ContainerPort{{ContainerPort: 8080}}}},
-				Expose:     []hooksync.Expose{{Port: 8080, Type: hooksync.ExposeNodePort}},
+			Spec: v1alpha1.ChallengeSpec{Owner: "team-1", Template: &v1alpha1.DefinitionSpec{
+				Containers: []v1alpha1.Container{{Name: "app", Image: "registry.ctf.example/app:1", Ports: []v1alpha1.ContainerPort{{ContainerPort: 8080}}}},
+				Expose:     []v1alpha1.Expose{{Port: 8080, Type: v1alpha1.ExposeNodePort}},
 			}},
 		}
 		observed := func(kind, apiVersion string) hooksync.ObservedObject {

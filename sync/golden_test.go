@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/response.json from the hook's answers")
@@ -211,14 +213,14 @@ func checkDeadlineProperty(t *testing.T, c goldenCase, cfg Config) {
 	require.NoError(t, err)
 	// Expired and deleted instances keep at most the NetworkPolicy of a terminating Pod: its
 	// deletion, not the clock, wakes the hook.
-	if len(first.Children) > 0 && first.Status.Phase != PhaseExpired && !req.Finalizing {
+	if len(first.Children) > 0 && first.Status.Phase != v1alpha1.PhaseExpired && !req.Finalizing {
 		require.True(t, goldenNow.Before(deadline), "children returned at or past the deadline %s", first.Status.ExpiresAt)
 		// Earlier is allowed (a Pod's progress deadline may come first), later never.
 		require.Positive(t, first.ResyncAfterSeconds, "an answer with children must ask to be woken")
 		require.LessOrEqual(t, first.ResyncAfterSeconds, deadline.Sub(goldenNow).Seconds(),
 			"an answer with children must wake the hook no later than its deadline")
 	}
-	if first.Status.Phase == PhaseExpired {
+	if first.Status.Phase == v1alpha1.PhaseExpired {
 		requireOnlyHeldIsolation(t, c.request, first, "the first answer")
 	}
 
@@ -230,8 +232,8 @@ func checkDeadlineProperty(t *testing.T, c goldenCase, cfg Config) {
 		later, err := time.Parse(time.RFC3339, next.Status.ExpiresAt)
 		require.NoError(t, err, "round %d: expiresAt %q", round, next.Status.ExpiresAt)
 		require.False(t, later.After(deadline), "round %d moved expiresAt from %s to %s", round, first.Status.ExpiresAt, next.Status.ExpiresAt)
-		if first.Status.Phase == PhaseExpired {
-			require.Equal(t, PhaseExpired, next.Status.Phase, "round %d revived an Expired instance", round)
+		if first.Status.Phase == v1alpha1.PhaseExpired {
+			require.Equal(t, v1alpha1.PhaseExpired, next.Status.Phase, "round %d revived an Expired instance", round)
 			requireOnlyHeldIsolation(t, request, next, fmt.Sprintf("round %d", round))
 		}
 	}
@@ -241,7 +243,7 @@ func checkDeadlineProperty(t *testing.T, c goldenCase, cfg Config) {
 			got := decodeAnswer(t, answerAt(t, c.with(r), cfg, now))
 			requireOnlyHeldIsolation(t, r, got, fmt.Sprintf("%s at %s, past the deadline %s", name, now.Format(time.RFC3339), first.Status.ExpiresAt))
 			if !req.Finalizing {
-				require.Equal(t, PhaseExpired, got.Status.Phase, "%s at %s", name, now.Format(time.RFC3339))
+				require.Equal(t, v1alpha1.PhaseExpired, got.Status.Phase, "%s at %s", name, now.Format(time.RFC3339))
 			}
 		}
 	}

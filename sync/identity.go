@@ -5,6 +5,8 @@ import (
 	"encoding/base32"
 	"strings"
 	"time"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // instanceIDLength is the length of an instance id: 16 base32 characters carry 80 bits, enough that
@@ -33,7 +35,7 @@ type instance struct {
 	restartedAt         string // spec.restartedAt, the Pod's AnnotationRestartedAt
 	definition          string // the referenced definition's name, empty for inline templates
 	definitionNamespace string
-	template            DefinitionSpec
+	template            v1alpha1.DefinitionSpec
 	labels              map[string]string // see setLabels
 	selector            map[string]string
 
@@ -120,14 +122,14 @@ func (in *instance) setLabels() {
 
 // portName is the name of a port in the Service and endpoints: the container port's own name, or
 // the protocol and number.
-func portName(port ContainerPort) string {
+func portName(port v1alpha1.ContainerPort) string {
 	if port.Name != "" {
 		return port.Name
 	}
 	return strings.ToLower(protocolOf(port)) + "-" + itoa(port.ContainerPort)
 }
 
-func protocolOf(port ContainerPort) string {
+func protocolOf(port v1alpha1.ContainerPort) string {
 	if port.Protocol == "" {
 		return "TCP"
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	networkingapiv1 "k8s.io/api/networking/v1"
 	networkingv1 "k8s.io/client-go/applyconfigurations/networking/v1"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // TestGoldenNetworkPolicyRulesNamePeers: a rule without from or to admits every address, and a
@@ -92,9 +94,9 @@ func TestMinimalCover(t *testing.T) {
 // TestHTTPWithoutIngressNamespaceAdmitsNobody: a peer without a namespace selector means the
 // policy's own namespace, so an unset ingress controller namespace must leave no rule at all.
 func TestHTTPWithoutIngressNamespaceAdmitsNobody(t *testing.T) {
-	in := &instance{name: "web", namespace: "ctf", template: DefinitionSpec{
-		Containers: []Container{{Name: "web", Image: "x", Ports: []ContainerPort{{ContainerPort: 8080}}}},
-		Expose:     []Expose{{Port: 8080, Type: ExposeHTTP}},
+	in := &instance{name: "web", namespace: "ctf", template: v1alpha1.DefinitionSpec{
+		Containers: []v1alpha1.Container{{Name: "web", Image: "x", Ports: []v1alpha1.ContainerPort{{ContainerPort: 8080}}}},
+		Expose:     []v1alpha1.Expose{{Port: 8080, Type: v1alpha1.ExposeHTTP}},
 	}, cfg: goldenConfig(t)}
 	in.setLabels()
 	require.Len(t, buildNetworkPolicy(in).Spec.Ingress, 1)
@@ -106,9 +108,9 @@ func TestHTTPWithoutIngressNamespaceAdmitsNobody(t *testing.T) {
 // so their players arrive from its data-plane Pods, never from the ingress controller's; by
 // default the Pods a Gateway API implementation labels with the Gateway's name, in its namespace.
 func TestRoutedExposuresAdmitOnlyTheGatewayPods(t *testing.T) {
-	in := &instance{name: "svc", namespace: "ctf", template: DefinitionSpec{
-		Containers: []Container{{Name: "svc", Image: "x", Ports: []ContainerPort{{ContainerPort: 8080}, {ContainerPort: 1337}}}},
-		Expose:     []Expose{{Port: 8080, Type: ExposeHTTP}, {Port: 1337, Type: ExposeTLS}},
+	in := &instance{name: "svc", namespace: "ctf", template: v1alpha1.DefinitionSpec{
+		Containers: []v1alpha1.Container{{Name: "svc", Image: "x", Ports: []v1alpha1.ContainerPort{{ContainerPort: 8080}, {ContainerPort: 1337}}}},
+		Expose:     []v1alpha1.Expose{{Port: 8080, Type: v1alpha1.ExposeHTTP}, {Port: 1337, Type: v1alpha1.ExposeTLS}},
 	}}
 	in.setLabels()
 	sources := func(cfg Config) []string {

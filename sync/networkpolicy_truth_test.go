@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	networkingapiv1 "k8s.io/api/networking/v1"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // The truth table: a model cluster whose instances' NetworkPolicies are the hook's own answers,
@@ -85,10 +87,10 @@ type target struct {
 // modelInstances are two teams' instances of each exposure type: team-a without egress, team-b
 // with it. Each is built by Sync from a Challenge, as Metacontroller would send it.
 var modelExposures = []truthExposure{
-	{ExposeHTTP, 8080, "TCP"},
-	{ExposeNodePort, 1337, "TCP"},
-	{ExposeLoadBalancer, 4000, "UDP"},
-	{ExposeClusterIP, 80, "TCP"},
+	{v1alpha1.ExposeHTTP, 8080, "TCP"},
+	{v1alpha1.ExposeNodePort, 1337, "TCP"},
+	{v1alpha1.ExposeLoadBalancer, 4000, "UDP"},
+	{v1alpha1.ExposeClusterIP, 80, "TCP"},
 }
 
 const (
@@ -104,21 +106,21 @@ func modelPolicies(t *testing.T, cfg Config) ([]peer, []*networkingapiv1.Network
 	for teamIndex, team := range []string{"team-a", "team-b"} {
 		for i, e := range modelExposures {
 			name := strings.ToLower(e.typ) + "-" + team
-			expose := Expose{Port: e.port, Type: e.typ}
-			if e.typ == ExposeClusterIP {
-				expose.From = []ExposePeer{{Namespace: checkerNamespace, PodLabels: map[string]LabelValue{"app": checkerApp}}}
+			expose := v1alpha1.Expose{Port: e.port, Type: e.typ}
+			if e.typ == v1alpha1.ExposeClusterIP {
+				expose.From = []v1alpha1.ExposePeer{{Namespace: checkerNamespace, PodLabels: map[string]v1alpha1.LabelValue{"app": checkerApp}}}
 			}
 			parent := Challenge{
 				Metadata: ObjectMeta{Name: name, Namespace: "ctf", UID: fmt.Sprintf("00000000-0000-0000-0000-%012d", teamIndex*10+i), Generation: 1},
-				Spec: ChallengeSpec{Owner: team, Template: &DefinitionSpec{
-					Containers: []Container{{Name: "app", Image: "registry.ctf.example/" + name + ":1",
-						Ports: []ContainerPort{{ContainerPort: e.port, Protocol: e.protocol}}}},
-					Expose: []Expose{expose},
+				Spec: v1alpha1.ChallengeSpec{Owner: team, Template: &v1alpha1.DefinitionSpec{
+					Containers: []v1alpha1.Container{{Name: "app", Image: "registry.ctf.example/" + name + ":1",
+						Ports: []v1alpha1.ContainerPort{{ContainerPort: e.port, Protocol: e.protocol}}}},
+					Expose: []v1alpha1.Expose{expose},
 					Egress: team == "team-b",
 				}},
 			}
 			resp := secondAnswer(t, Request{Parent: parent}, goldenNow, cfg)
-			require.NotEqual(t, PhaseError, resp.Status.Phase, resp.Status.Message)
+			require.NotEqual(t, v1alpha1.PhaseError, resp.Status.Phase, resp.Status.Message)
 			body, err := EncodeResponse(resp)
 			require.NoError(t, err)
 			podLabels, policy := podAndPolicy(t, body)
@@ -233,15 +235,15 @@ func expectedVerdict(src peer, dst target) (bool, string) {
 			return false, "another instance"
 		case dst.port != port{e.port, e.protocol}:
 			return false, "not the exposed port"
-		case e.typ == ExposeHTTP && src.role == roleIngressController:
+		case e.typ == v1alpha1.ExposeHTTP && src.role == roleIngressController:
 			return true, "HTTP through the ingress controller"
-		case e.typ == ExposeHTTP:
+		case e.typ == v1alpha1.ExposeHTTP:
 			return false, "HTTP only through the ingress controller"
-		case (e.typ == ExposeNodePort || e.typ == ExposeLoadBalancer) && src.namespace == "":
+		case (e.typ == v1alpha1.ExposeNodePort || e.typ == v1alpha1.ExposeLoadBalancer) && src.namespace == "":
 			return true, "player from outside the Pod networks"
-		case e.typ == ExposeNodePort || e.typ == ExposeLoadBalancer:
+		case e.typ == v1alpha1.ExposeNodePort || e.typ == v1alpha1.ExposeLoadBalancer:
 			return false, "in-cluster Pod on a NodePort/LoadBalancer exposure"
-		case e.typ == ExposeClusterIP && src.role == roleChecker:
+		case e.typ == v1alpha1.ExposeClusterIP && src.role == roleChecker:
 			return true, "ClusterIP peer the definition names"
 		default:
 			return false, "ClusterIP from anything the definition does not name"
@@ -399,7 +401,7 @@ func TestTruthTableEngineSeesAnOpenPolicy(t *testing.T) {
 	src := platformPeers[3]
 	require.Equal(t, "other pod (default)", src.name)
 	dst := instances[1]
-	require.Equal(t, ExposeNodePort, dst.exposure.typ)
+	require.Equal(t, v1alpha1.ExposeNodePort, dst.exposure.typ)
 	traffic := &matcher.Traffic{
 		Source: trafficPeer(src), Destination: trafficPeer(dst),
 		ResolvedPort: int(dst.exposure.port), Protocol: corev1.Protocol(dst.exposure.protocol),

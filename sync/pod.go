@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // Hardened defaults of every instance's Pod.
@@ -68,7 +70,7 @@ func buildPod(in *instance) *corev1ac.PodApplyConfiguration {
 // is the instance's maximum lifetime, which no extension passes and which counts from the
 // instance's start, never later than the Pod's: the backstop never ends a Pod before its
 // instance's deadline. It depends on the template alone, so it never changes the Pod on a resync.
-func activeDeadline(t DefinitionSpec, cfg Config) int64 {
+func activeDeadline(t v1alpha1.DefinitionSpec, cfg Config) int64 {
 	maxLifetime := cfg.DefaultMaxLifetime
 	if d, err := time.ParseDuration(t.MaxLifetime); err == nil && d > 0 {
 		maxLifetime = d
@@ -177,7 +179,7 @@ func pathBase(p string) string {
 // containerResources fills in default requests and limits. Quantities are encoded in the API
 // server's canonical form ("0.5" becomes "500m"), which is what it stores: any other spelling would
 // differ from the live object on every sync.
-func containerResources(r *ResourceRequirements) (requests, limits corev1.ResourceList) {
+func containerResources(r *v1alpha1.ResourceRequirements) (requests, limits corev1.ResourceList) {
 	requests = corev1.ResourceList{
 		corev1.ResourceCPU:              resource.MustParse(defaultCPURequest),
 		corev1.ResourceMemory:           resource.MustParse(defaultMemoryRequest),
@@ -217,7 +219,7 @@ func containerResources(r *ResourceRequirements) (requests, limits corev1.Resour
 
 // readinessProbe is the template's probe, or by default a TCP connect to the container's first TCP
 // port. Every field the API server would default is written out.
-func readinessProbe(c Container) *corev1ac.ProbeApplyConfiguration {
+func readinessProbe(c v1alpha1.Container) *corev1ac.ProbeApplyConfiguration {
 	p := c.ReadinessProbe
 	if p == nil {
 		for _, port := range c.Ports {

@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // A restart changes the Pod by its annotation alone: every other child, and the instance id, stay
@@ -30,8 +32,8 @@ func TestRestartChangesOnlyThePodAnnotation(t *testing.T) {
 	}
 	assert.Equal(t, before.Status.InstanceID, restarted.Status.InstanceID)
 	assert.Equal(t, before.Status.Endpoints, restarted.Status.Endpoints)
-	assert.Equal(t, PhaseRunning, before.Status.Phase, "the observed Pod has no restart annotation: without restartedAt it is Running")
-	assert.Equal(t, PhaseCreating, restarted.Status.Phase, "with one, it is being restarted")
+	assert.Equal(t, v1alpha1.PhaseRunning, before.Status.Phase, "the observed Pod has no restart annotation: without restartedAt it is Running")
+	assert.Equal(t, v1alpha1.PhaseCreating, restarted.Status.Phase, "with one, it is being restarted")
 }
 
 // A restartedAt that is not a time is an invalid spec: the children stay as they are.
@@ -40,7 +42,7 @@ func TestInvalidRestartedAtKeepsChildren(t *testing.T) {
 	require.NoError(t, err)
 	req.Parent.Spec.RestartedAt = "yesterday"
 	resp := Sync(req, goldenNow, goldenConfig(t))
-	assert.Equal(t, ReasonInvalidSpec, resp.Status.Reason)
+	assert.Equal(t, v1alpha1.ReasonInvalidSpec, resp.Status.Reason)
 	assert.Contains(t, resp.Status.Message, `spec.restartedAt: Invalid value: "yesterday": not an RFC 3339 time`)
 	require.Len(t, resp.Children, req.Children.Count())
 	for _, child := range resp.Children {

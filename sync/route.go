@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // Gateway API routes: with a Gateway configured, HTTP exposures become HTTPRoutes and TLS exposures
@@ -26,8 +28,8 @@ const (
 // routeKinds are the route types the instance needs, in the order they are returned.
 func routeKinds(in *instance) []ChildKind {
 	needs := map[string]bool{
-		kindHTTPRoute: in.cfg.Gateway != nil && hasExposure(in.template.Expose, ExposeHTTP),
-		kindTLSRoute:  hasExposure(in.template.Expose, ExposeTLS),
+		kindHTTPRoute: in.cfg.Gateway != nil && hasExposure(in.template.Expose, v1alpha1.ExposeHTTP),
+		kindTLSRoute:  hasExposure(in.template.Expose, v1alpha1.ExposeTLS),
 	}
 	var kinds []ChildKind
 	for _, k := range ChildKinds(GatewayAPIComponent) {
@@ -38,7 +40,7 @@ func routeKinds(in *instance) []ChildKind {
 	return kinds
 }
 
-func hasExposure(expose []Expose, exposeType string) bool {
+func hasExposure(expose []v1alpha1.Expose, exposeType string) bool {
 	_, found := exposureOf(expose, exposeType)
 	return found
 }
@@ -48,13 +50,13 @@ func hasExposure(expose []Expose, exposeType string) bool {
 // the whole sync on an undeclared child type; the hook instead keeps the children as they are and
 // says what to apply.
 func routeProblem(in *instance, declared []ChildResource) *problem {
-	if in.cfg.Gateway == nil && hasExposure(in.template.Expose, ExposeTLS) {
-		return &problem{ReasonGatewayAPINotEnabled,
+	if in.cfg.Gateway == nil && hasExposure(in.template.Expose, v1alpha1.ExposeTLS) {
+		return &problem{v1alpha1.ReasonGatewayAPINotEnabled,
 			"the template exposes a port as TLS, which needs a Gateway API Gateway: start the hook with --gateway <namespace>/<name> (see the README)", &in.template}
 	}
 	for _, kind := range routeKinds(in) {
 		if !slices.Contains(declared, kind.ChildResource()) {
-			return &problem{ReasonGatewayAPINotEnabled, fmt.Sprintf(
+			return &problem{v1alpha1.ReasonGatewayAPINotEnabled, fmt.Sprintf(
 				"the instance needs %s children, but the CompositeController does not declare %s %s: install the Gateway API CRDs and apply the kustomize component %s",
 				kind.Kind, kind.APIVersion, kind.Resource, kind.Component), &in.template}
 		}
@@ -81,18 +83,18 @@ func serviceBackend(in *instance, port int32) *gatewayv1ac.BackendRefApplyConfig
 	return gatewayv1ac.BackendRef().WithGroup("").WithKind("Service").WithName(gatewayv1.ObjectName(in.name)).WithPort(port).WithWeight(1)
 }
 
-func exposureOf(expose []Expose, exposeType string) (Expose, bool) {
+func exposureOf(expose []v1alpha1.Expose, exposeType string) (v1alpha1.Expose, bool) {
 	for _, e := range expose {
 		if e.Type == exposeType {
 			return e, true
 		}
 	}
-	return Expose{}, false
+	return v1alpha1.Expose{}, false
 }
 
 // buildHTTPRoute routes the HTTP exposure, when a Gateway is configured, from the instance's host.
 func buildHTTPRoute(in *instance) *gatewayv1ac.HTTPRouteApplyConfiguration {
-	e, found := exposureOf(in.template.Expose, ExposeHTTP)
+	e, found := exposureOf(in.template.Expose, v1alpha1.ExposeHTTP)
 	if in.cfg.Gateway == nil || !found {
 		return nil
 	}
@@ -110,7 +112,7 @@ func buildHTTPRoute(in *instance) *gatewayv1ac.HTTPRouteApplyConfiguration {
 // buildTLSRoute routes the TLS exposure by SNI host to the instance's Service port. Whether the
 // Gateway terminates TLS or passes it through is its listener's business.
 func buildTLSRoute(in *instance) *gatewayv1ac.TLSRouteApplyConfiguration {
-	e, found := exposureOf(in.template.Expose, ExposeTLS)
+	e, found := exposureOf(in.template.Expose, v1alpha1.ExposeTLS)
 	if in.cfg.Gateway == nil || !found {
 		return nil
 	}

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // gatewayCase decodes a gateway golden case with its hook flags applied to the golden configuration.
@@ -23,27 +25,27 @@ func TestRouteAcceptanceCountsOnlyTheConfiguredGatewayAndCurrentGeneration(t *te
 		wantPhase string
 		wantIn    string
 	}{
-		{"accepted", func(*ObservedRoute, *Config) {}, PhaseRunning, "ready at http://"},
+		{"accepted", func(*ObservedRoute, *Config) {}, v1alpha1.PhaseRunning, "ready at http://"},
 		{"accepted for an older generation of the route", func(r *ObservedRoute, _ *Config) { r.Metadata.Generation = 2 },
-			PhaseCreating, "waiting for Gateway gateway-system/ctf to accept HTTPRoute web-sqli-team42"},
+			v1alpha1.PhaseCreating, "waiting for Gateway gateway-system/ctf to accept HTTPRoute web-sqli-team42"},
 		{"accepted, without observedGeneration", func(r *ObservedRoute, _ *Config) {
 			r.Metadata.Generation = 2
 			r.Status.Parents[0].Conditions[0].ObservedGeneration = 0
-		}, PhaseRunning, "ready at http://"},
+		}, v1alpha1.PhaseRunning, "ready at http://"},
 		{"accepted by another Gateway", func(r *ObservedRoute, _ *Config) { r.Status.Parents[0].ParentRef.Name = "other" },
-			PhaseCreating, "waiting for Gateway gateway-system/ctf"},
+			v1alpha1.PhaseCreating, "waiting for Gateway gateway-system/ctf"},
 		{"accepted by a ListenerSet of the same name", func(r *ObservedRoute, _ *Config) { r.Status.Parents[0].ParentRef.Kind = "ListenerSet" },
-			PhaseCreating, "waiting for Gateway gateway-system/ctf"},
+			v1alpha1.PhaseCreating, "waiting for Gateway gateway-system/ctf"},
 		{"parentRef namespace defaults to the route's", func(r *ObservedRoute, cfg *Config) {
 			r.Status.Parents[0].ParentRef.Namespace = ""
 			cfg.Gateway = &GatewayRef{Namespace: "ctf", Name: "ctf"}
-		}, PhaseRunning, "ready at http://"},
+		}, v1alpha1.PhaseRunning, "ready at http://"},
 		{"Accepted Unknown", func(r *ObservedRoute, _ *Config) { r.Status.Parents[0].Conditions[0].Status = "Unknown" },
-			PhaseCreating, "waiting for Gateway gateway-system/ctf"},
+			v1alpha1.PhaseCreating, "waiting for Gateway gateway-system/ctf"},
 		{"refused", func(r *ObservedRoute, _ *Config) {
 			r.Status.Parents[0].Conditions[0].Status = "False"
 			r.Status.Parents[0].Conditions[0].Reason = "NotAllowedByListeners"
-		}, PhaseError, "Gateway gateway-system/ctf refused HTTPRoute web-sqli-team42 (NotAllowedByListeners)"},
+		}, v1alpha1.PhaseError, "Gateway gateway-system/ctf refused HTTPRoute web-sqli-team42 (NotAllowedByListeners)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,7 +55,7 @@ func TestRouteAcceptanceCountsOnlyTheConfiguredGatewayAndCurrentGeneration(t *te
 			resp := Sync(req, goldenNow, cfg)
 			require.Equal(t, tt.wantPhase, resp.Status.Phase, resp.Status.Message)
 			require.Contains(t, resp.Status.Message, tt.wantIn)
-			if tt.wantPhase != PhaseRunning {
+			if tt.wantPhase != v1alpha1.PhaseRunning {
 				require.Empty(t, resp.Status.Endpoints, "an endpoint is given only once the Gateway accepted its route")
 			}
 		})
@@ -64,8 +66,8 @@ func TestTLSWithoutGatewayKeepsChildren(t *testing.T) {
 	req, cfg := gatewayCase(t, "creating-to-running-tlsroute-accepted")
 	cfg.Gateway = nil
 	resp := Sync(req, goldenNow, cfg)
-	require.Equal(t, PhaseError, resp.Status.Phase)
-	require.Equal(t, ReasonGatewayAPINotEnabled, resp.Status.Reason)
+	require.Equal(t, v1alpha1.PhaseError, resp.Status.Phase)
+	require.Equal(t, v1alpha1.ReasonGatewayAPINotEnabled, resp.Status.Reason)
 	require.Contains(t, resp.Status.Message, "--gateway")
 	require.Len(t, resp.Children, req.Children.Count(), "every observed child is kept")
 }
@@ -80,7 +82,7 @@ func TestRouteTypeNotDeclaredKeepsChildren(t *testing.T) {
 	}
 	req.DeclaredChildTypes = declared
 	resp := Sync(req, goldenNow, cfg)
-	require.Equal(t, ReasonGatewayAPINotEnabled, resp.Status.Reason)
+	require.Equal(t, v1alpha1.ReasonGatewayAPINotEnabled, resp.Status.Reason)
 	require.Contains(t, resp.Status.Message, "TLSRoute children")
 	require.Contains(t, resp.Status.Message, GatewayAPIComponent)
 	require.Len(t, resp.Children, req.Children.Count(), "every observed child is kept")

@@ -6,21 +6,23 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // serviceType is the type of the instance's Service: the type of its exposures that are not routed
 // (validation makes them agree), or ClusterIP when only an Ingress or routes reach it.
-func serviceType(expose []Expose) string {
+func serviceType(expose []v1alpha1.Expose) string {
 	for _, e := range expose {
 		if kind, _ := exposureKindOf(e.Type); !kind.routed {
 			return e.Type
 		}
 	}
-	return ExposeClusterIP
+	return v1alpha1.ExposeClusterIP
 }
 
 // exposedPort finds the container port an exposure publishes.
-func exposedPort(t DefinitionSpec, port int32) ContainerPort {
+func exposedPort(t v1alpha1.DefinitionSpec, port int32) v1alpha1.ContainerPort {
 	for _, c := range t.Containers {
 		for _, p := range c.Ports {
 			if p.ContainerPort == port {
@@ -28,7 +30,7 @@ func exposedPort(t DefinitionSpec, port int32) ContainerPort {
 			}
 		}
 	}
-	return ContainerPort{ContainerPort: port}
+	return v1alpha1.ContainerPort{ContainerPort: port}
 }
 
 // buildService publishes every exposed port; it is nil when the template exposes nothing.
@@ -51,7 +53,7 @@ func buildService(in *instance) *corev1ac.ServiceApplyConfiguration {
 // buildIngress routes the HTTP exposure, if any, from an unguessable per-instance host.
 func buildIngress(in *instance) *networkingv1ac.IngressApplyConfiguration {
 	for _, e := range in.template.Expose {
-		if e.Type != ExposeHTTP {
+		if e.Type != v1alpha1.ExposeHTTP {
 			continue
 		}
 		backend := networkingv1ac.IngressBackend().WithService(networkingv1ac.IngressServiceBackend().

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // Condition types on the Challenge.
@@ -28,34 +30,34 @@ type verdict struct {
 // (None), through its NetworkPolicy, Pod and routes (Creating, Error), to ready with every
 // endpoint known and every route accepted by the Gateway (Running). wake is when the clock alone
 // will change the verdict (a progress deadline), zero if it will not.
-func (in *instance) observe(endpoints []Endpoint, missing, refused string) (v verdict, wake time.Time) {
+func (in *instance) observe(endpoints []v1alpha1.Endpoint, missing, refused string) (v verdict, wake time.Time) {
 	if in.observed.Count() == 0 {
-		return verdict{PhaseNone, ReasonPending, "creating the instance's NetworkPolicy first, then its Pod"}, time.Time{}
+		return verdict{v1alpha1.PhaseNone, v1alpha1.ReasonPending, "creating the instance's NetworkPolicy first, then its Pod"}, time.Time{}
 	}
 	pod := in.pod
 	if in.waitingFor != "" {
 		// The Pod waits for what isolates it, or is removed when that went missing. Creating the
 		// policy takes one sync; one that never appears was refused by the API server.
 		if in.hasPod {
-			return verdict{PhaseCreating, ReasonStarting, in.waitingFor + " is missing: the Pod is removed until it exists again, so that it never runs unisolated"}, time.Time{}
+			return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, in.waitingFor + " is missing: the Pod is removed until it exists again, so that it never runs unisolated"}, time.Time{}
 		}
 		deadline := in.started.Add(progressDeadline)
 		if !in.now.Before(deadline) {
-			return verdict{PhaseError, ReasonProgressDeadlineExceeded, fmt.Sprintf(
+			return verdict{v1alpha1.PhaseError, v1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf(
 				"%s does not exist %ds after the instance started, and the Pod is created only after it: the API server may refuse it (see the SyncError events: kubectl describe challenge -n %s %s)",
 				in.waitingFor, int(progressDeadline.Seconds()), in.namespace, in.name)}, time.Time{}
 		}
-		return verdict{PhaseCreating, ReasonStarting, "waiting for " + in.waitingFor + " before creating the Pod, so that it never runs unisolated"}, deadline
+		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for " + in.waitingFor + " before creating the Pod, so that it never runs unisolated"}, deadline
 	}
 	if !in.hasPod {
-		return verdict{PhaseCreating, ReasonStarting, "waiting for the Pod to be created"}, time.Time{}
+		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for the Pod to be created"}, time.Time{}
 	}
 	if pod.Metadata.DeletionTimestamp != "" {
-		return verdict{PhaseCreating, ReasonStarting, fmt.Sprintf(
+		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, fmt.Sprintf(
 			"Pod %s is being deleted (replaced after a change, drained or evicted); it is created again once it is gone", pod.Metadata.Name)}, time.Time{}
 	}
 	if restarted := pod.Metadata.Annotations.RestartedAt; restarted != in.restartedAt {
-		return verdict{PhaseCreating, ReasonStarting, fmt.Sprintf(
+		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, fmt.Sprintf(
 			"restarting: Pod %s is replaced because spec.restartedAt changed; the host, instance id and flag stay", pod.Metadata.Name)}, time.Time{}
 	}
 	if podFinished(pod) {
@@ -63,7 +65,7 @@ func (in *instance) observe(endpoints []Endpoint, missing, refused string) (v ve
 		if pod.Status.Reason != "" {
 			why += ", " + inert(pod.Status.Reason, maxObservedLength)
 		}
-		return verdict{PhaseCreating, ReasonStarting, fmt.Sprintf(
+		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, fmt.Sprintf(
 			"Pod %s will not run again (%s%s); it is deleted and created again", pod.Metadata.Name, why, detail(pod.Status.Message))}, time.Time{}
 	}
 	if v, failed := podFailure(pod, in); failed {
@@ -71,28 +73,28 @@ func (in *instance) observe(endpoints []Endpoint, missing, refused string) (v ve
 	}
 	if refused != "" {
 		// Players cannot reach the instance until the Gateway or the hook's configuration is fixed.
-		return verdict{PhaseError, ReasonRouteNotAccepted, refused}, time.Time{}
+		return verdict{v1alpha1.PhaseError, v1alpha1.ReasonRouteNotAccepted, refused}, time.Time{}
 	}
 	if !podReady(pod) {
 		since := unreadySince(pod)
 		if since.IsZero() {
-			return verdict{PhaseCreating, ReasonStarting, "waiting for the pod to become ready"}, time.Time{}
+			return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for the pod to become ready"}, time.Time{}
 		}
 		deadline := since.Add(progressDeadline)
 		if !in.now.Before(deadline) {
-			return verdict{PhaseError, ReasonProgressDeadlineExceeded, fmt.Sprintf(
+			return verdict{v1alpha1.PhaseError, v1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf(
 				"Pod %s has not been ready for %ds (since %s): check the readiness probe and the containers' logs (kubectl logs -n %s %s)",
 				pod.Metadata.Name, int(progressDeadline.Seconds()), formatTime(since), in.namespace, pod.Metadata.Name)}, time.Time{}
 		}
-		return verdict{PhaseCreating, ReasonStarting, "waiting for the pod to become ready"}, deadline
+		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for the pod to become ready"}, deadline
 	}
 	if missing != "" {
-		return verdict{PhaseCreating, ReasonStarting, "waiting for " + missing}, time.Time{}
+		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for " + missing}, time.Time{}
 	}
 	if len(endpoints) == 0 {
-		return verdict{PhaseRunning, ReasonReady, "ready; the template exposes no port"}, time.Time{}
+		return verdict{v1alpha1.PhaseRunning, v1alpha1.ReasonReady, "ready; the template exposes no port"}, time.Time{}
 	}
-	return verdict{PhaseRunning, ReasonReady, "ready at " + endpoints[0].URL}, time.Time{}
+	return verdict{v1alpha1.PhaseRunning, v1alpha1.ReasonReady, "ready at " + endpoints[0].URL}, time.Time{}
 }
 
 // podFinished says the Pod will not run again by itself: with restartPolicy Always a Pod ends in
@@ -140,7 +142,7 @@ func podFailure(pod ObservedPod, in *instance) (verdict, bool) {
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return verdict{PhaseError, ReasonUnschedulable, fmt.Sprintf(
+			return verdict{v1alpha1.PhaseError, v1alpha1.ReasonUnschedulable, fmt.Sprintf(
 				"pod %s cannot be scheduled%s; free capacity in the cluster or lower resources.requests in the template",
 				pod.Metadata.Name, detail(c.Message))}, true
 		}
@@ -149,7 +151,7 @@ func podFailure(pod ObservedPod, in *instance) (verdict, bool) {
 }
 
 func containerFailure(cs corev1.ContainerStatus, in *instance) (verdict, bool) {
-	if t := cs.State.Terminated; t != nil && t.Reason == ReasonOOMKilled {
+	if t := cs.State.Terminated; t != nil && t.Reason == v1alpha1.ReasonOOMKilled {
 		return oomKilled(cs.Name, in), true
 	}
 	w := cs.State.Waiting
@@ -157,17 +159,17 @@ func containerFailure(cs corev1.ContainerStatus, in *instance) (verdict, bool) {
 		return verdict{}, false
 	}
 	switch w.Reason {
-	case ReasonErrImagePull, ReasonImagePullBackOff, "InvalidImageName":
+	case v1alpha1.ReasonErrImagePull, v1alpha1.ReasonImagePullBackOff, "InvalidImageName":
 		reason := w.Reason
 		if reason == "InvalidImageName" {
-			reason = ReasonErrImagePull
+			reason = v1alpha1.ReasonErrImagePull
 		}
-		return verdict{PhaseError, reason, fmt.Sprintf(
+		return verdict{v1alpha1.PhaseError, reason, fmt.Sprintf(
 			"container %q cannot pull image %q%s; check the image name and tag, and that the cluster can pull from its registry",
 			cs.Name, imageOf(in, cs.Name), detail(w.Message))}, true
-	case ReasonCrashLoopBackOff:
+	case v1alpha1.ReasonCrashLoopBackOff:
 		last := cs.LastTerminationState.Terminated
-		if last != nil && last.Reason == ReasonOOMKilled {
+		if last != nil && last.Reason == v1alpha1.ReasonOOMKilled {
 			return oomKilled(cs.Name, in), true
 		}
 		// The container's termination message is left out: the player writes it (any process in
@@ -179,15 +181,15 @@ func containerFailure(cs corev1.ContainerStatus, in *instance) (verdict, bool) {
 				what += " (" + inert(last.Reason, maxObservedLength) + ")"
 			}
 		}
-		return verdict{PhaseError, ReasonCrashLoopBackOff, fmt.Sprintf(
+		return verdict{v1alpha1.PhaseError, v1alpha1.ReasonCrashLoopBackOff, fmt.Sprintf(
 			"container %q is crash looping: %s; read its logs with kubectl logs -n %s %s -c %s --previous",
 			cs.Name, what, in.namespace, in.name, cs.Name)}, true
-	case ReasonCreateContainerConfigError, "CreateContainerError":
+	case v1alpha1.ReasonCreateContainerConfigError, "CreateContainerError":
 		hint := "fix the container's configuration in the template"
 		if strings.Contains(w.Message, "non-root") || strings.Contains(w.Message, "runAsNonRoot") {
 			hint = "the image runs as root: set a non-root USER in the image, or security.runAsUser, or opt out with security.runAsRoot"
 		}
-		return verdict{PhaseError, ReasonCreateContainerConfigError, fmt.Sprintf(
+		return verdict{v1alpha1.PhaseError, v1alpha1.ReasonCreateContainerConfigError, fmt.Sprintf(
 			"container %q cannot be created%s; %s", cs.Name, detail(w.Message), hint)}, true
 	}
 	return verdict{}, false
@@ -202,7 +204,7 @@ func oomKilled(containerName string, in *instance) verdict {
 			limit = memory.String()
 		}
 	}
-	return verdict{PhaseError, ReasonOOMKilled, fmt.Sprintf(
+	return verdict{v1alpha1.PhaseError, v1alpha1.ReasonOOMKilled, fmt.Sprintf(
 		"container %q was killed for using more than its memory limit %s; raise resources.limits.memory in the template",
 		containerName, limit)}
 }
@@ -263,12 +265,12 @@ func inert(s string, n int) string {
 // status is what every answer before deletion says: the verdict, the instance id, the endpoints,
 // its times (startedAt and readyAt never move once set; readyAt is the first Running answer) and
 // its conditions.
-func (in *instance) status(v verdict, endpoints []Endpoint) ChallengeStatus {
+func (in *instance) status(v verdict, endpoints []v1alpha1.Endpoint) v1alpha1.ChallengeStatus {
 	readyAt := in.parent.Status.ReadyAt
-	if v.phase == PhaseRunning && readyAt == "" {
+	if v.phase == v1alpha1.PhaseRunning && readyAt == "" {
 		readyAt = formatTime(in.now)
 	}
-	return ChallengeStatus{
+	return v1alpha1.ChallengeStatus{
 		Phase:              v.phase,
 		Reason:             v.reason,
 		Message:            v.message,
@@ -284,7 +286,7 @@ func (in *instance) status(v verdict, endpoints []Endpoint) ChallengeStatus {
 
 // settledStatus is the status of an instance being deleted: the verdict, and what the previous
 // status knew: its times and its ExpiringSoon and Expired conditions.
-func (in *instance) settledStatus(v verdict) ChallengeStatus {
+func (in *instance) settledStatus(v verdict) v1alpha1.ChallengeStatus {
 	previous := in.parent.Status
 	current := []metav1.Condition{readyCondition(v)}
 	for _, conditionType := range []string{ConditionExpiringSoon, ConditionExpired} {
@@ -292,7 +294,7 @@ func (in *instance) settledStatus(v verdict) ChallengeStatus {
 			current = append(current, *prev)
 		}
 	}
-	return ChallengeStatus{
+	return v1alpha1.ChallengeStatus{
 		Phase:              v.phase,
 		Reason:             v.reason,
 		Message:            v.message,
@@ -324,7 +326,7 @@ func conditions(previous []metav1.Condition, generation int64, now time.Time, cu
 
 func readyCondition(v verdict) metav1.Condition {
 	status := metav1.ConditionFalse
-	if v.phase == PhaseRunning {
+	if v.phase == v1alpha1.PhaseRunning {
 		status = metav1.ConditionTrue
 	}
 	return metav1.Condition{Type: ConditionReady, Status: status, Reason: v.reason, Message: v.message}
@@ -344,7 +346,7 @@ func expiringSoonCondition(expires, now time.Time, warning time.Duration, expire
 	c := metav1.Condition{Type: ConditionExpiringSoon, Status: metav1.ConditionFalse}
 	switch {
 	case expired:
-		c.Reason, c.Message = ReasonExpired, "expired at "+formatTime(expires)
+		c.Reason, c.Message = v1alpha1.ReasonExpired, "expired at "+formatTime(expires)
 	case warning > 0 && !now.Before(expires.Add(-warning)):
 		c.Status, c.Reason = metav1.ConditionTrue, ConditionExpiringSoon
 		c.Message = fmt.Sprintf("expires at %s, in less than %s: the workload is removed then unless spec.expiresAt is extended", formatTime(expires), warning)
@@ -358,7 +360,7 @@ func expiringSoonCondition(expires, now time.Time, warning time.Duration, expire
 
 func expiredCondition(expires time.Time, expired bool) metav1.Condition {
 	if expired {
-		return metav1.Condition{Type: ConditionExpired, Status: metav1.ConditionTrue, Reason: ReasonExpired, Message: "expired at " + formatTime(expires)}
+		return metav1.Condition{Type: ConditionExpired, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonExpired, Message: "expired at " + formatTime(expires)}
 	}
 	return metav1.Condition{Type: ConditionExpired, Status: metav1.ConditionFalse, Reason: "NotExpired", Message: "expires at " + formatTime(expires)}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // stop answers for a Challenge the platform stopped (spec.stopped) before its deadline: the Pod
@@ -25,7 +27,7 @@ func (in *instance) stop() Response {
 	} else {
 		children = in.surroundingChildren()
 	}
-	v := verdict{PhaseStopped, ReasonStopped, message}
+	v := verdict{v1alpha1.PhaseStopped, v1alpha1.ReasonStopped, message}
 	return Response{Status: in.status(v, nil), Children: children, ResyncAfterSeconds: in.nextWake(time.Time{})}
 }
 

@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // A stop is the platform's explicit request and needs no definition: when the hook cannot build the
@@ -16,8 +18,8 @@ func TestStopWithAMissingDefinitionRemovesOnlyThePod(t *testing.T) {
 	req.Related.Definitions = nil
 	resp := Sync(req, goldenNow, goldenConfig(t))
 
-	assert.Equal(t, PhaseStopped, resp.Status.Phase)
-	assert.Contains(t, resp.Status.Message, ReasonDefinitionNotFound)
+	assert.Equal(t, v1alpha1.PhaseStopped, resp.Status.Phase)
+	assert.Contains(t, resp.Status.Message, v1alpha1.ReasonDefinitionNotFound)
 	assert.Nil(t, podOf(t, resp), "the Pod goes")
 	var kinds []string
 	for _, child := range resp.Children {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // maxMessageLength bounds status and condition messages: they quote user input and kubelet text,
@@ -59,7 +61,7 @@ func (in *instance) expire() Response {
 	if in.problem != nil {
 		message += fmt.Sprintf(" (also %s: %s)", in.problem.reason, in.problem.message)
 	}
-	return Response{Status: in.status(verdict{PhaseExpired, ReasonExpired, message}, nil), Children: in.heldIsolation()}
+	return Response{Status: in.status(verdict{v1alpha1.PhaseExpired, v1alpha1.ReasonExpired, message}, nil), Children: in.heldIsolation()}
 }
 
 // keepChildren answers when the hook cannot build the instance (missing or invalid definition,
@@ -68,7 +70,7 @@ func (in *instance) expire() Response {
 // to fix and keeps the endpoints it showed, and Metacontroller wakes the hook when the expiry
 // warning begins and at the deadline, when the workload goes anyway.
 func (in *instance) keepChildren() Response {
-	v := verdict{PhaseError, in.problem.reason, in.problem.message}
+	v := verdict{v1alpha1.PhaseError, in.problem.reason, in.problem.message}
 	return Response{
 		Status:             in.status(v, in.parent.Status.Endpoints),
 		Children:           in.keptWithIsolation(in.observed.Objects()),
@@ -172,9 +174,9 @@ func keptChildren(objs []ObservedObject) []any {
 // (see heldIsolation); finalized only once no child is observed any more.
 func (in *instance) finalize() Response {
 	remaining := in.observed.Count()
-	v := verdict{PhaseDeleted, ReasonDeleted, "every child is gone"}
+	v := verdict{v1alpha1.PhaseDeleted, v1alpha1.ReasonDeleted, "every child is gone"}
 	if remaining > 0 {
-		v = verdict{PhaseTerminating, ReasonTerminating, fmt.Sprintf("waiting for %d child object(s) to be deleted", remaining)}
+		v = verdict{v1alpha1.PhaseTerminating, v1alpha1.ReasonTerminating, fmt.Sprintf("waiting for %d child object(s) to be deleted", remaining)}
 	}
 	return Response{Status: in.settledStatus(v), Children: in.heldIsolation(), Finalized: remaining == 0}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // The trust switches (--inline-templates=false, --definition-namespaces) refuse what the platform
@@ -42,8 +44,8 @@ func TestInlineTemplatesRefused(t *testing.T) {
 	// A running instance from an inline template: an Error that keeps what runs until its deadline.
 	req, resp := syncCase(t, "running-nodeport-inline-template-fixed-point", cfg, goldenNow)
 	require.NotNil(t, req.Parent.Spec.Template)
-	assert.Equal(t, PhaseError, resp.Status.Phase)
-	assert.Equal(t, ReasonInvalidSpec, resp.Status.Reason)
+	assert.Equal(t, v1alpha1.PhaseError, resp.Status.Phase)
+	assert.Equal(t, v1alpha1.ReasonInvalidSpec, resp.Status.Reason)
 	if missing := missingPart(resp.Status.Message, "spec.template", "--inline-templates=false", "spec.definitionRef"); missing != "" {
 		t.Errorf("message lacks %q: %s", missing, resp.Status.Message)
 	}
@@ -53,7 +55,7 @@ func TestInlineTemplatesRefused(t *testing.T) {
 
 	// A first sync: nothing is created.
 	_, resp = syncCase(t, "first-sync-setuid-allow-privilege-escalation", cfg, goldenNow)
-	assert.Equal(t, ReasonInvalidSpec, resp.Status.Reason)
+	assert.Equal(t, v1alpha1.ReasonInvalidSpec, resp.Status.Reason)
 	assert.Empty(t, resp.Children)
 
 	// Past the deadline the refused template does not keep anything alive: expiry wins as always,
@@ -61,8 +63,8 @@ func TestInlineTemplatesRefused(t *testing.T) {
 	expiresAt, err := time.Parse(time.RFC3339, req.Parent.Status.ExpiresAt)
 	require.NoError(t, err)
 	_, resp = syncCase(t, "running-nodeport-inline-template-fixed-point", cfg, expiresAt.Add(time.Second))
-	assert.Equal(t, PhaseExpired, resp.Status.Phase)
-	assert.Contains(t, resp.Status.Message, ReasonInvalidSpec)
+	assert.Equal(t, v1alpha1.PhaseExpired, resp.Status.Phase)
+	assert.Contains(t, resp.Status.Message, v1alpha1.ReasonInvalidSpec)
 	// Only the NetworkPolicy stays, while the Pod is observed (heldIsolation).
 	require.Len(t, resp.Children, 1)
 	assert.Equal(t, "NetworkPolicy", resp.Children[0].(keptChild).obj.Kind)
@@ -94,8 +96,8 @@ func TestDefinitionNamespacesLimitDefinitionRefs(t *testing.T) {
 	refused := defaults
 	refused.DefinitionNamespaces = []string{"ctf-definitions"}
 	req, resp := syncCase(t, name, refused, goldenNow)
-	assert.Equal(t, PhaseError, resp.Status.Phase)
-	assert.Equal(t, ReasonInvalidSpec, resp.Status.Reason)
+	assert.Equal(t, v1alpha1.PhaseError, resp.Status.Phase)
+	assert.Equal(t, v1alpha1.ReasonInvalidSpec, resp.Status.Reason)
 	if missing := missingPart(resp.Status.Message, "spec.definitionRef", `namespace "ctf"`, "--definition-namespaces=ctf-definitions"); missing != "" {
 		t.Errorf("message lacks %q: %s", missing, resp.Status.Message)
 	}
@@ -104,12 +106,12 @@ func TestDefinitionNamespacesLimitDefinitionRefs(t *testing.T) {
 	// An explicit namespace is checked the same way.
 	req.Parent.Spec.DefinitionRef.Namespace = "ctf-definitions"
 	resp = Sync(req, goldenNow, refused)
-	assert.NotEqual(t, ReasonInvalidSpec, resp.Status.Reason, "ctf-definitions is allowed: %s", resp.Status.Message)
-	assert.Equal(t, ReasonDefinitionNotFound, resp.Status.Reason, "allowed, but not among the related definitions")
+	assert.NotEqual(t, v1alpha1.ReasonInvalidSpec, resp.Status.Reason, "ctf-definitions is allowed: %s", resp.Status.Message)
+	assert.Equal(t, v1alpha1.ReasonDefinitionNotFound, resp.Status.Reason, "allowed, but not among the related definitions")
 
 	// Inline templates do not reference a namespace: the switch does not concern them.
 	_, resp = syncCase(t, "running-nodeport-inline-template-fixed-point", refused, goldenNow)
-	assert.Equal(t, PhaseRunning, resp.Status.Phase)
+	assert.Equal(t, v1alpha1.PhaseRunning, resp.Status.Phase)
 }
 
 // Customize does not even ask Metacontroller for a definition in a namespace the hook refuses.

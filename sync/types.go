@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // API names fixed by the design, shared by manifests, golden files and outside checks.
@@ -266,20 +268,20 @@ type ObservedPod struct {
 
 // Challenge is one participant's instance, the parent resource.
 type Challenge struct {
-	APIVersion string          `json:"apiVersion,omitempty"`
-	Kind       string          `json:"kind,omitempty"`
-	Metadata   ObjectMeta      `json:"metadata"`
-	Spec       ChallengeSpec   `json:"spec"`
-	Status     ChallengeStatus `json:"status"`
+	APIVersion string                   `json:"apiVersion,omitempty"`
+	Kind       string                   `json:"kind,omitempty"`
+	Metadata   ObjectMeta               `json:"metadata"`
+	Spec       v1alpha1.ChallengeSpec   `json:"spec"`
+	Status     v1alpha1.ChallengeStatus `json:"status"`
 }
 
 // ChallengeSpec says which template to run, for whom, and for how long.
 type ChallengeSpec struct {
-	DefinitionRef *DefinitionRef  `json:"definitionRef,omitempty"`
-	Template      *DefinitionSpec `json:"template,omitempty"`
-	Owner         string          `json:"owner,omitempty"`
-	Timeout       string          `json:"timeout,omitempty"`
-	ExpiresAt     string          `json:"expiresAt,omitempty"`
+	DefinitionRef *v1alpha1.DefinitionRef  `json:"definitionRef,omitempty"`
+	Template      *v1alpha1.DefinitionSpec `json:"template,omitempty"`
+	Owner         string                   `json:"owner,omitempty"`
+	Timeout       string                   `json:"timeout,omitempty"`
+	ExpiresAt     string                   `json:"expiresAt,omitempty"`
 	// Stopped removes the workload and keeps the record, host and flag; false starts it again
 	// within its lifetime, which keeps running while stopped.
 	Stopped bool `json:"stopped,omitempty"`
@@ -296,22 +298,22 @@ type DefinitionRef struct {
 
 // ChallengeDefinition is the template a challenge author writes once.
 type ChallengeDefinition struct {
-	APIVersion string         `json:"apiVersion,omitempty"`
-	Kind       string         `json:"kind,omitempty"`
-	Metadata   ObjectMeta     `json:"metadata"`
-	Spec       DefinitionSpec `json:"spec"`
+	APIVersion string                  `json:"apiVersion,omitempty"`
+	Kind       string                  `json:"kind,omitempty"`
+	Metadata   ObjectMeta              `json:"metadata"`
+	Spec       v1alpha1.DefinitionSpec `json:"spec"`
 }
 
 // DefinitionSpec is the template of an instance: its Pod, how players reach it, and its lifetime.
 type DefinitionSpec struct {
-	Containers       []Container `json:"containers,omitempty"`
-	Expose           []Expose    `json:"expose,omitempty"`
-	Timeout          string      `json:"timeout,omitempty"`
-	MaxLifetime      string      `json:"maxLifetime,omitempty"`
-	Egress           bool        `json:"egress,omitempty"`
-	Flag             *Flag       `json:"flag,omitempty"`
-	RuntimeClassName string      `json:"runtimeClassName,omitempty"`
-	Security         *Security   `json:"security,omitempty"`
+	Containers       []v1alpha1.Container `json:"containers,omitempty"`
+	Expose           []v1alpha1.Expose    `json:"expose,omitempty"`
+	Timeout          string               `json:"timeout,omitempty"`
+	MaxLifetime      string               `json:"maxLifetime,omitempty"`
+	Egress           bool                 `json:"egress,omitempty"`
+	Flag             *v1alpha1.Flag       `json:"flag,omitempty"`
+	RuntimeClassName string               `json:"runtimeClassName,omitempty"`
+	Security         *v1alpha1.Security   `json:"security,omitempty"`
 	// TerminationGracePeriodSeconds is how long the Pod's processes get after SIGTERM (default 5,
 	// at most 30): while a Pod terminates its NetworkPolicy holds, and the player keeps a shell.
 	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
@@ -319,14 +321,14 @@ type DefinitionSpec struct {
 
 // Container is one container of the instance's Pod.
 type Container struct {
-	Name           string                `json:"name"`
-	Image          string                `json:"image"`
-	Command        []string              `json:"command,omitempty"`
-	Args           []string              `json:"args,omitempty"`
-	Env            []EnvVar              `json:"env,omitempty"`
-	Ports          []ContainerPort       `json:"ports,omitempty"`
-	Resources      *ResourceRequirements `json:"resources,omitempty"`
-	ReadinessProbe *Probe                `json:"readinessProbe,omitempty"`
+	Name           string                         `json:"name"`
+	Image          string                         `json:"image"`
+	Command        []string                       `json:"command,omitempty"`
+	Args           []string                       `json:"args,omitempty"`
+	Env            []v1alpha1.EnvVar              `json:"env,omitempty"`
+	Ports          []v1alpha1.ContainerPort       `json:"ports,omitempty"`
+	Resources      *v1alpha1.ResourceRequirements `json:"resources,omitempty"`
+	ReadinessProbe *v1alpha1.Probe                `json:"readinessProbe,omitempty"`
 }
 
 // EnvVar is a literal environment variable.
@@ -344,8 +346,8 @@ type ContainerPort struct {
 
 // ResourceRequirements are quantities by resource name (cpu, memory, ephemeral-storage).
 type ResourceRequirements struct {
-	Requests map[string]Quantity `json:"requests,omitempty"`
-	Limits   map[string]Quantity `json:"limits,omitempty"`
+	Requests map[string]v1alpha1.Quantity `json:"requests,omitempty"`
+	Limits   map[string]v1alpha1.Quantity `json:"limits,omitempty"`
 }
 
 // Quantity is a Kubernetes quantity as its string, e.g. 250m, 1 or 256Mi.
@@ -353,13 +355,13 @@ type Quantity string
 
 // Probe is a readiness probe: a TCP connect, an HTTP GET or a command.
 type Probe struct {
-	TCPSocket           *TCPSocketAction `json:"tcpSocket,omitempty"`
-	HTTPGet             *HTTPGetAction   `json:"httpGet,omitempty"`
-	Exec                *ExecAction      `json:"exec,omitempty"`
-	InitialDelaySeconds int32            `json:"initialDelaySeconds,omitempty"`
-	PeriodSeconds       int32            `json:"periodSeconds,omitempty"`
-	TimeoutSeconds      int32            `json:"timeoutSeconds,omitempty"`
-	FailureThreshold    int32            `json:"failureThreshold,omitempty"`
+	TCPSocket           *v1alpha1.TCPSocketAction `json:"tcpSocket,omitempty"`
+	HTTPGet             *v1alpha1.HTTPGetAction   `json:"httpGet,omitempty"`
+	Exec                *v1alpha1.ExecAction      `json:"exec,omitempty"`
+	InitialDelaySeconds int32                     `json:"initialDelaySeconds,omitempty"`
+	PeriodSeconds       int32                     `json:"periodSeconds,omitempty"`
+	TimeoutSeconds      int32                     `json:"timeoutSeconds,omitempty"`
+	FailureThreshold    int32                     `json:"failureThreshold,omitempty"`
 }
 
 // TCPSocketAction probes by opening a TCP connection.
@@ -393,14 +395,14 @@ type Expose struct {
 	Type string `json:"type"`
 	// From names the in-cluster Pods a ClusterIP exposure admits (an admin bot, a checker); only
 	// ClusterIP exposures have it, and they need it.
-	From []ExposePeer `json:"from,omitempty"`
+	From []v1alpha1.ExposePeer `json:"from,omitempty"`
 }
 
 // ExposePeer selects Pods by namespace (default: the Challenge's) and labels (default: every Pod
 // of the namespace). Another instance's Pod is never selected.
 type ExposePeer struct {
-	Namespace string                `json:"namespace,omitempty"`
-	PodLabels map[string]LabelValue `json:"podLabels,omitempty"`
+	Namespace string                         `json:"namespace,omitempty"`
+	PodLabels map[string]v1alpha1.LabelValue `json:"podLabels,omitempty"`
 }
 
 // LabelValue is a Kubernetes label value.
@@ -467,16 +469,16 @@ const (
 
 // ChallengeStatus is computed by the hook on every sync.
 type ChallengeStatus struct {
-	Phase              string             `json:"phase,omitempty"`
-	Reason             string             `json:"reason,omitempty"`
-	Message            string             `json:"message,omitempty"`
-	InstanceID         string             `json:"instanceId,omitempty"`
-	Endpoints          []Endpoint         `json:"endpoints,omitempty"`
-	StartedAt          string             `json:"startedAt,omitempty"`
-	ReadyAt            string             `json:"readyAt,omitempty"`
-	ExpiresAt          string             `json:"expiresAt,omitempty"`
-	Conditions         []metav1.Condition `json:"conditions,omitempty"`
-	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+	Phase              string              `json:"phase,omitempty"`
+	Reason             string              `json:"reason,omitempty"`
+	Message            string              `json:"message,omitempty"`
+	InstanceID         string              `json:"instanceId,omitempty"`
+	Endpoints          []v1alpha1.Endpoint `json:"endpoints,omitempty"`
+	StartedAt          string              `json:"startedAt,omitempty"`
+	ReadyAt            string              `json:"readyAt,omitempty"`
+	ExpiresAt          string              `json:"expiresAt,omitempty"`
+	Conditions         []metav1.Condition  `json:"conditions,omitempty"`
+	ObservedGeneration int64               `json:"observedGeneration,omitempty"`
 }
 
 // Endpoint is what a player connects to.
@@ -491,10 +493,10 @@ type Endpoint struct {
 // Response is the sync or finalize answer. Children are encoded in order; each is a child object
 // built by the hook or, when the hook must not change a child, its last-applied configuration.
 type Response struct {
-	Status             ChallengeStatus `json:"status"`
-	Children           []any           `json:"children"`
-	ResyncAfterSeconds float64         `json:"resyncAfterSeconds"`
-	Finalized          bool            `json:"finalized"`
+	Status             v1alpha1.ChallengeStatus `json:"status"`
+	Children           []any                    `json:"children"`
+	ResyncAfterSeconds float64                  `json:"resyncAfterSeconds"`
+	Finalized          bool                     `json:"finalized"`
 }
 
 // FlagVerification is a platform's question to POST /flags/verify: is flag owner's dynamic flag on

@@ -14,7 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
-	hooksync "github.com/challenge-hook/challenge-hook/sync"
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // requestInfo collects what handlers learn about a request, for its one log line and the metrics.
@@ -60,7 +60,7 @@ func logRequests(logger *slog.Logger, m *metrics) func(http.Handler) http.Handle
 			switch {
 			case info.errorReason != "":
 				m.syncErrors.WithLabelValues(info.errorReason).Inc()
-			case info.phase == hooksync.PhaseError:
+			case info.phase == v1alpha1.PhaseError:
 				m.syncErrors.WithLabelValues(info.reason).Inc()
 			}
 

@@ -16,6 +16,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
@@ -99,7 +100,7 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if bytes.Contains(out, []byte(base64.StdEncoding.EncodeToString([]byte(renderFlagPlaceholder)))) {
 		fmt.Fprintf(stderr, "render: no --flag-key-file: the flag Secret holds the placeholder %q, not a real dynamic flag; pass --flag-key-file to render the flag the hook would derive\n", renderFlagPlaceholder)
 	}
-	if resp.Status.Phase == hooksync.PhaseError {
+	if resp.Status.Phase == v1alpha1.PhaseError {
 		fmt.Fprintf(stderr, "render: the hook answers phase Error: %s: %s\n", resp.Status.Reason, resp.Status.Message)
 	}
 	return nil
