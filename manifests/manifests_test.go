@@ -131,15 +131,15 @@ func TestStatusRequiredFieldsAreAlwaysSent(t *testing.T) {
 // TestExamplesPassHookValidation: the samples the API server admits (see the CRDs) must also pass
 // the hook's own checks, or a user copying them would get an InvalidSpec instance.
 func TestExamplesPassHookValidation(t *testing.T) {
-	var definition hooksync.ChallengeDefinition
+	var definition v1alpha1.ChallengeDefinition
 	decodeSingleYAML(t, filepath.Join(repoRoot, "examples", "definition.yaml"), &definition)
 	assert.Empty(t, hooksync.ValidateDefinition(definition.Spec, field.NewPath("spec")), "examples/definition.yaml")
 
-	var tlsDefinition hooksync.ChallengeDefinition
+	var tlsDefinition v1alpha1.ChallengeDefinition
 	decodeSingleYAML(t, filepath.Join(repoRoot, "examples", "definition-tls.yaml"), &tlsDefinition)
 	assert.Empty(t, hooksync.ValidateDefinition(tlsDefinition.Spec, field.NewPath("spec")), "examples/definition-tls.yaml")
 
-	var inline hooksync.Challenge
+	var inline v1alpha1.Challenge
 	decodeSingleYAML(t, filepath.Join(repoRoot, "examples", "inline.yaml"), &inline)
 	require.NotNil(t, inline.Spec.Template, "examples/inline.yaml must carry spec.template")
 	assert.Empty(t, hooksync.ValidateDefinition(*inline.Spec.Template, field.NewPath("spec", "template")), "examples/inline.yaml")
@@ -308,8 +308,8 @@ func TestPlatformRBACIsLeastPrivilege(t *testing.T) {
 	assert.Equal(t, map[string]int{"ClusterRole": 1, "ServiceAccount": 1, "RoleBinding": 1}, kinds,
 		"one role, an example identity, and a namespaced binding (no ClusterRoleBinding)")
 	assert.Equal(t, map[string][]string{
-		hooksync.Group + "/challenges":           {"create", "get", "list", "watch", "patch", "delete"},
-		hooksync.Group + "/challengedefinitions": {"get", "list", "watch"},
+		v1alpha1.Group + "/challenges":           {"create", "get", "list", "watch", "patch", "delete"},
+		v1alpha1.Group + "/challengedefinitions": {"get", "list", "watch"},
 	}, granted)
 }
 

@@ -188,7 +188,7 @@ func FuzzValidateDefinition(f *testing.F) {
 			return
 		}
 		req := hooksync.Request{DeclaredChildTypes: declared, Parent: hooksync.Challenge{
-			APIVersion: hooksync.APIVersion,
+			APIVersion: v1alpha1.APIVersion,
 			Kind:       "Challenge",
 			Metadata:   hooksync.ObjectMeta{Name: "fuzz", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000000", Generation: 1},
 			Spec:       v1alpha1.ChallengeSpec{Owner: "team-1", Template: &spec},

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 // All of the hook's JSON is here: requests are decoded into the typed values of types.go, answers
@@ -43,8 +45,8 @@ func childGroups(c *ObservedChildren) map[string]groupDecoder {
 // upgrade, and they are read past.
 func relatedGroups(r *Related) map[string]groupDecoder {
 	return map[string]groupDecoder{
-		"ChallengeDefinition." + APIVersion: decodeInto(&r.Definitions, func(d *ChallengeDefinition) string { return d.Metadata.Name }),
-		"Pod.v1":                            func(dec *json.Decoder) error { return dec.Decode(&struct{}{}) },
+		"ChallengeDefinition." + v1alpha1.APIVersion: decodeInto(&r.Definitions, func(d *ChallengeDefinition) string { return d.Metadata.Name }),
+		"Pod.v1": func(dec *json.Decoder) error { return dec.Decode(&struct{}{}) },
 	}
 }
 

@@ -197,7 +197,7 @@ func Customize(req CustomizeRequest, cfg Config) CustomizeResponse {
 			return CustomizeResponse{RelatedResources: rules} // Sync says why (InvalidSpec)
 		}
 		rules = append(rules, RelatedResourceRule{
-			APIVersion: APIVersion, Resource: "challengedefinitions", Namespace: namespace, Names: []string{ref.Name},
+			APIVersion: v1alpha1.APIVersion, Resource: "challengedefinitions", Namespace: namespace, Names: []string{ref.Name},
 		})
 	}
 	return CustomizeResponse{RelatedResources: rules}

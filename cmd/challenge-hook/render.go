@@ -21,7 +21,7 @@ import (
 )
 
 // relatedDefinitionKey is the key of the related map for the type the customize hook asks for.
-const relatedDefinitionKey = "ChallengeDefinition." + hooksync.APIVersion
+const relatedDefinitionKey = "ChallengeDefinition." + v1alpha1.APIVersion
 
 // renderFlagPlaceholder is every dynamic flag render prints without --flag-key-file: plainly not a
 // flag, and derived from no key, so that rendering never needs nor leaks the real key.
@@ -143,21 +143,21 @@ func buildFirstSyncRequest(files []string, now time.Time, gateway bool, stderr i
 				return nil, fmt.Errorf("%s document %d: %w", file, i+1, err)
 			}
 			switch {
-			case meta.APIVersion == hooksync.APIVersion && meta.Kind == "Challenge":
+			case meta.APIVersion == v1alpha1.APIVersion && meta.Kind == "Challenge":
 				if parent != nil {
 					return nil, fmt.Errorf("%s document %d: a second Challenge (%s); render one at a time", file, i+1, meta.Metadata.Name)
 				}
 				parent, parentMeta = obj, meta
-			case meta.APIVersion == hooksync.APIVersion && meta.Kind == "ChallengeDefinition":
+			case meta.APIVersion == v1alpha1.APIVersion && meta.Kind == "ChallengeDefinition":
 				definitions = append(definitions, definition{meta, obj})
 			default:
 				fmt.Fprintf(stderr, "render: skipping %s document %d: %s %s is neither a Challenge nor a ChallengeDefinition of %s\n",
-					file, i+1, meta.APIVersion, meta.Kind, hooksync.APIVersion)
+					file, i+1, meta.APIVersion, meta.Kind, v1alpha1.APIVersion)
 			}
 		}
 	}
 	if parent == nil {
-		return nil, fmt.Errorf("no Challenge (apiVersion %s) in %s", hooksync.APIVersion, strings.Join(files, ", "))
+		return nil, fmt.Errorf("no Challenge (apiVersion %s) in %s", v1alpha1.APIVersion, strings.Join(files, ", "))
 	}
 
 	// What the API server adds on create: the namespace kubectl defaults, generation, creation time.
