@@ -2,6 +2,9 @@ package v1alpha1
 
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+// The rule on metadata.name has no fieldPath: controller-gen declares metadata as a bare object,
+// in which the API server finds no path .metadata.name.
+
 // ChallengeDefinition is the template of a CTF challenge; Challenges run instances of it.
 //
 // +kubebuilder:object:root=true
@@ -14,7 +17,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.containers[0].image`,priority=1
 // +kubebuilder:printcolumn:name="Egress",type=boolean,JSONPath=`.spec.egress`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters (it is copied into the label ctf.challenge-hook.dev/definition of every instance)",fieldPath=`.metadata.name`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters (it is copied into the label ctf.challenge-hook.dev/definition of every instance)"
 type ChallengeDefinition struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
