@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/challenge-hook/challenge-hook/internal/flagfunc"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
@@ -305,4 +304,3 @@ func coversIPv4(cidrs []string) bool {
 	}
 	return next == 1<<32
 }
-
