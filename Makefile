@@ -36,7 +36,9 @@ lint:
 	$(GO) tool staticcheck -tags e2e,scale,e2enode ./...
 	cd hack/testimages && $(GO) vet ./... && $$(cd ../.. && $(GO) tool -n staticcheck) ./...
 
-# Regenerate the golden files and the NetworkPolicy truth table; read every changed line before committing.
+# Regenerate the golden files (testdata/<case>/request.json and hook.flags from its case.yaml, then
+# response.json; see testdata/README.md) and the NetworkPolicy truth table; read every changed line
+# before committing.
 update:
 	$(GO) test ./sync -run 'TestGolden|TestNetworkPolicyTruthTable' -update
 

@@ -62,10 +62,11 @@ const defaultVerifyListen = ":8081"
 // defaultMaxRequestBytes bounds a request body, sized from the largest real request with a margin.
 // Metacontroller sends whole live objects: every child with its status, managedFields and its
 // metacontroller.k8s.io/last-applied-configuration annotation, the parent, the related
-// definition. The largest recorded request (testdata/upgrade-deployment-child-replaced-by-pod:
-// a Challenge, its definition and 5 live children, one a Deployment) is 25,885 bytes as
-// Metacontroller sends it (compact JSON; 44,053 indented in the file); the Gateway cases, with 7
-// child types, are 22.6 KB; a live child weighs 1.9 KB (Secret) to 6.2 KB (Pod). What grows a
+// definition. The largest request recorded as Metacontroller sends it (managedFields included: a
+// Challenge, its definition and 5 live children, one a Deployment) was 25,885 bytes of compact
+// JSON; with 7 child types (a Gateway), 22.6 KB; a live child weighs 1.9 KB (Secret) to 6.2 KB
+// (Pod). (testdata's requests are smaller: they leave out managedFields and the fields the hook
+// does not read.) What grows a
 // request beyond that is the template, which it carries up to 4 times: the definition (or the
 // inline template), kubectl's last-applied annotation on it, the live Pod's spec and the Pod's
 // last-applied annotation. The recorded templates are at most 536 bytes; say one 30 times that,
