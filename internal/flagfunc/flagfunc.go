@@ -30,22 +30,20 @@ func Var(fs *flag.FlagSet, name, def, usage string, set func(string) error) {
 
 // PositiveDuration parses a duration above zero into p.
 func PositiveDuration(p *time.Duration) func(string) error {
-	return func(v string) error {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return errors.New("expected a positive duration such as 30s, 30m or 1h")
-		}
-		*p = d
-		return nil
-	}
+	return duration(p, func(d time.Duration) bool { return d > 0 }, "expected a positive duration such as 30s, 30m or 1h")
 }
 
 // NonNegativeDuration parses a duration of zero or more into p.
 func NonNegativeDuration(p *time.Duration) func(string) error {
+	return duration(p, func(d time.Duration) bool { return d >= 0 }, "expected a duration such as 0s, 5s or 1m")
+}
+
+// duration parses a duration that valid accepts into p; expected is the error otherwise.
+func duration(p *time.Duration, valid func(time.Duration) bool, expected string) func(string) error {
 	return func(v string) error {
 		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return errors.New("expected a duration such as 0s, 5s or 1m")
+		if err != nil || !valid(d) {
+			return errors.New(expected)
 		}
 		*p = d
 		return nil
