@@ -139,14 +139,13 @@ func requestFromCase(t testing.TB, name string, c caseFile, cfg Config) []byte {
 	if strings.HasPrefix(name, "customize-") {
 		return marshal(t, map[string]any{"controller": controller, "parent": parent})
 	}
-	request := map[string]any{
+	return marshal(t, map[string]any{
 		"controller": controller,
 		"parent":     parent,
+		"children":   observedChildren(t, controller, parent, c.Children, appliedChildren(t, c, controller, parent, cfg)),
 		"related":    relatedObjects(t, parent, c.Related),
 		"finalizing": c.Finalizing,
-	}
-	request["children"] = observedChildren(t, controller, parent, c.Children, appliedChildren(t, c, request, cfg))
-	return marshal(t, request)
+	})
 }
 
 func marshal(t testing.TB, v any) []byte {
@@ -239,9 +238,9 @@ func observedChildren(t testing.TB, controller, parent map[string]any, children 
 // created them, by kind and name: its answer once the first answer's children exist (the Pod
 // waits for its NetworkPolicy), at the parent's creation, for the parent and related objects as
 // they were then (the case's, or its appliedWith).
-func appliedChildren(t testing.TB, c caseFile, request map[string]any, cfg Config) map[string]map[string]any {
+func appliedChildren(t testing.TB, c caseFile, controller, stored map[string]any, cfg Config) map[string]map[string]any {
 	// Declared at its creation, so neither deleted nor stopped (a stopped instance has no Pod).
-	parent := deepCopy(request["parent"].(map[string]any))
+	parent := deepCopy(stored)
 	delete(parent, "status")
 	delete(parent["metadata"].(map[string]any), "deletionTimestamp")
 	delete(parent["spec"].(map[string]any), "stopped")
@@ -256,8 +255,8 @@ func appliedChildren(t testing.TB, c caseFile, request map[string]any, cfg Confi
 	created, err := time.Parse(time.RFC3339, parent["metadata"].(map[string]any)["creationTimestamp"].(string))
 	require.NoError(t, err)
 	first := map[string]any{
-		"controller": request["controller"], "parent": parent, "related": relatedObjects(t, parent, related), "finalizing": false,
-		"children": observedChildren(t, request["controller"].(map[string]any), parent, nil, nil),
+		"controller": controller, "parent": parent, "related": relatedObjects(t, parent, related), "finalizing": false,
+		"children": observedChildren(t, controller, parent, nil, nil),
 	}
 	c0 := goldenCase{name: "applied", request: marshal(t, first), flags: flags}
 	body := answerAt(t, c0, cfg, created)

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*/response.json from the hook's answers")
+var update = flag.Bool("update", false, "rewrite testdata/*/request.json and hook.flags from case.yaml (or a derivation), then response.json from the hook's answers")
 
 // goldenNow is the clock of every golden case: testdata/dev.flags' --clock, which `make run` serves with.
 var goldenNow = time.Date(2026, 11, 1, 12, 5, 0, 0, time.UTC)
