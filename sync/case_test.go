@@ -127,7 +127,7 @@ func apiVersionByKind(t testing.TB, kind string) string {
 }
 
 // requestFromCase is the request Metacontroller sends for a case: the CompositeController, the
-// parent as the API server stores it, every declared child type (empty ones too) keyed
+// parent as the API server stores it (managedFields included), every declared child type (empty ones too) keyed
 // "<namespace>/<name>" as a v2 hook receives them, and the related objects. A customize case gets
 // a customize request.
 func requestFromCase(t testing.TB, name string, c caseFile, cfg Config) []byte {
@@ -164,7 +164,57 @@ func storedParent(in map[string]any) map[string]any {
 		meta["generation"] = 1
 	}
 	meta["finalizers"] = []any{parentFinalizer}
+	meta["managedFields"] = managedFields(parent, "ctf-platform", "metacontroller", meta["creationTimestamp"])
 	return parent
+}
+
+// statusManagers are who writes each kind's status, for its managedFields.
+var statusManagers = map[string]string{
+	"Challenge": "metacontroller", "Pod": "kubelet", "Service": "service-controller", "Ingress": "ingress-nginx",
+	"HTTPRoute": "gateway-controller", "TLSRoute": "gateway-controller", "Deployment": "kube-controller-manager",
+}
+
+// managedFields is what the API server records of who set an object's fields, as Metacontroller
+// sends it (the hook reads none of it, but it is much of a request's size): the manager of
+// everything but the status, and the status subresource's.
+func managedFields(obj map[string]any, manager, statusManager string, at any) []any {
+	owned := map[string]any{}
+	for k, v := range obj {
+		switch k {
+		case "apiVersion", "kind", "status":
+		case "metadata":
+			owned[k] = map[string]any{}
+			for _, field := range []string{"labels", "annotations", "ownerReferences"} {
+				if v, ok := v.(map[string]any)[field]; ok {
+					owned[k].(map[string]any)[field] = v
+				}
+			}
+		default:
+			owned[k] = v
+		}
+	}
+	entry := func(manager string, fields any) map[string]any {
+		return map[string]any{"manager": manager, "operation": "Update", "apiVersion": obj["apiVersion"], "time": at, "fieldsType": "FieldsV1", "fieldsV1": fields}
+	}
+	out := []any{entry(manager, fieldsV1(owned))}
+	if status, ok := obj["status"]; ok {
+		status := entry(statusManager, fieldsV1(map[string]any{"status": status}))
+		status["subresource"] = "status"
+		out = append(out, status)
+	}
+	return out
+}
+
+// fieldsV1 is a value's fields in the API server's FieldsV1 form: "f:<key>" for each key, a list
+// or a value as {}.
+func fieldsV1(v any) map[string]any {
+	out := map[string]any{}
+	if m, ok := v.(map[string]any); ok {
+		for k, v := range m {
+			out["f:"+k] = fieldsV1(v)
+		}
+	}
+	return out
 }
 
 // relatedObjects groups the related objects as Metacontroller does. A Challenge with a
@@ -226,6 +276,7 @@ func observedChildren(t testing.TB, controller, parent map[string]any, children 
 		if declared {
 			meta["annotations"] = mergeObjects(mapAt(meta, "annotations"), map[string]any{LastAppliedAnnotation: string(marshal(t, lastApplied))})
 		}
+		meta["managedFields"] = managedFields(obj, "metacontroller", statusManagers[kind], parentMeta["creationTimestamp"])
 		key := fmt.Sprint(kind, ".", obj["apiVersion"])
 		group, ok := groups[key].(map[string]any)
 		require.True(t, ok, "child %s/%s: the CompositeController declares no %s", kind, name, key)
