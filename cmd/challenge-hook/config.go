@@ -65,8 +65,8 @@ const defaultVerifyListen = ":8081"
 // definition. The largest request recorded as Metacontroller sends it (managedFields included: a
 // Challenge, its definition and 5 live children, one a Deployment) was 25,885 bytes of compact
 // JSON; with 7 child types (a Gateway), 22.6 KB; a live child weighs 1.9 KB (Secret) to 6.2 KB
-// (Pod). (testdata's requests are smaller: they leave out managedFields and the fields the hook
-// does not read.) What grows a
+// (Pod). (testdata's requests, generated from short inputs, are smaller: their live objects leave
+// out most fields the hook does not read.) What grows a
 // request beyond that is the template, which it carries up to 4 times: the definition (or the
 // inline template), kubectl's last-applied annotation on it, the live Pod's spec and the Pod's
 // last-applied annotation. The recorded templates are at most 536 bytes; say one 30 times that,
