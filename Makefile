@@ -42,7 +42,9 @@ lint:
 generate:
 	GO=$(GO) bash hack/generate.sh
 
-# Regenerate the golden files and the NetworkPolicy truth table; read every changed line before committing.
+# Regenerate the golden files (testdata/<case>/request.json and hook.flags from its case.yaml, then
+# response.json; see testdata/README.md) and the NetworkPolicy truth table; read every changed line
+# before committing.
 update:
 	$(GO) test ./sync -run 'TestGolden|TestNetworkPolicyTruthTable' -update
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,7 +21,8 @@ type derivedCase struct {
 	change func(parent, req map[string]any)
 	// applied is how many answers are applied before the case's request (0: the changed base).
 	applied int
-	readme  string
+	// description says what the case shows, as a case.yaml's does.
+	description string
 }
 
 func setSpec(field string, value any) func(parent, req map[string]any) {
@@ -46,44 +48,44 @@ const (
 )
 
 var derivedCases = []derivedCase{
-	{name: "none-to-creating-policy-before-pod", base: firstSyncCase, readme: `
+	{name: "none-to-creating-policy-before-pod", base: firstSyncCase, description: `
 First sync of a new Challenge: nothing observed. The hook declares the NetworkPolicy, Service, Ingress
 and flag Secret, but not the Pod: a Pod is declared only once the policy that isolates it is observed,
 so it never runs a moment unisolated. Phase None.`},
-	{name: "creating-policy-observed-pod-created", base: firstSyncCase, applied: 1, readme: `
+	{name: "creating-policy-observed-pod-created", base: firstSyncCase, applied: 1, description: `
 The sync after the first: Metacontroller created the NetworkPolicy, Service, Ingress and flag Secret
 the first answer declared. The policy (and the Secret the Pod reads its flag from) being observed, the
 hook now declares the Pod. Phase Creating.`},
-	{name: "readme-example-pod-created", base: "readme-example-first-sync", applied: 1, readme: `
+	{name: "readme-example-pod-created", base: "readme-example-first-sync", applied: 1, description: `
 The README's sample once Metacontroller created what its first sync declared
 (readme-example-first-sync): the NetworkPolicy is observed, so the Pod is declared with the rest.
 ` + "`challenge-hook render`" + ` of examples/challenge.yaml and examples/definition.yaml prints exactly these
 children and this status (cmd/challenge-hook's TestRenderMatchesGolden).`},
-	{name: "running-policy-deleted-pod-removed", base: runningCase, change: withoutChild(networkPolicyGroup), readme: `
+	{name: "running-policy-deleted-pod-removed", base: runningCase, change: withoutChild(networkPolicyGroup), description: `
 A Running instance whose NetworkPolicy was deleted by hand: its Pod is not isolated any more. The hook
 declares the policy again and leaves the Pod out, so that Metacontroller deletes it; it is created
 again once the policy is observed. Phase Creating, and the message says why.`},
-	{name: "running-to-expired-pod-terminating-policy-kept", base: runningCase, change: setSpec("expiresAt", expiredBeforeGolden), applied: 1, readme: `
+	{name: "running-to-expired-pod-terminating-policy-kept", base: runningCase, change: setSpec("expiresAt", expiredBeforeGolden), applied: 1, description: `
 The platform ended the instance early (spec.expiresAt in the past): the first answer past the deadline
 declared only the NetworkPolicy, and Metacontroller deleted everything else. The Pod is Terminating
 (its process ignores SIGTERM, its grace period runs): the policy stays, exactly as it was, so the Pod is
 isolated to its last moment. Phase Expired.`},
-	{name: "expired-pod-gone-policy-removed", base: runningCase, change: setSpec("expiresAt", expiredBeforeGolden), applied: 2, readme: `
+	{name: "expired-pod-gone-policy-removed", base: runningCase, change: setSpec("expiresAt", expiredBeforeGolden), applied: 2, description: `
 After running-to-expired-pod-terminating-policy-kept: the Pod is gone, only the NetworkPolicy is
 observed. The answer declares no child, so the policy goes now, after the last Pod. Phase Expired.`},
-	{name: "finalize-pod-terminating-policy-kept", base: runningCase, change: deleting, applied: 1, readme: `
+	{name: "finalize-pod-terminating-policy-kept", base: runningCase, change: deleting, applied: 1, description: `
 A Running Challenge is deleted: the first finalize answer declared only the NetworkPolicy and
 Metacontroller deleted every other child. The Pod is Terminating: the policy stays while it is
 observed, and the Challenge is not finalized. Phase Terminating.`},
-	{name: "finalize-pod-gone-policy-removed", base: runningCase, change: deleting, applied: 2, readme: `
+	{name: "finalize-pod-gone-policy-removed", base: runningCase, change: deleting, applied: 2, description: `
 After finalize-pod-terminating-policy-kept: the Pod is gone, only the NetworkPolicy is observed. The
 answer declares no child, so the policy goes now; the Challenge is finalized on the next sync, once
 nothing is observed. Phase Terminating.`},
-	{name: "running-to-stopped-pod-terminating-policy-kept", base: runningCase, change: setSpec("stopped", true), applied: 1, readme: `
+	{name: "running-to-stopped-pod-terminating-policy-kept", base: runningCase, change: setSpec("stopped", true), applied: 1, description: `
 The platform stopped a Running instance (spec.stopped): the Pod was left out and is Terminating; the
 NetworkPolicy, Service, Ingress and Secret stay, the policy isolating the Pod to its last moment.
 Phase Stopped.`},
-	{name: "definition-missing-policy-missing-pod-removed", base: definitionGoneCase, change: withoutChild(networkPolicyGroup), readme: `
+	{name: "definition-missing-policy-missing-pod-removed", base: definitionGoneCase, change: withoutChild(networkPolicyGroup), description: `
 The definition is gone, so the hook keeps every child as it is; but the NetworkPolicy is gone too
 (deleted by hand), so the Pod runs unisolated. The hook leaves the Pod out, so that Metacontroller
 deletes it, and declares a policy that admits nothing, built from the Challenge alone, to hold it while
@@ -118,7 +120,7 @@ func compact(t testing.TB, body []byte) []byte {
 }
 
 // TestGoldenDerivedRequests: each derived case's request.json is what its derivation computes;
-// `make update` writes it (and its README.md) before TestGolden answers it.
+// `make update` writes it before TestGolden answers it.
 func TestGoldenDerivedRequests(t *testing.T) {
 	cfg := goldenConfig(t)
 	cases := map[string]goldenCase{}
@@ -127,13 +129,13 @@ func TestGoldenDerivedRequests(t *testing.T) {
 	}
 	for _, d := range derivedCases {
 		t.Run(d.name, func(t *testing.T) {
+			require.NotEmpty(t, strings.TrimSpace(d.description), "a derived case says what it shows")
 			got := derivedRequest(t, d, cases, cfg)
 			dir := filepath.Join("..", "testdata", d.name)
 			path := filepath.Join(dir, "request.json")
 			if *update {
 				require.NoError(t, os.MkdirAll(dir, 0o755))
 				require.NoError(t, os.WriteFile(path, got, 0o644))
-				require.NoError(t, os.WriteFile(filepath.Join(dir, "README.md"), []byte(d.readme[1:]+"\n"), 0o644))
 			}
 			want, err := os.ReadFile(path)
 			require.NoError(t, err, "run `make update` to derive it from %s", d.base)

@@ -16,20 +16,38 @@ import (
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*/response.json from the hook's answers")
+var update = flag.Bool("update", false, "rewrite testdata/*/request.json and hook.flags from case.yaml (or a derivation), then response.json from the hook's answers")
 
-// goldenNow is the clock of every golden case, the same as `make run`'s (testdata/dev.flags).
+// goldenNow is the clock of every golden case: testdata/dev.flags' --clock, which `make run` serves with.
 var goldenNow = time.Date(2026, 11, 1, 12, 5, 0, 0, time.UTC)
 
-// goldenConfig is the default configuration with the demo flag key and a typical cluster's Pod
-// and Service CIDRs, as `make run` serves (testdata/dev.flags).
+// devFlagsFile holds the flags `make run` serves with, relative to the repository root.
+const devFlagsFile = "../testdata/dev.flags"
+
+// goldenConfig is the configuration `make run` serves with: testdata/dev.flags parsed by the
+// hook's own registration (Config.RegisterFlags), plus the binary's two flags that are not the
+// sync's configuration: the flag key's file, read here, and the pinned clock, goldenNow.
 func goldenConfig(t testing.TB) Config {
-	key, err := os.ReadFile("../testdata/flag.key")
+	content, err := os.ReadFile(devFlagsFile)
 	require.NoError(t, err)
 	cfg := DefaultConfig()
+	fs := flag.NewFlagSet(devFlagsFile, flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	keyFile := fs.String("flag-key-file", "", "")
+	clock := fs.String("clock", "", "")
+	require.NoError(t, fs.Parse(strings.Fields(string(content))))
+	require.Equal(t, goldenNow.Format(time.RFC3339), *clock, "%s pins the clock to goldenNow", devFlagsFile)
+	key, err := os.ReadFile(filepath.Join("..", *keyFile)) // relative to the repository root, as `make run` reads it
+	require.NoError(t, err)
 	cfg.FlagKey = bytes.TrimSpace(key)
-	cfg.PodCIDRs = []string{"10.244.0.0/16"}
-	cfg.ServiceCIDRs = []string{"10.96.0.0/12"}
+	return cfg
+}
+
+// withFlags is cfg with a case's flags applied by the hook's own registration.
+func withFlags(t testing.TB, cfg Config, args []string) Config {
+	fs := flag.NewFlagSet(caseInputFile, flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	require.NoError(t, fs.Parse(args))
 	return cfg
 }
 
@@ -37,31 +55,9 @@ type goldenCase struct {
 	name    string
 	dir     string
 	request []byte
-	// flags are the case's hook flags on top of the golden configuration (testdata/<case>/hook.flags),
-	// e.g. a Gateway.
+	// flags are the case's hook flags on top of the golden configuration (its case.yaml's), e.g.
+	// a Gateway.
 	flags []string
-}
-
-// caseFlagsFile holds a case's hook flags beyond testdata/dev.flags, one or more per line.
-const caseFlagsFile = "hook.flags"
-
-// withCaseFlags applies a case's hook flags to the golden configuration. Only the flags that the
-// golden cases need are known here; cmd/challenge-hook's TestGoldenReplay serves the same files
-// through the real flag parsing.
-func withCaseFlags(t testing.TB, cfg Config, args []string) Config {
-	fs := flag.NewFlagSet(caseFlagsFile, flag.ContinueOnError)
-	fs.Func("gateway", "", func(v string) error {
-		ref, err := ParseGatewayRef(v)
-		if err != nil {
-			return err
-		}
-		cfg.Gateway = &ref
-		return nil
-	})
-	fs.StringVar(&cfg.GatewaySectionName, "gateway-section-name", cfg.GatewaySectionName, "")
-	fs.StringVar(&cfg.GatewayTLSSectionName, "gateway-tls-section-name", cfg.GatewayTLSSectionName, "")
-	require.NoError(t, fs.Parse(args))
-	return cfg
 }
 
 func goldenCases(t testing.TB) []goldenCase {
@@ -74,11 +70,8 @@ func goldenCases(t testing.TB) []goldenCase {
 		require.NoError(t, err)
 		dir := filepath.Dir(path)
 		var flags []string
-		switch content, err := os.ReadFile(filepath.Join(dir, caseFlagsFile)); {
-		case err == nil:
-			flags = strings.Fields(string(content))
-		case !os.IsNotExist(err):
-			require.NoError(t, err)
+		if _, err := os.Stat(filepath.Join(dir, caseInputFile)); err == nil {
+			flags = readCaseFile(t, dir).Flags
 		}
 		cases = append(cases, goldenCase{name: filepath.Base(dir), dir: dir, request: body, flags: flags})
 	}
@@ -98,7 +91,7 @@ func answer(t testing.TB, c goldenCase, cfg Config) []byte {
 }
 
 func answerAt(t testing.TB, c goldenCase, cfg Config, now time.Time) []byte {
-	cfg = withCaseFlags(t, cfg, c.flags)
+	cfg = withFlags(t, cfg, c.flags)
 	var resp any
 	if strings.HasPrefix(c.name, "customize-") {
 		req, err := DecodeCustomizeRequest(c.request)

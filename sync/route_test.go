@@ -13,7 +13,7 @@ func gatewayCase(t *testing.T, name string) (Request, Config) {
 	c := goldenCaseNamed(t, name)
 	req, err := DecodeRequest(c.request)
 	require.NoError(t, err)
-	cfg := withCaseFlags(t, goldenConfig(t), c.flags)
+	cfg := withFlags(t, goldenConfig(t), c.flags)
 	require.NotNil(t, cfg.Gateway, "%s serves with a Gateway", name)
 	return req, cfg
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -16,9 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
-
+	"github.com/challenge-hook/challenge-hook/internal/flagfunc"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
@@ -65,10 +62,11 @@ const defaultVerifyListen = ":8081"
 // defaultMaxRequestBytes bounds a request body, sized from the largest real request with a margin.
 // Metacontroller sends whole live objects: every child with its status, managedFields and its
 // metacontroller.k8s.io/last-applied-configuration annotation, the parent, the related
-// definition. The largest recorded request (testdata/upgrade-deployment-child-replaced-by-pod:
-// a Challenge, its definition and 5 live children, one a Deployment) is 25,885 bytes as
-// Metacontroller sends it (compact JSON; 44,053 indented in the file); the Gateway cases, with 7
-// child types, are 22.6 KB; a live child weighs 1.9 KB (Secret) to 6.2 KB (Pod). What grows a
+// definition. The largest request recorded as Metacontroller sends it (managedFields included: a
+// Challenge, its definition and 5 live children, one a Deployment) was 25,885 bytes of compact
+// JSON; with 7 child types (a Gateway), 22.6 KB; a live child weighs 1.9 KB (Secret) to 6.2 KB
+// (Pod). (testdata's requests, generated from short inputs, are smaller: their live objects leave
+// out most fields the hook does not read.) What grows a
 // request beyond that is the template, which it carries up to 4 times: the definition (or the
 // inline template), kubectl's last-applied annotation on it, the live Pod's spec and the Pod's
 // last-applied annotation. The recorded templates are at most 536 bytes; say one 30 times that,
@@ -98,10 +96,17 @@ func newConfigFlags(name string) *configFlags {
 	return &configFlags{fs: fs}
 }
 
-// env registers a flag with an environment fallback; the usage text names the variable.
-func (c *configFlags) env(value flag.Value, name, usage string) {
-	c.fs.Var(value, name, fmt.Sprintf("%s (env %s)", usage, envName(name)))
-	c.withEnv = append(c.withEnv, name)
+// env gives every flag that register adds an environment fallback; the usage text names the variable.
+func (c *configFlags) env(register func(fs *flag.FlagSet)) {
+	known := map[string]bool{}
+	c.fs.VisitAll(func(f *flag.Flag) { known[f.Name] = true })
+	register(c.fs)
+	c.fs.VisitAll(func(f *flag.Flag) {
+		if !known[f.Name] {
+			f.Usage = fmt.Sprintf("%s (env %s)", f.Usage, envName(f.Name))
+			c.withEnv = append(c.withEnv, f.Name)
+		}
+	})
 }
 
 // parse applies the environment fallbacks, then the arguments: a flag wins over its environment
@@ -130,41 +135,14 @@ func (c *configFlags) usage(w io.Writer, synopsis string) {
 	c.fs.SetOutput(io.Discard)
 }
 
-// addHookFlags registers the flags that shape sync answers, shared by the server and render.
+// addHookFlags registers the flags that shape sync answers, shared by the server and render: the
+// sync configuration's own (sync.Config.RegisterFlags) and the flag key's file.
 func addHookFlags(c *configFlags, cfg *hookConfig) {
 	cfg.sync = hooksync.DefaultConfig()
-	c.env((*stringValue)(&cfg.sync.PublicHost), "public-host", "`host` players use for NodePort endpoints")
-	c.env((*stringValue)(&cfg.sync.IngressDomain), "ingress-domain", "parent `domain` of per-instance HTTP hosts <instanceId>.<domain>")
-	c.env((*stringValue)(&cfg.sync.IngressClassName), "ingress-class", "`class` name of Ingress children (empty: the cluster default)")
-	c.env(&choiceValue{p: &cfg.sync.IngressScheme, choices: []string{"http", "https"}}, "ingress-scheme", "`scheme` of HTTP endpoint URLs: http or https")
-	c.env(&gatewayValue{p: &cfg.sync.Gateway}, "gateway", "Gateway API Gateway (`namespace/name`) that routes players: HTTP exposures become HTTPRoutes instead of Ingresses, TLS exposures TLSRoutes (empty: Ingresses, and no TLS exposures)")
-	c.env((*stringValue)(&cfg.sync.GatewaySectionName), "gateway-section-name", "`listener` of the Gateway that HTTPRoutes attach to (empty: every listener that admits them)")
-	c.env((*stringValue)(&cfg.sync.GatewayTLSSectionName), "gateway-tls-section-name", "`listener` of the Gateway that TLSRoutes attach to (empty: every listener that admits them)")
-	c.env((*portValue)(&cfg.sync.GatewayTLSPort), "gateway-tls-port", "`port` of the Gateway's TLS listener, given to players in TLS endpoints")
-	c.env((*namespaceValue)(&cfg.sync.GatewayDataPlane.Namespace), "gateway-pod-namespace", "`namespace` of the Gateway's data-plane Pods, the only source of HTTP and TLS exposures with --gateway (empty: the Gateway's namespace)")
-	c.env((*labelsValue)(&cfg.sync.GatewayDataPlane.Labels), "gateway-pod-labels", "`labels` (k=v,...) of the Gateway's data-plane Pods (empty: gateway.networking.k8s.io/gateway-name=<the Gateway's name>)")
-	c.env((*stringValue)(&cfg.sync.ClusterDomain), "cluster-domain", "cluster DNS `suffix`, for ClusterIP endpoints")
-	c.env((*positiveDuration)(&cfg.sync.DefaultTimeout), "default-timeout", "instance lifetime (`duration`) when neither the Challenge nor its definition sets one")
-	c.env((*positiveDuration)(&cfg.sync.DefaultMaxLifetime), "default-max-lifetime", "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime")
-	c.env((*nonNegativeDuration)(&cfg.sync.ExpiryWarning), "expiry-warning", "how long (`duration`) before expiry the ExpiringSoon condition is True; the hook asks to be woken then (0s: never)")
-	c.env((*stringValue)(&cfg.flagKeyFile), "flag-key-file", "`file` holding the HMAC key of dynamic flags (read once at start-up; empty: the server refuses dynamic flags, render prints a placeholder)")
-	// Where the cluster's networks and platform Pods are, for each instance's NetworkPolicy.
-	c.env(&cidrList{p: &cfg.sync.PodCIDRs, instead: "the cluster's Pod CIDRs, e.g. 10.244.0.0/16 (kubectl get nodes -o jsonpath='{.items[*].spec.podCIDR}' lists each node's part)"},
-		"pod-cidrs", "the cluster's Pod `CIDRs`, comma-separated: refused as egress destinations and as NodePort/LoadBalancer sources (empty: every private and CGNAT range)")
-	c.env(&cidrList{p: &cfg.sync.ServiceCIDRs, instead: "the cluster's Service CIDRs, e.g. 10.96.0.0/12 (the API server's --service-cluster-ip-range)"},
-		"service-cidrs", "the cluster's Service `CIDRs`, comma-separated: refused as egress destinations")
-	c.env(&cidrList{p: &cfg.sync.NodeCIDRs, instead: "the nodes' own addresses, e.g. 203.0.113.0/24 (kubectl get nodes -o wide)"},
-		"node-cidrs", "the nodes' `CIDRs`, comma-separated: refused as egress destinations (needed where nodes have public addresses)")
-	c.env(&cidrList{p: &cfg.sync.APIServerCIDRs, instead: "the API server's own addresses, e.g. 203.0.113.10/32 (kubectl -n default get endpointslices -l kubernetes.io/service-name=kubernetes)"},
-		"api-server-cidrs", "the API server's `CIDRs`, comma-separated: refused as egress destinations (needed where its endpoint is public)")
-	c.env((*namespaceValue)(&cfg.sync.DNS.Namespace), "dns-namespace", "`namespace` of the cluster DNS Pods, the only in-cluster egress destination (port 53)")
-	c.env((*labelsValue)(&cfg.sync.DNS.Labels), "dns-pod-labels", "`labels` (k=v,...) of the cluster DNS Pods")
-	c.env((*ipv4Value)(&cfg.sync.NodeLocalDNS), "node-local-dns", "`address` of a node-local DNS cache, also allowed on port 53 (empty: none)")
-	c.env((*namespaceValue)(&cfg.sync.IngressController.Namespace), "ingress-controller-namespace", "`namespace` of the ingress controller's Pods, the only source of HTTP exposures")
-	c.env((*labelsValue)(&cfg.sync.IngressController.Labels), "ingress-controller-pod-labels", "`labels` (k=v,...) of the ingress controller's Pods (empty: every Pod of its namespace)")
-	// What the hook believes of a Challenge, whose author is the platform, not the organizer.
-	c.env(&allowValue{refuse: &cfg.sync.RefuseInlineTemplates}, "inline-templates", "accept Challenges with an inline spec.template; false: only ChallengeDefinitions say what runs, and an inline template is refused (InvalidSpec)")
-	c.env((*namespaceList)(&cfg.sync.DefinitionNamespaces), "definition-namespaces", "the only `namespaces` (comma-separated) a spec.definitionRef may point to; others are refused (InvalidSpec) and never fetched (empty: any)")
+	c.env(func(fs *flag.FlagSet) {
+		cfg.sync.RegisterFlags(fs)
+		fs.StringVar(&cfg.flagKeyFile, "flag-key-file", "", "`file` holding the HMAC key of dynamic flags (read once at start-up; empty: the server refuses dynamic flags, render prints a placeholder)")
+	})
 }
 
 // parseServerConfig parses the server's flags (args without the program name).
@@ -182,23 +160,38 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 		logLevel:              slog.LevelInfo,
 	}
 	c := newConfigFlags("challenge-hook")
-	c.env((*listenValue)(&cfg.listen), "listen", "address to serve on, `host:port`")
-	c.env((*clockValue)(&cfg.clock), "clock", "pin the clock to this RFC 3339 `time`, for demos and golden replays only: on a frozen clock no instance ever expires; logs a warning at start-up (empty: the real clock)")
+	c.env(func(fs *flag.FlagSet) {
+		flagfunc.Var(fs, "listen", cfg.listen, "address to serve on, `host:port`", flagfunc.HostPort(&cfg.listen))
+		fs.Func("clock", "pin the clock to this RFC 3339 `time`, for demos and golden replays only: on a frozen clock no instance ever expires; logs a warning at start-up (empty: the real clock)",
+			flagfunc.Time(&cfg.clock))
+	})
 	addHookFlags(c, &cfg.hook)
-	c.env((*stringValue)(&cfg.tokenFile), "token-file", "`file` holding the bearer token Metacontroller sends to /sync, /finalize and /customize (empty: no token required); it never verifies flags")
-	c.env((*listenValue)(&cfg.verifyListen), "verify-listen", "address of the flag-verification listener, `host:port`: POST /flags/verify only, served only with --verify-token-file")
-	c.env((*stringValue)(&cfg.verifyTokenFile), "verify-token-file", "`file` holding the bearer token the platform sends to POST /flags/verify on --verify-listen; it opens nothing else, and must differ from --token-file's (empty: no flag verification)")
-	c.env((*stringValue)(&cfg.tlsCertFile), "tls-cert-file", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")
-	c.env((*stringValue)(&cfg.tlsKeyFile), "tls-key-file", "TLS private key `file` (PEM), reloaded when it changes; needs --tls-cert-file")
-	c.env((*byteSize)(&cfg.maxRequestBytes), "max-request-bytes", "largest request body accepted (`size`), in bytes or with a binary suffix such as 1Mi; raise the memory limit with it")
-	c.env((*positiveInt)(&cfg.maxConcurrentRequests), "max-concurrent-requests", "`number` of sync, finalize and customize requests answered at once; more wait up to 1s, then get 429 with Retry-After")
-	c.env((*positiveDuration)(&cfg.readHeaderTimeout), "read-header-timeout", "`duration` allowed to read request headers")
-	c.env((*positiveDuration)(&cfg.readTimeout), "read-timeout", "`duration` allowed to read a whole request")
-	c.env((*positiveDuration)(&cfg.writeTimeout), "write-timeout", "`duration` allowed from the end of the request headers to the end of the response")
-	c.env((*positiveDuration)(&cfg.idleTimeout), "idle-timeout", "how long (`duration`) an idle keep-alive connection stays open")
-	c.env((*nonNegativeDuration)(&cfg.shutdownDelay), "shutdown-delay", "on SIGTERM, keep serving (with /readyz failing) this `duration` before closing the listener, so load balancers stop sending traffic")
-	c.env((*positiveDuration)(&cfg.shutdownTimeout), "shutdown-timeout", "on SIGTERM, the longest `duration` until exit, shutdown delay and in-flight requests included")
-	c.env(&logLevelValue{p: &cfg.logLevel}, "log-level", "`level`: debug, info, warn or error")
+	c.env(func(fs *flag.FlagSet) {
+		fs.StringVar(&cfg.tokenFile, "token-file", "", "`file` holding the bearer token Metacontroller sends to /sync, /finalize and /customize (empty: no token required); it never verifies flags")
+		flagfunc.Var(fs, "verify-listen", cfg.verifyListen, "address of the flag-verification listener, `host:port`: POST /flags/verify only, served only with --verify-token-file", flagfunc.HostPort(&cfg.verifyListen))
+		fs.StringVar(&cfg.verifyTokenFile, "verify-token-file", "", "`file` holding the bearer token the platform sends to POST /flags/verify on --verify-listen; it opens nothing else, and must differ from --token-file's (empty: no flag verification)")
+		fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")
+		fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "TLS private key `file` (PEM), reloaded when it changes; needs --tls-cert-file")
+		flagfunc.Var(fs, "max-request-bytes", strconv.FormatInt(cfg.maxRequestBytes, 10), "largest request body accepted (`size`), in bytes or with a binary suffix such as 1Mi; raise the memory limit with it",
+			flagfunc.ByteSize(&cfg.maxRequestBytes))
+		flagfunc.Var(fs, "max-concurrent-requests", strconv.Itoa(cfg.maxConcurrentRequests), "`number` of sync, finalize and customize requests answered at once; more wait up to 1s, then get 429 with Retry-After",
+			flagfunc.PositiveInt(&cfg.maxConcurrentRequests))
+		flagfunc.Var(fs, "read-header-timeout", cfg.readHeaderTimeout.String(), "`duration` allowed to read request headers", flagfunc.PositiveDuration(&cfg.readHeaderTimeout))
+		flagfunc.Var(fs, "read-timeout", cfg.readTimeout.String(), "`duration` allowed to read a whole request", flagfunc.PositiveDuration(&cfg.readTimeout))
+		flagfunc.Var(fs, "write-timeout", cfg.writeTimeout.String(), "`duration` allowed from the end of the request headers to the end of the response", flagfunc.PositiveDuration(&cfg.writeTimeout))
+		flagfunc.Var(fs, "idle-timeout", cfg.idleTimeout.String(), "how long (`duration`) an idle keep-alive connection stays open", flagfunc.PositiveDuration(&cfg.idleTimeout))
+		flagfunc.Var(fs, "shutdown-delay", "", "on SIGTERM, keep serving (with /readyz failing) this `duration` before closing the listener, so load balancers stop sending traffic",
+			flagfunc.NonNegativeDuration(&cfg.shutdownDelay))
+		flagfunc.Var(fs, "shutdown-timeout", cfg.shutdownTimeout.String(), "on SIGTERM, the longest `duration` until exit, shutdown delay and in-flight requests included", flagfunc.PositiveDuration(&cfg.shutdownTimeout))
+		flagfunc.Var(fs, "log-level", strings.ToLower(cfg.logLevel.String()), "`level`: debug, info, warn or error", func(v string) error {
+			level, ok := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[strings.ToLower(v)]
+			if !ok {
+				return errors.New("expected debug, info, warn or error")
+			}
+			cfg.logLevel = level
+			return nil
+		})
+	})
 	if err := c.parse(args, getenv); err != nil {
 		return cfg, c, err
 	}
@@ -273,54 +266,6 @@ func readFlagKey(path string) ([]byte, error) {
 	return key, nil
 }
 
-// Flag values. Each one validates in Set, so that the error names the flag or variable it came from.
-
-type stringValue string
-
-func (s *stringValue) String() string     { return string(*s) }
-func (s *stringValue) Set(v string) error { *s = stringValue(v); return nil }
-
-// cidrList is a comma-separated list of IPv4 CIDRs, each its network address (10.244.0.0/16, not
-// 10.244.1.0/16): instances get no IPv6 ingress or egress, so IPv6 ranges would have no effect.
-// Each CIDR becomes an except entry under 0.0.0.0/0 in every instance's NetworkPolicy, which the
-// API server accepts only as a strict subset: 0.0.0.0/0 itself is refused here, saying instead
-// what to pass.
-type cidrList struct {
-	p       *[]string
-	instead string // what the flag should hold, for the error
-}
-
-func (c *cidrList) String() string {
-	if c.p == nil {
-		return ""
-	}
-	return strings.Join(*c.p, ",")
-}
-
-func (c *cidrList) Set(v string) error {
-	var out []string
-	for _, item := range strings.Split(v, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(item)
-		if err != nil || !p.Addr().Is4() {
-			return fmt.Errorf("%q: expected IPv4 CIDRs such as 10.244.0.0/16,10.245.0.0/16", item)
-		}
-		if p.Masked() != p {
-			return fmt.Errorf("%q has host bits set: did you mean %s?", item, p.Masked())
-		}
-		if p.Bits() == 0 {
-			return fmt.Errorf("%q is every IPv4 address: each CIDR is an except entry under 0.0.0.0/0 in the instances' NetworkPolicies, "+
-				"which must be a strict subset of it (the API server would refuse every policy); pass %s", item, c.instead)
-		}
-		out = append(out, p.String())
-	}
-	*c.p = out
-	return nil
-}
-
 // checkNetworkFlags refuses CIDR flags that would leave an instance's NetworkPolicy rule admitting
 // nothing: Pod CIDRs that together cover every IPv4 address (a NodePort or LoadBalancer exposure
 // would admit no player), or blocked ranges that do (egress: true would reach nothing).
@@ -359,271 +304,4 @@ func coversIPv4(cidrs []string) bool {
 		next = max(next, s.last+1)
 	}
 	return next == 1<<32
-}
-
-// labelsValue is a comma-separated list of label=value pairs; empty means no labels.
-type labelsValue map[string]string
-
-func (l *labelsValue) String() string {
-	var pairs []string
-	for _, k := range slices.Sorted(maps.Keys(*l)) {
-		pairs = append(pairs, k+"="+(*l)[k])
-	}
-	return strings.Join(pairs, ",")
-}
-
-func (l *labelsValue) Set(v string) error {
-	out := map[string]string{}
-	for _, pair := range strings.Split(v, ",") {
-		pair = strings.TrimSpace(pair)
-		if pair == "" {
-			continue
-		}
-		key, value, ok := strings.Cut(pair, "=")
-		if !ok {
-			return fmt.Errorf("%q: expected label=value pairs such as app.kubernetes.io/name=ingress-nginx", pair)
-		}
-		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-			return fmt.Errorf("label %q: %s", key, strings.Join(errs, "; "))
-		}
-		if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
-			return fmt.Errorf("label value %q: %s", value, strings.Join(errs, "; "))
-		}
-		out[key] = value
-	}
-	*l = out
-	return nil
-}
-
-// allowValue is a boolean flag, true by default, stored as its negation (a refuse switch whose
-// zero value allows).
-type allowValue struct{ refuse *bool }
-
-func (a *allowValue) IsBoolFlag() bool { return true }
-func (a *allowValue) String() string {
-	if a.refuse == nil {
-		return "true"
-	}
-	return strconv.FormatBool(!*a.refuse)
-}
-
-func (a *allowValue) Set(v string) error {
-	allow, err := strconv.ParseBool(v)
-	if err != nil {
-		return errors.New("expected true or false")
-	}
-	*a.refuse = !allow
-	return nil
-}
-
-// namespaceList is a comma-separated list of namespace names; empty means none listed.
-type namespaceList []string
-
-func (n *namespaceList) String() string { return strings.Join(*n, ",") }
-func (n *namespaceList) Set(v string) error {
-	var out []string
-	for _, item := range strings.Split(v, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		if errs := validation.IsDNS1123Label(item); len(errs) > 0 {
-			return fmt.Errorf("%q: expected namespace names such as ctf,ctf-definitions: %s", item, strings.Join(errs, "; "))
-		}
-		if !slices.Contains(out, item) {
-			out = append(out, item)
-		}
-	}
-	*n = out
-	return nil
-}
-
-type namespaceValue string
-
-func (n *namespaceValue) String() string { return string(*n) }
-func (n *namespaceValue) Set(v string) error {
-	if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
-		return fmt.Errorf("expected a namespace name: %s", strings.Join(errs, "; "))
-	}
-	*n = namespaceValue(v)
-	return nil
-}
-
-// ipv4Value is one IPv4 address, or empty.
-type ipv4Value string
-
-func (a *ipv4Value) String() string { return string(*a) }
-func (a *ipv4Value) Set(v string) error {
-	if v == "" {
-		*a = ""
-		return nil
-	}
-	addr, err := netip.ParseAddr(v)
-	if err != nil || !addr.Is4() {
-		return errors.New("expected an IPv4 address such as 169.254.20.10, or empty for none")
-	}
-	*a = ipv4Value(addr.String())
-	return nil
-}
-
-type listenValue string
-
-func (l *listenValue) String() string { return string(*l) }
-func (l *listenValue) Set(v string) error {
-	if _, _, err := net.SplitHostPort(v); err != nil {
-		return fmt.Errorf("expected host:port such as :8080 or 127.0.0.1:8080: %w", err)
-	}
-	*l = listenValue(v)
-	return nil
-}
-
-type positiveDuration time.Duration
-
-func (d *positiveDuration) String() string { return time.Duration(*d).String() }
-func (d *positiveDuration) Set(v string) error {
-	parsed, err := time.ParseDuration(v)
-	if err != nil || parsed <= 0 {
-		return errors.New("expected a positive duration such as 30s, 30m or 1h")
-	}
-	*d = positiveDuration(parsed)
-	return nil
-}
-
-type nonNegativeDuration time.Duration
-
-func (d *nonNegativeDuration) String() string { return time.Duration(*d).String() }
-func (d *nonNegativeDuration) Set(v string) error {
-	parsed, err := time.ParseDuration(v)
-	if err != nil || parsed < 0 {
-		return errors.New("expected a duration such as 0s, 5s or 1m")
-	}
-	*d = nonNegativeDuration(parsed)
-	return nil
-}
-
-type clockValue time.Time
-
-func (c *clockValue) String() string {
-	if time.Time(*c).IsZero() {
-		return ""
-	}
-	return time.Time(*c).Format(time.RFC3339)
-}
-
-func (c *clockValue) Set(v string) error {
-	if v == "" {
-		*c = clockValue(time.Time{})
-		return nil
-	}
-	parsed, err := time.Parse(time.RFC3339, v)
-	if err != nil {
-		return errors.New("expected an RFC 3339 time such as 2026-11-01T12:05:00Z, or empty for the real clock")
-	}
-	*c = clockValue(parsed.UTC())
-	return nil
-}
-
-type positiveInt int
-
-func (p *positiveInt) String() string { return strconv.Itoa(int(*p)) }
-func (p *positiveInt) Set(v string) error {
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		return errors.New("expected a positive whole number such as 8")
-	}
-	*p = positiveInt(n)
-	return nil
-}
-
-type byteSize int64
-
-func (b *byteSize) String() string { return fmt.Sprint(int64(*b)) }
-func (b *byteSize) Set(v string) error {
-	q, err := resource.ParseQuantity(v)
-	if err != nil || q.Sign() <= 0 {
-		return errors.New("expected a positive size such as 8388608 or 8Mi")
-	}
-	*b = byteSize(q.Value())
-	return nil
-}
-
-type choiceValue struct {
-	p       *string
-	choices []string
-}
-
-func (c *choiceValue) String() string {
-	if c.p == nil {
-		return ""
-	}
-	return *c.p
-}
-
-func (c *choiceValue) Set(v string) error {
-	for _, choice := range c.choices {
-		if v == choice {
-			*c.p = v
-			return nil
-		}
-	}
-	return fmt.Errorf("expected one of %s", strings.Join(c.choices, ", "))
-}
-
-type gatewayValue struct{ p **hooksync.GatewayRef }
-
-func (g *gatewayValue) String() string {
-	if g.p == nil || *g.p == nil {
-		return ""
-	}
-	return (*g.p).String()
-}
-
-func (g *gatewayValue) Set(v string) error {
-	if v == "" {
-		*g.p = nil
-		return nil
-	}
-	ref, err := hooksync.ParseGatewayRef(v)
-	if err != nil {
-		return err
-	}
-	*g.p = &ref
-	return nil
-}
-
-type portValue int32
-
-func (p *portValue) String() string { return fmt.Sprint(int32(*p)) }
-func (p *portValue) Set(v string) error {
-	port, err := strconv.ParseInt(v, 10, 32)
-	if err != nil || port < 1 || port > 65535 {
-		return errors.New("expected a port between 1 and 65535")
-	}
-	*p = portValue(port)
-	return nil
-}
-
-type logLevelValue struct{ p *slog.Level }
-
-func (l *logLevelValue) String() string {
-	if l.p == nil {
-		return ""
-	}
-	return strings.ToLower(l.p.String())
-}
-
-func (l *logLevelValue) Set(v string) error {
-	switch strings.ToLower(v) {
-	case "debug":
-		*l.p = slog.LevelDebug
-	case "info":
-		*l.p = slog.LevelInfo
-	case "warn":
-		*l.p = slog.LevelWarn
-	case "error":
-		*l.p = slog.LevelError
-	default:
-		return errors.New("expected debug, info, warn or error")
-	}
-	return nil
 }

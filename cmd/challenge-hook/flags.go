@@ -63,7 +63,9 @@ func runFlag(args []string, getenv func(string) string, stdout, stderr io.Writer
 	c.fs.StringVar(&definition, "definition", "", "definition key: `<namespace>/<name>` of a ChallengeDefinition, or inline/<namespace>/<challenge name> for an inline template")
 	c.fs.StringVar(&owner, "owner", "", "the Challenge's spec.`owner`")
 	c.fs.StringVar(&prefix, "prefix", "flag", "the definition's flag.`prefix`")
-	c.env((*stringValue)(&keyFile), "flag-key-file", "`file` holding the HMAC key of dynamic flags, the hook's")
+	c.env(func(fs *flag.FlagSet) {
+		fs.StringVar(&keyFile, "flag-key-file", "", "`file` holding the HMAC key of dynamic flags, the hook's")
+	})
 	err := c.parse(args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		c.usage(stderr, "challenge-hook flag --definition <namespace>/<name> --owner <owner> --flag-key-file <file> [--prefix flag]")

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/flagfunc"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
@@ -27,21 +28,18 @@ const relatedDefinitionKey = "ChallengeDefinition." + v1alpha1.APIVersion
 // flag, and derived from no key, so that rendering never needs nor leaks the real key.
 const renderFlagPlaceholder = "NOT-A-FLAG: placeholder, render ran without --flag-key-file"
 
-// stringList is a repeatable flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
 // runRender prints the children and status the hook would answer once a new Challenge's first
 // children exist, like `helm template`: no cluster, no server. args exclude "render".
 func runRender(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	var files stringList
-	var now clockValue
+	var files []string
+	var now time.Time
 	var hook hookConfig
 	c := newConfigFlags("challenge-hook render")
-	c.fs.Var(&files, "f", "YAML `file` holding the Challenge and any ChallengeDefinition (repeatable; multi-document files allowed)")
-	c.fs.Var(&now, "now", "`time` of the sync, RFC 3339 (default: the current time)")
+	c.fs.Func("f", "YAML `file` holding the Challenge and any ChallengeDefinition (repeatable; multi-document files allowed)", func(v string) error {
+		files = append(files, v)
+		return nil
+	})
+	c.fs.Func("now", "`time` of the sync, RFC 3339 (default: the current time)", flagfunc.Time(&now))
 	addHookFlags(c, &hook)
 	err := c.parse(args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
@@ -66,7 +64,7 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if len(hook.sync.FlagKey) == 0 {
 		hook.sync.DynamicFlagPlaceholder = renderFlagPlaceholder
 	}
-	syncTime := time.Time(now)
+	syncTime := now
 	if syncTime.IsZero() {
 		syncTime = time.Now().UTC().Truncate(time.Second)
 	}

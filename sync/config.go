@@ -1,0 +1,73 @@
+package sync
+
+import (
+	"errors"
+	"flag"
+	"strconv"
+
+	"github.com/challenge-hook/challenge-hook/internal/flagfunc"
+)
+
+// RegisterFlags registers the flags that set c on fs, c's current values as their defaults. It is
+// the one parser of the hook's configuration: the binary's server and render use it, and so do the
+// golden tests, for testdata/dev.flags and each case's flags.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.PublicHost, "public-host", c.PublicHost, "`host` players use for NodePort endpoints")
+	fs.StringVar(&c.IngressDomain, "ingress-domain", c.IngressDomain, "parent `domain` of per-instance HTTP hosts <instanceId>.<domain>")
+	fs.StringVar(&c.IngressClassName, "ingress-class", c.IngressClassName, "`class` name of Ingress children (empty: the cluster default)")
+	flagfunc.Var(fs, "ingress-scheme", c.IngressScheme, "`scheme` of HTTP endpoint URLs: http or https", flagfunc.OneOf(&c.IngressScheme, "http", "https"))
+	flagfunc.Var(fs, "gateway", "", "Gateway API Gateway (`namespace/name`) that routes players: HTTP exposures become HTTPRoutes instead of Ingresses, TLS exposures TLSRoutes (empty: Ingresses, and no TLS exposures)",
+		func(v string) error {
+			if v == "" {
+				c.Gateway = nil
+				return nil
+			}
+			ref, err := ParseGatewayRef(v)
+			if err != nil {
+				return err
+			}
+			c.Gateway = &ref
+			return nil
+		})
+	fs.StringVar(&c.GatewaySectionName, "gateway-section-name", c.GatewaySectionName, "`listener` of the Gateway that HTTPRoutes attach to (empty: every listener that admits them)")
+	fs.StringVar(&c.GatewayTLSSectionName, "gateway-tls-section-name", c.GatewayTLSSectionName, "`listener` of the Gateway that TLSRoutes attach to (empty: every listener that admits them)")
+	flagfunc.Var(fs, "gateway-tls-port", strconv.Itoa(int(c.GatewayTLSPort)), "`port` of the Gateway's TLS listener, given to players in TLS endpoints", flagfunc.Port(&c.GatewayTLSPort))
+	flagfunc.Var(fs, "gateway-pod-namespace", c.GatewayDataPlane.Namespace, "`namespace` of the Gateway's data-plane Pods, the only source of HTTP and TLS exposures with --gateway (empty: the Gateway's namespace)",
+		flagfunc.Namespace(&c.GatewayDataPlane.Namespace))
+	flagfunc.Var(fs, "gateway-pod-labels", flagfunc.JoinLabels(c.GatewayDataPlane.Labels), "`labels` (k=v,...) of the Gateway's data-plane Pods (empty: gateway.networking.k8s.io/gateway-name=<the Gateway's name>)",
+		flagfunc.Labels(&c.GatewayDataPlane.Labels))
+	fs.StringVar(&c.ClusterDomain, "cluster-domain", c.ClusterDomain, "cluster DNS `suffix`, for ClusterIP endpoints")
+	flagfunc.Var(fs, "default-timeout", c.DefaultTimeout.String(), "instance lifetime (`duration`) when neither the Challenge nor its definition sets one", flagfunc.PositiveDuration(&c.DefaultTimeout))
+	flagfunc.Var(fs, "default-max-lifetime", c.DefaultMaxLifetime.String(), "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime", flagfunc.PositiveDuration(&c.DefaultMaxLifetime))
+	flagfunc.Var(fs, "expiry-warning", c.ExpiryWarning.String(), "how long (`duration`) before expiry the ExpiringSoon condition is True; the hook asks to be woken then (0s: never)", flagfunc.NonNegativeDuration(&c.ExpiryWarning))
+
+	// Where the cluster's networks and platform Pods are, for each instance's NetworkPolicy.
+	flagfunc.Var(fs, "pod-cidrs", "", "the cluster's Pod `CIDRs`, comma-separated: refused as egress destinations and as NodePort/LoadBalancer sources (empty: every private and CGNAT range)",
+		flagfunc.CIDRs(&c.PodCIDRs, "the cluster's Pod CIDRs, e.g. 10.244.0.0/16 (kubectl get nodes -o jsonpath='{.items[*].spec.podCIDR}' lists each node's part)"))
+	flagfunc.Var(fs, "service-cidrs", "", "the cluster's Service `CIDRs`, comma-separated: refused as egress destinations",
+		flagfunc.CIDRs(&c.ServiceCIDRs, "the cluster's Service CIDRs, e.g. 10.96.0.0/12 (the API server's --service-cluster-ip-range)"))
+	flagfunc.Var(fs, "node-cidrs", "", "the nodes' `CIDRs`, comma-separated: refused as egress destinations (needed where nodes have public addresses)",
+		flagfunc.CIDRs(&c.NodeCIDRs, "the nodes' own addresses, e.g. 203.0.113.0/24 (kubectl get nodes -o wide)"))
+	flagfunc.Var(fs, "api-server-cidrs", "", "the API server's `CIDRs`, comma-separated: refused as egress destinations (needed where its endpoint is public)",
+		flagfunc.CIDRs(&c.APIServerCIDRs, "the API server's own addresses, e.g. 203.0.113.10/32 (kubectl -n default get endpointslices -l kubernetes.io/service-name=kubernetes)"))
+	flagfunc.Var(fs, "dns-namespace", c.DNS.Namespace, "`namespace` of the cluster DNS Pods, the only in-cluster egress destination (port 53)", flagfunc.Namespace(&c.DNS.Namespace))
+	flagfunc.Var(fs, "dns-pod-labels", flagfunc.JoinLabels(c.DNS.Labels), "`labels` (k=v,...) of the cluster DNS Pods", flagfunc.Labels(&c.DNS.Labels))
+	flagfunc.Var(fs, "node-local-dns", c.NodeLocalDNS, "`address` of a node-local DNS cache, also allowed on port 53 (empty: none)", flagfunc.IPv4(&c.NodeLocalDNS))
+	flagfunc.Var(fs, "ingress-controller-namespace", c.IngressController.Namespace, "`namespace` of the ingress controller's Pods, the only source of HTTP exposures",
+		flagfunc.Namespace(&c.IngressController.Namespace))
+	flagfunc.Var(fs, "ingress-controller-pod-labels", flagfunc.JoinLabels(c.IngressController.Labels), "`labels` (k=v,...) of the ingress controller's Pods (empty: every Pod of its namespace)",
+		flagfunc.Labels(&c.IngressController.Labels))
+
+	// What the hook believes of a Challenge, whose author is the platform, not the organizer.
+	fs.BoolFunc("inline-templates", "accept Challenges with an inline spec.template; false: only ChallengeDefinitions say what runs, and an inline template is refused (InvalidSpec) (default "+
+		strconv.FormatBool(!c.RefuseInlineTemplates)+")", func(v string) error {
+		allow, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("expected true or false")
+		}
+		c.RefuseInlineTemplates = !allow
+		return nil
+	})
+	flagfunc.Var(fs, "definition-namespaces", "", "the only `namespaces` (comma-separated) a spec.definitionRef may point to; others are refused (InvalidSpec) and never fetched (empty: any)",
+		flagfunc.Namespaces(&c.DefinitionNamespaces))
+}
