@@ -91,13 +91,84 @@ func checkGolden(b *testing.B, status int, body []byte, bc serveBenchCase) {
 	}
 }
 
-// serveSync runs one POST /sync through handler in-process, as the HTTP server would.
-func serveSync(handler http.Handler, request []byte) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodPost, "/sync", bytes.NewReader(request))
-	r.Header.Set("Content-Type", "application/json")
-	w := httptest.NewRecorder()
-	handler.ServeHTTP(w, r)
-	return w
+// poster sends one recorded sync request and returns the answer's status and body.
+type poster func(request []byte) (status int, body []byte, err error)
+
+// inProcess posts to handler's POST /sync in-process (httptest.NewRecorder), as the HTTP server
+// would call it, with no connection.
+func inProcess(handler http.Handler) func() (poster, func()) {
+	return func() (poster, func()) {
+		return func(request []byte) (int, []byte, error) {
+			r := httptest.NewRequest(http.MethodPost, "/sync", bytes.NewReader(request))
+			r.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			handler.ServeHTTP(w, r)
+			return w.Code, w.Body.Bytes(), nil
+		}, func() {}
+	}
+}
+
+// overLoopback posts to url's /sync through a keep-alive client of its own per poster, as
+// Metacontroller holds connections to the hook.
+func overLoopback(url string) func() (poster, func()) {
+	return func() (poster, func()) {
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+		return func(request []byte) (int, []byte, error) {
+			resp, err := client.Post(url+"/sync", "application/json", bytes.NewReader(request))
+			if err != nil {
+				return 0, nil, err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			return resp.StatusCode, body, err
+		}, client.CloseIdleConnections
+	}
+}
+
+// benchServed runs every case through posters from newPoster: first one request whose answer
+// must be the golden one, then the measured loop, from one goroutine or, parallel, from
+// GOMAXPROCS goroutines with a poster each.
+func benchServed(b *testing.B, parallel bool, newPoster func() (poster, func())) {
+	for _, bc := range loadServeBenchCases(b) {
+		b.Run(bc.name, func(b *testing.B) {
+			post, done := newPoster()
+			defer done()
+			status, body, err := post(bc.request)
+			if err != nil {
+				b.Fatal(err)
+			}
+			checkGolden(b, status, body, bc)
+			b.SetBytes(int64(len(bc.request)))
+			b.ReportAllocs()
+			if !parallel {
+				for b.Loop() {
+					if err := postOK(post, bc.request); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			}
+			b.RunParallel(func(pb *testing.PB) {
+				post, done := newPoster()
+				defer done()
+				for pb.Next() {
+					if err := postOK(post, bc.request); err != nil {
+						b.Error(err) // not Fatal: this is not the benchmark's goroutine
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// postOK posts request and wants a 200.
+func postOK(post poster, request []byte) error {
+	status, body, err := post(request)
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("status %d: %s", status, body)
+	}
+	return err
 }
 
 // BenchmarkServedHandler is what one sync request costs the hook: the handler run serves (request
@@ -105,85 +176,22 @@ func serveSync(handler http.Handler, request []byte) *httptest.ResponseRecorder 
 // sync and encode) on a recorded request, in-process, one at a time. Per op: one request, its
 // httptest request and recorder included (a few hundred bytes); no network.
 func BenchmarkServedHandler(b *testing.B) {
-	a := newBenchApp(b)
-	for _, bc := range loadServeBenchCases(b) {
-		b.Run(bc.name, func(b *testing.B) {
-			w := serveSync(a.handler, bc.request)
-			checkGolden(b, w.Code, w.Body.Bytes(), bc)
-			b.SetBytes(int64(len(bc.request)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if w := serveSync(a.handler, bc.request); w.Code != http.StatusOK {
-					b.Fatalf("status %d: %s", w.Code, w.Body)
-				}
-			}
-		})
-	}
+	benchServed(b, false, inProcess(newBenchApp(b).handler))
 }
 
 // BenchmarkServedHandlerParallel is BenchmarkServedHandler with GOMAXPROCS requests at once (run
 // with -cpu 1,2): how the hook's throughput grows with cores. ns/op is wall time per request over
 // all goroutines.
 func BenchmarkServedHandlerParallel(b *testing.B) {
-	a := newBenchApp(b)
-	for _, bc := range loadServeBenchCases(b) {
-		b.Run(bc.name, func(b *testing.B) {
-			w := serveSync(a.handler, bc.request)
-			checkGolden(b, w.Code, w.Body.Bytes(), bc)
-			b.SetBytes(int64(len(bc.request)))
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if w := serveSync(a.handler, bc.request); w.Code != http.StatusOK {
-						b.Errorf("status %d: %s", w.Code, w.Body)
-						return
-					}
-				}
-			})
-		})
-	}
+	benchServed(b, true, inProcess(newBenchApp(b).handler))
 }
 
 // BenchmarkServedOverLoopback is the parallel benchmark over a real connection: the handler behind
-// net/http's server (httptest, 127.0.0.1), a keep-alive client per goroutine, as Metacontroller
-// holds connections to the hook. The client's work is in the same process, so ns/op and allocs/op
-// count both ends: an upper bound of the server's own cost.
+// net/http's server (httptest, 127.0.0.1), a keep-alive client per goroutine. The client's work is
+// in the same process, so ns/op and allocs/op count both ends: an upper bound of the server's own
+// cost.
 func BenchmarkServedOverLoopback(b *testing.B) {
-	a := newBenchApp(b)
-	srv := httptest.NewServer(a.handler)
+	srv := httptest.NewServer(newBenchApp(b).handler)
 	b.Cleanup(srv.Close)
-	post := func(client *http.Client, request []byte) (int, []byte, error) {
-		resp, err := client.Post(srv.URL+"/sync", "application/json", bytes.NewReader(request))
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, body, err
-	}
-	for _, bc := range loadServeBenchCases(b) {
-		b.Run(bc.name, func(b *testing.B) {
-			status, body, err := post(srv.Client(), bc.request)
-			if err != nil {
-				b.Fatal(err)
-			}
-			checkGolden(b, status, body, bc)
-			b.SetBytes(int64(len(bc.request)))
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-				defer client.CloseIdleConnections()
-				for pb.Next() {
-					status, body, err := post(client, bc.request)
-					if err == nil && status != http.StatusOK {
-						err = fmt.Errorf("status %d: %s", status, body)
-					}
-					if err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		})
-	}
+	benchServed(b, true, overLoopback(srv.URL))
 }
