@@ -1,6 +1,6 @@
-# challenge-hook: every command a developer or CI needs. run, test, generate and update need only Go:
-# their other tools, staticcheck and controller-gen, are pinned by go.mod's tool directive. e2e needs openssl, curl and setsid;
-# bench installs wrk with apt-get when it is missing.
+# challenge-hook: every command a developer or CI needs. run, test, generate, update, bench and fuzz
+# need only Go: their other tools, staticcheck and controller-gen, are pinned by go.mod's tool
+# directive. e2e needs openssl, curl and setsid.
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/challenge-hook
@@ -63,8 +63,12 @@ e2e-node:
 bench-cluster:
 	bash hack/bench-cluster.sh
 
+# Go benchmarks: decode + sync + encode and their parts (sync), then the served handler on recorded
+# requests, one at a time and in parallel on 1 and 2 cores (cmd/challenge-hook). A report with no
+# target; docs/benchmarks.md records a run. BENCH_FLAGS adds go test flags, e.g. -count=5.
 bench:
-	bash hack/bench.sh
+	$(GO) test ./sync -run '^$$' -bench . -benchmem $(BENCH_FLAGS)
+	$(GO) test ./cmd/challenge-hook -run '^$$' -bench . -benchmem -cpu 1,2 $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin .cache

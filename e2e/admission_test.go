@@ -64,7 +64,7 @@ func TestCRDsEstablished(t *testing.T) {
 	}
 }
 
-// sample is one object from the README, examples/ or a golden request, to be admitted.
+// sample is one object from the README, docs/, examples/ or a golden request, to be admitted.
 type sample struct {
 	source string
 	obj    *unstructured.Unstructured
@@ -73,18 +73,18 @@ type sample struct {
 	mayBeRefused bool
 }
 
-// TestSamplesAccepted: every Challenge and ChallengeDefinition in the README, in examples/ and in
-// the golden requests (parents and related definitions) is accepted by the API server.
+// TestSamplesAccepted: every Challenge and ChallengeDefinition in the README and docs/, in
+// examples/ and in the golden requests (parents and related definitions) is accepted by the API server.
 func TestSamplesAccepted(t *testing.T) {
 	c := newCluster(t)
 	ctx := testContext(t)
 	ns := c.createNamespace(ctx, t, "samples", podSecurityRestricted)
-	readme, examples, golden := readmeSamples(t, c.root), exampleSamples(t, c.root), goldenSamples(t, c.root)
-	t.Logf("samples: %d from README.md, %d from examples/, %d from testdata/", len(readme), len(examples), len(golden))
-	if len(examples) == 0 || len(golden) == 0 {
-		t.Fatal("no samples found in examples/ or testdata/")
+	docs, examples, golden := docSamples(t, c.root), exampleSamples(t, c.root), goldenSamples(t, c.root)
+	t.Logf("samples: %d from README.md and docs/, %d from examples/, %d from testdata/", len(docs), len(examples), len(golden))
+	if len(docs) == 0 || len(examples) == 0 || len(golden) == 0 {
+		t.Fatal("no samples found in the README and docs/, examples/ or testdata/")
 	}
-	samples := append(append(readme, examples...), golden...)
+	samples := append(append(docs, examples...), golden...)
 	counts := map[bool]int{}
 	for _, s := range samples {
 		obj := cleanForCreate(s.obj, ns)
@@ -109,14 +109,31 @@ func TestSamplesAccepted(t *testing.T) {
 
 var yamlFence = regexp.MustCompile("(?s)```ya?ml\n(.*?)```")
 
-// readmeSamples are the project's objects in the README's YAML code blocks.
+// readmeSamples are the project's objects in the README's YAML code blocks: its example
+// definition and Challenge.
 func readmeSamples(t *testing.T, root string) []sample {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if os.IsNotExist(err) {
-		t.Log("no README.md")
-		return nil
+	return markdownSamples(t, root, "README.md")
+}
+
+// docSamples are the project's objects in the YAML code blocks of the README and of docs/*.md.
+func docSamples(t *testing.T, root string) []sample {
+	t.Helper()
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	out := readmeSamples(t, root)
+	for _, page := range pages {
+		out = append(out, markdownSamples(t, root, filepath.Join("docs", filepath.Base(page)))...)
+	}
+	return out
+}
+
+// markdownSamples are the project's objects in the YAML code blocks of page (relative to root).
+func markdownSamples(t *testing.T, root, page string) []sample {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, page))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,14 +142,14 @@ func readmeSamples(t *testing.T, root string) []sample {
 		if !strings.Contains(string(block[1]), "apiVersion: "+ctfGroup+"/") {
 			continue
 		}
-		objs, err := decodeYAMLObjects(block[1], "README.md")
+		objs, err := decodeYAMLObjects(block[1], page)
 		if err != nil {
-			t.Errorf("README.md YAML block %d: %v", i+1, err)
+			t.Errorf("%s YAML block %d: %v", page, i+1, err)
 			continue
 		}
 		for _, obj := range objs {
 			if obj.GroupVersionKind().Group == ctfGroup {
-				out = append(out, sample{source: fmt.Sprintf("README.md block %d", i+1), obj: obj})
+				out = append(out, sample{source: fmt.Sprintf("%s block %d", page, i+1), obj: obj})
 			}
 		}
 	}

@@ -39,7 +39,7 @@ const (
 // TestPlatform plays a CTF platform under Metacontroller with nothing but the platform's RBAC
 // (manifests/platform-rbac.yaml, bound to a ServiceAccount the client impersonates): it starts an
 // instance, stops it, starts it again, restarts it, checks the owner's flag after the instance
-// expired, and deletes instances, the README's "Platform integration" calls one by one.
+// expired, and deletes instances, the calls of docs/platform.md one by one.
 func TestPlatform(t *testing.T) {
 	t.Parallel()
 	admin := newCluster(t)
@@ -207,7 +207,7 @@ func platformChallenge(name, definition, owner, timeout string) *unstructured.Un
 	return chal
 }
 
-// platformCluster applies manifests/platform-rbac.yaml as the README says (ServiceAccount and
+// platformCluster applies manifests/platform-rbac.yaml as docs/platform.md says (ServiceAccount and
 // RoleBinding moved to ns) and returns a cluster handle whose every call impersonates the
 // platform's ServiceAccount, once the binding is in force.
 func platformCluster(ctx context.Context, t *testing.T, admin *cluster, ns string) *cluster {

@@ -103,7 +103,13 @@ func (c *configFlags) env(register func(fs *flag.FlagSet)) {
 	register(c.fs)
 	c.fs.VisitAll(func(f *flag.Flag) {
 		if !known[f.Name] {
-			f.Usage = fmt.Sprintf("%s (env %s)", f.Usage, envName(f.Name))
+			// The variable goes before a default the usage names (a flag.Func flag's), as the flag
+			// package prints its own defaults after the usage: one order for every flag.
+			usage, def, hasDefault := strings.Cut(f.Usage, " (default ")
+			f.Usage = fmt.Sprintf("%s (env %s)", usage, envName(f.Name))
+			if hasDefault {
+				f.Usage += " (default " + def
+			}
 			c.withEnv = append(c.withEnv, f.Name)
 		}
 	})

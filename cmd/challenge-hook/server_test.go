@@ -33,11 +33,8 @@ func newTestServer(t *testing.T, args ...string) (*httptest.Server, *logBuffer) 
 // separately; verify is nil when args set no verification token.
 func newTestServers(t *testing.T, args ...string) (main, verify *httptest.Server, logs *logBuffer) {
 	t.Helper()
-	cfg, _, err := parseServerConfig(args, noEnv)
-	require.NoError(t, err)
 	logs = newLogBuffer()
-	a, err := newApp(cfg, logs)
-	require.NoError(t, err)
+	a := newTestApp(t, logs, args...)
 	main = httptest.NewServer(a.handler)
 	t.Cleanup(main.Close)
 	if a.verifyHandler != nil {
@@ -45,6 +42,16 @@ func newTestServers(t *testing.T, args ...string) (main, verify *httptest.Server
 		t.Cleanup(verify.Close)
 	}
 	return main, verify, logs
+}
+
+// newTestApp builds the server as run does from args (no environment), logging to logOut.
+func newTestApp(tb testing.TB, logOut io.Writer, args ...string) *app {
+	tb.Helper()
+	cfg, _, err := parseServerConfig(args, noEnv)
+	require.NoError(tb, err)
+	a, err := newApp(cfg, logOut)
+	require.NoError(tb, err)
+	return a
 }
 
 func post(t *testing.T, url, contentType string, body []byte, header ...string) (*http.Response, []byte) {

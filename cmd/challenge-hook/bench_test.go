@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// serveBenchCase is one recorded Metacontroller request and the answer the golden files expect.
+type serveBenchCase struct {
+	name     string
+	request  []byte // compact, as Metacontroller sends it
+	response []byte // the golden response.json, indented for review
+}
+
+// loadServeBenchCases reads, from the repository root, a new instance's first sync and the richest
+// Running resync (every child, the Pod with its status, managedFields included): the two requests
+// an event's opening minute and its steady state are made of. Where the glob matches several
+// cases, the largest request is taken.
+func loadServeBenchCases(b *testing.B) []serveBenchCase {
+	b.Helper()
+	var cases []serveBenchCase
+	for _, src := range []struct{ name, glob string }{
+		{"new", "testdata/life-1-none-first-sync/request.json"},
+		{"running", "testdata/running-*-fixed-point/request.json"},
+	} {
+		matches, err := filepath.Glob(src.glob)
+		if err != nil || len(matches) == 0 {
+			b.Fatalf("bench case %s: no golden case matches %s (err %v)", src.name, src.glob, err)
+		}
+		path, size := "", int64(-1)
+		for _, match := range matches {
+			info, err := os.Stat(match)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if info.Size() > size {
+				path, size = match, info.Size()
+			}
+		}
+		indented, err := os.ReadFile(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var request bytes.Buffer
+		if err := json.Compact(&request, indented); err != nil {
+			b.Fatalf("%s: %v", path, err)
+		}
+		response, err := os.ReadFile(filepath.Join(filepath.Dir(path), "response.json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cases = append(cases, serveBenchCase{name: src.name, request: request.Bytes(), response: response})
+	}
+	return cases
+}
+
+// newBenchApp builds the server as run does with `make run`'s flags (testdata/dev.flags: the
+// golden files' clock and flag key), from the repository root. Its request log goes to io.Discard:
+// the lines are still formatted, as in production, only not written.
+func newBenchApp(b *testing.B) *app {
+	b.Helper()
+	b.Chdir("../..")
+	devFlags, err := os.ReadFile("testdata/dev.flags")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return newTestApp(b, io.Discard, strings.Fields(string(devFlags))...)
+}
+
+// checkGolden fails the benchmark unless the handler answers bc's golden response byte for byte:
+// what is measured is the real answer, not an error path.
+func checkGolden(b *testing.B, status int, body []byte, bc serveBenchCase) {
+	b.Helper()
+	if status != http.StatusOK {
+		b.Fatalf("%s: status %d: %s", bc.name, status, body)
+	}
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, body, "", "  "); err != nil {
+		b.Fatalf("%s: %v", bc.name, err)
+	}
+	if !bytes.Equal(indented.Bytes(), bc.response) {
+		b.Fatalf("%s: the answer differs from its golden response.json", bc.name)
+	}
+}
+
+// poster sends one recorded sync request and returns the answer's status and body.
+type poster func(request []byte) (status int, body []byte, err error)
+
+// inProcess posts to handler's POST /sync in-process (httptest.NewRecorder), as the HTTP server
+// would call it, with no connection.
+func inProcess(handler http.Handler) func() (poster, func()) {
+	return func() (poster, func()) {
+		return func(request []byte) (int, []byte, error) {
+			r := httptest.NewRequest(http.MethodPost, "/sync", bytes.NewReader(request))
+			r.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			handler.ServeHTTP(w, r)
+			return w.Code, w.Body.Bytes(), nil
+		}, func() {}
+	}
+}
+
+// overLoopback posts to url's /sync through a keep-alive client of its own per poster, as
+// Metacontroller holds connections to the hook.
+func overLoopback(url string) func() (poster, func()) {
+	return func() (poster, func()) {
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+		return func(request []byte) (int, []byte, error) {
+			resp, err := client.Post(url+"/sync", "application/json", bytes.NewReader(request))
+			if err != nil {
+				return 0, nil, err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			return resp.StatusCode, body, err
+		}, client.CloseIdleConnections
+	}
+}
+
+// benchServed runs every case through posters from newPoster: first one request whose answer
+// must be the golden one, then the measured loop, from one goroutine or, parallel, from
+// GOMAXPROCS goroutines with a poster each.
+func benchServed(b *testing.B, parallel bool, newPoster func() (poster, func())) {
+	for _, bc := range loadServeBenchCases(b) {
+		b.Run(bc.name, func(b *testing.B) {
+			post, done := newPoster()
+			defer done()
+			status, body, err := post(bc.request)
+			if err != nil {
+				b.Fatal(err)
+			}
+			checkGolden(b, status, body, bc)
+			b.SetBytes(int64(len(bc.request)))
+			b.ReportAllocs()
+			if !parallel {
+				for b.Loop() {
+					if err := postOK(post, bc.request); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			}
+			b.RunParallel(func(pb *testing.PB) {
+				post, done := newPoster()
+				defer done()
+				for pb.Next() {
+					if err := postOK(post, bc.request); err != nil {
+						b.Error(err) // not Fatal: this is not the benchmark's goroutine
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// postOK posts request and wants a 200.
+func postOK(post poster, request []byte) error {
+	status, body, err := post(request)
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("status %d: %s", status, body)
+	}
+	return err
+}
+
+// BenchmarkServedHandler is what one sync request costs the hook: the handler run serves (request
+// log, metrics, panic recovery, routing, authentication, concurrency and body limits, then decode,
+// sync and encode) on a recorded request, in-process, one at a time. Per op: one request, its
+// httptest request and recorder included (a few hundred bytes); no network.
+func BenchmarkServedHandler(b *testing.B) {
+	benchServed(b, false, inProcess(newBenchApp(b).handler))
+}
+
+// BenchmarkServedHandlerParallel is BenchmarkServedHandler with GOMAXPROCS requests at once (run
+// with -cpu 1,2): how the hook's throughput grows with cores. ns/op is wall time per request over
+// all goroutines.
+func BenchmarkServedHandlerParallel(b *testing.B) {
+	benchServed(b, true, inProcess(newBenchApp(b).handler))
+}
+
+// BenchmarkServedOverLoopback is the parallel benchmark over a real connection: the handler behind
+// net/http's server (httptest, 127.0.0.1), a keep-alive client per goroutine. The client's work is
+// in the same process, so ns/op and allocs/op count both ends: an upper bound of the server's own
+// cost.
+func BenchmarkServedOverLoopback(b *testing.B) {
+	srv := httptest.NewServer(newBenchApp(b).handler)
+	b.Cleanup(srv.Close)
+	benchServed(b, true, overLoopback(srv.URL))
+}
