@@ -1,0 +1,413 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// The monitoring component (manifests/components/monitoring) and what hack/monitoring's test
+// wrote of its queries.
+const (
+	challengeMetricsConfigMap = "manifests/components/monitoring/challenge-metrics.yaml"
+	referencedSeriesFile      = "hack/monitoring/referenced-series.txt"
+)
+
+// challengePhases are the values of kube_ctf_challenge_status_phase's phase label.
+var challengePhases = []string{"None", "Creating", "Running", "Error", "Stopped", "Expired", "Terminating", "Deleted"}
+
+// TestMonitoring runs kube-state-metrics (the release the component deploys, built by
+// hack/build-kube-state-metrics.sh) against the control plane with the component's Challenge
+// configuration, drives Challenges to Running, Error, Stopped and Expired, and checks that it
+// serves each Challenge's series with the values of the Challenge as stored. Then every series
+// the alerts and the dashboard select (referenced-series.txt) must be served, with the labels
+// and values they match on, by kube-state-metrics, the hook or Metacontroller as they run here.
+func TestMonitoring(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	ctx := testContext(t)
+	ns := c.createNamespace(ctx, t, "monitoring", podSecurityRestricted)
+	ksm := startKubeStateMetrics(t)
+
+	def := lifecycleChallenge("web", "ghcr.io/example/web:1.0", "")
+	def.SetKind("ChallengeDefinition")
+	def.Object["spec"] = template(def)
+	createObject(ctx, t, c, ns, def)
+	byReference := func(name string) *unstructured.Unstructured {
+		chal := lifecycleChallenge(name, "unused", "")
+		spec(chal)["definitionRef"] = map[string]any{"name": def.GetName()}
+		delete(spec(chal), "template")
+		return chal
+	}
+	stopped := byReference("stopped")
+	spec(stopped)["stopped"] = true
+	instances := []struct {
+		chal   *unstructured.Unstructured
+		phases []string // reached in this order
+	}{
+		{byReference("running"), []string{"Running"}},
+		{stopped, []string{"Stopped"}},
+		{lifecycleChallenge("failing", unpullableImage, ""), []string{"Error"}},
+		{lifecycleChallenge("expiring", "ghcr.io/example/pwn:1.0", "12s"), []string{"Running", "Expired"}},
+	}
+	watches := make([]*challengeWatch, len(instances))
+	for i, in := range instances {
+		watches[i], _ = startChallenge(ctx, t, c, ns, in.chal)
+	}
+	for i, in := range instances {
+		for _, phase := range in.phases {
+			watches[i].phase(t, 90*time.Second, phase)
+		}
+	}
+
+	// What kube-state-metrics must serve for each Challenge, from the Challenge as stored.
+	var want []expectedSample
+	for _, in := range instances {
+		stored := mustGetChallenge(ctx, t, c, ns, in.chal.GetName())
+		want = append(want, challengeSamples(t, stored)...)
+	}
+	var problems []string
+	waitFor(ctx, t, 30*time.Second, "kube-state-metrics to serve every Challenge's series", func() (bool, error) {
+		samples, err := scrape(ctx, ksm)
+		if err != nil {
+			return false, err
+		}
+		problems = nil
+		for _, w := range want {
+			if problem := w.check(samples); problem != "" {
+				problems = append(problems, problem)
+			}
+		}
+		return len(problems) == 0, nil
+	})
+	if len(problems) > 0 {
+		t.Fatalf("kube-state-metrics' Challenge series:\n  %s", strings.Join(problems, "\n  "))
+	}
+
+	// Every series the alerts and the dashboard select, as each program serves it now.
+	metacontrollerMetrics := os.Getenv("E2E_METACONTROLLER_METRICS")
+	if metacontrollerMetrics == "" {
+		t.Fatal("E2E_METACONTROLLER_METRICS is not set: run the e2e tests with `make e2e`")
+	}
+	sources := map[string]string{
+		"kube-state-metrics": ksm,
+		"challenge-hook":     "http://" + shared.hook.addr + "/metrics",
+		"metacontroller":     "http://" + metacontrollerMetrics + "/metrics",
+	}
+	served := map[string][]metricSample{}
+	for source, url := range sources {
+		samples, err := scrape(ctx, url)
+		if err != nil {
+			t.Fatalf("scrape %s: %v", source, err)
+		}
+		served[source] = samples
+	}
+	content, err := os.ReadFile(filepath.Join(shared.root, referencedSeriesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, line := range strings.Split(string(content), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		source, name, matchers := fields[0], fields[1], fields[2:]
+		if source == "prometheus" {
+			t.Logf("%s is made by Prometheus' scrape, not served by a program: not checked here", name)
+			continue
+		}
+		samples, ok := served[source]
+		if !ok {
+			t.Errorf("%s: %s is said to come from %q, which this test does not scrape", referencedSeriesFile, name, source)
+			continue
+		}
+		checked++
+		if !anySample(samples, name, matchers) {
+			t.Errorf("%s serves no series %s with %v, which the alerts or the dashboard select (%s)", source, name, matchers, referencedSeriesFile)
+		}
+	}
+	if checked == 0 {
+		t.Errorf("%s names no series", referencedSeriesFile)
+	}
+	t.Logf("kube-state-metrics served %d samples; %d series of the alerts and the dashboard checked", len(served["kube-state-metrics"]), checked)
+}
+
+// startKubeStateMetrics runs $E2E_KSM_BIN with the component's configuration on a loopback port
+// until the test ends, and returns its metrics URL.
+func startKubeStateMetrics(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("E2E_KSM_BIN")
+	if bin == "" {
+		t.Fatal("E2E_KSM_BIN is not set: run the e2e tests with `make e2e` (hack/build-kube-state-metrics.sh builds it)")
+	}
+	var configMap struct {
+		Data map[string]string `json:"data"`
+	}
+	raw, err := os.ReadFile(filepath.Join(shared.root, challengeMetricsConfigMap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &configMap); err != nil {
+		t.Fatalf("%s: %v", challengeMetricsConfigMap, err)
+	}
+	// The file name the Deployment mounts the ConfigMap's key as.
+	config := filepath.Join(t.TempDir(), "challenge-metrics.yaml")
+	if err := os.WriteFile(config, []byte(configMap.Data["challenge-metrics.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr, telemetryAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
+	host, port, _ := strings.Cut(metricsAddr, ":")
+	_, telemetryPort, _ := strings.Cut(telemetryAddr, ":")
+	// The arguments of manifests/components/monitoring/kube-state-metrics.yaml, on loopback.
+	cmd := exec.Command(bin, "--kubeconfig="+os.Getenv("KUBECONFIG"),
+		"--custom-resource-state-only=true", "--custom-resource-state-config-file="+config,
+		"--host="+host, "--port="+port, "--telemetry-host="+host, "--telemetry-port="+telemetryPort)
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	dieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start kube-state-metrics: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("kube-state-metrics log (last 4 KiB):\n%s", tail(logs.String(), 4096))
+		}
+	})
+	url := "http://" + metricsAddr + "/metrics"
+	waitFor(testContext(t), t, 30*time.Second, "kube-state-metrics to serve "+url, func() (bool, error) {
+		select {
+		case err := <-exited:
+			return false, fmt.Errorf("kube-state-metrics exited: %v\n%s", err, logs.String())
+		default:
+		}
+		_, err := scrape(context.Background(), url)
+		return err == nil, nil
+	})
+	return url
+}
+
+// expectedSample is a sample kube-state-metrics must serve (value set) or must not (absent).
+type expectedSample struct {
+	name   string
+	labels map[string]string
+	value  float64
+	absent bool
+}
+
+func (e expectedSample) check(samples []metricSample) string {
+	for _, s := range samples {
+		if s.name != e.name || !s.has(e.labels) {
+			continue
+		}
+		switch {
+		case e.absent:
+			return fmt.Sprintf("%s%v is served (%v), want none", e.name, e.labels, s.value)
+		case s.value != e.value:
+			return fmt.Sprintf("%s%v = %v, want %v", e.name, e.labels, s.value, e.value)
+		}
+		return ""
+	}
+	if e.absent {
+		return ""
+	}
+	return fmt.Sprintf("%s%v is not served", e.name, e.labels)
+}
+
+// challengeSamples are the series challenge-metrics.yaml describes for one stored Challenge.
+func challengeSamples(t *testing.T, chal *unstructured.Unstructured) []expectedSample {
+	t.Helper()
+	status := func(field string) string {
+		v, _, _ := unstructured.NestedString(chal.Object, "status", field)
+		return v
+	}
+	ids := map[string]string{"namespace": chal.GetNamespace(), "challenge": chal.GetName()}
+	every := map[string]string{
+		"namespace": chal.GetNamespace(), "challenge": chal.GetName(),
+		"owner":                spec(chal)["owner"].(string),
+		"customresource_group": ctfGroup, "customresource_version": "v1alpha1", "customresource_kind": "Challenge",
+	}
+	if ref, ok := spec(chal)["definitionRef"].(map[string]any); ok {
+		every["definition"] = ref["name"].(string)
+	}
+	with := func(base map[string]string, extra ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range base {
+			out[k] = v
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			out[extra[i]] = extra[i+1]
+		}
+		return out
+	}
+	out := []expectedSample{
+		{name: "kube_ctf_challenge_created", labels: every, value: float64(chal.GetCreationTimestamp().Unix())},
+		{name: "kube_ctf_challenge_status_reason", labels: with(every, "phase", status("phase"), "reason", status("reason")), value: 1},
+		{name: "kube_ctf_challenge_status_expires_at", labels: every, value: unixOf(t, status("expiresAt"))},
+	}
+	for _, phase := range challengePhases {
+		value := 0.0
+		if phase == status("phase") {
+			value = 1
+		}
+		out = append(out, expectedSample{name: "kube_ctf_challenge_status_phase", labels: with(every, "phase", phase), value: value})
+	}
+	if readyAt := status("readyAt"); readyAt != "" {
+		out = append(out, expectedSample{name: "kube_ctf_challenge_status_ready_at", labels: every, value: unixOf(t, readyAt)})
+	} else {
+		out = append(out, expectedSample{name: "kube_ctf_challenge_status_ready_at", labels: ids, absent: true})
+	}
+	return out
+}
+
+func unixOf(t *testing.T, rfc3339 string) float64 {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339, rfc3339)
+	if err != nil {
+		t.Fatalf("status time %q: %v", rfc3339, err)
+	}
+	return float64(at.Unix())
+}
+
+// metricSample is one line of the Prometheus text format.
+type metricSample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// has says whether the sample carries every label of want with its value.
+func (s metricSample) has(want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := s.labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// anySample says whether some sample of name carries every matcher: "label" (any value) or
+// "label=value".
+func anySample(samples []metricSample, name string, matchers []string) bool {
+	for _, s := range samples {
+		if s.name != name {
+			continue
+		}
+		matches := true
+		for _, m := range matchers {
+			label, value, exact := strings.Cut(m, "=")
+			got, ok := s.labels[label]
+			matches = matches && ok && (!exact || got == value)
+		}
+		if matches {
+			return true
+		}
+	}
+	return false
+}
+
+// scrape fetches a /metrics page in the Prometheus text format and parses its samples.
+func scrape(ctx context.Context, url string) ([]metricSample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain; version=0.0.4")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	var out []metricSample
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
+	for lines.Scan() {
+		line := lines.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		s, err := parseSample(line)
+		if err != nil {
+			return nil, fmt.Errorf("GET %s: %w", url, err)
+		}
+		out = append(out, s)
+	}
+	return out, lines.Err()
+}
+
+// parseSample parses `name{label="value",...} value [timestamp]`, label values escaped with \\,
+// \" and \n.
+func parseSample(line string) (metricSample, error) {
+	s := metricSample{labels: map[string]string{}}
+	end := strings.IndexAny(line, "{ ")
+	if end <= 0 {
+		return s, fmt.Errorf("sample line %q", line)
+	}
+	s.name, line = line[:end], line[end:]
+	if strings.HasPrefix(line, "{") {
+		line = line[1:]
+		for !strings.HasPrefix(line, "}") {
+			eq := strings.Index(line, `="`)
+			if eq <= 0 {
+				return s, fmt.Errorf("labels of %s: %q", s.name, line)
+			}
+			label := strings.TrimPrefix(line[:eq], ",")
+			var value strings.Builder
+			i := eq + 2
+			for ; i < len(line) && line[i] != '"'; i++ {
+				if line[i] == '\\' && i+1 < len(line) {
+					i++
+					if line[i] == 'n' {
+						value.WriteByte('\n')
+						continue
+					}
+				}
+				value.WriteByte(line[i])
+			}
+			if i >= len(line) {
+				return s, fmt.Errorf("unterminated label value in %s", s.name)
+			}
+			s.labels[label] = value.String()
+			line = strings.TrimPrefix(line[i+1:], ",")
+		}
+		line = line[1:]
+	}
+	fields := strings.Fields(line)
+	if len(fields) == 0 {
+		return s, fmt.Errorf("%s has no value", s.name)
+	}
+	value, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		return s, fmt.Errorf("value of %s: %w", s.name, err)
+	}
+	s.value = value
+	return s, nil
+}
