@@ -75,29 +75,28 @@ func TestMonitoring(t *testing.T) {
 		}
 	}
 
-	// What kube-state-metrics must serve for each Challenge, from the Challenge as stored.
-	var want []expectedSample
-	for _, in := range instances {
-		stored := mustGetChallenge(ctx, t, c, ns, in.chal.GetName())
-		want = append(want, challengeSamples(t, stored)...)
-	}
-	var problems []string
+	// What kube-state-metrics must serve for each Challenge, from the Challenge as stored now (a
+	// status may still change, e.g. ErrImagePull to ImagePullBackOff: both are read again).
 	waitFor(ctx, t, 30*time.Second, "kube-state-metrics to serve every Challenge's series", func() (bool, error) {
+		var want []expectedSample
+		for _, in := range instances {
+			want = append(want, challengeSamples(t, mustGetChallenge(ctx, t, c, ns, in.chal.GetName()))...)
+		}
 		samples, err := scrape(ctx, ksm)
 		if err != nil {
 			return false, err
 		}
-		problems = nil
+		var problems []string
 		for _, w := range want {
 			if problem := w.check(samples); problem != "" {
 				problems = append(problems, problem)
 			}
 		}
-		return len(problems) == 0, nil
+		if len(problems) > 0 {
+			return false, fmt.Errorf("kube-state-metrics' Challenge series:\n  %s", strings.Join(problems, "\n  "))
+		}
+		return true, nil
 	})
-	if len(problems) > 0 {
-		t.Fatalf("kube-state-metrics' Challenge series:\n  %s", strings.Join(problems, "\n  "))
-	}
 
 	// Every series the alerts and the dashboard select, as each program serves it now.
 	metacontrollerMetrics := os.Getenv("E2E_METACONTROLLER_METRICS")
