@@ -95,11 +95,10 @@ type customResourceStateConfig struct {
 				Each           struct {
 					Type  string `json:"type"`
 					Gauge *struct {
-						Path           []string            `json:"path"`
-						ValueFrom      []string            `json:"valueFrom"`
-						NilIsZero      bool                `json:"nilIsZero"`
-						LabelsFromPath map[string][]string `json:"labelsFromPath"`
-						LabelFromKey   string              `json:"labelFromKey"`
+						eachLabels
+						Path      []string `json:"path"`
+						ValueFrom []string `json:"valueFrom"`
+						NilIsZero bool     `json:"nilIsZero"`
 					} `json:"gauge"`
 					StateSet *struct {
 						Path           []string            `json:"path"`
@@ -109,14 +108,27 @@ type customResourceStateConfig struct {
 						List           []string            `json:"list"`
 					} `json:"stateSet"`
 					Info *struct {
-						Path           []string            `json:"path"`
-						LabelsFromPath map[string][]string `json:"labelsFromPath"`
-						LabelFromKey   string              `json:"labelFromKey"`
+						eachLabels
+						Path []string `json:"path"`
 					} `json:"info"`
 				} `json:"each"`
 			} `json:"metrics"`
 		} `json:"resources"`
 	} `json:"spec"`
+}
+
+// eachLabels are the labels a Gauge or an Info metric takes from the object.
+type eachLabels struct {
+	LabelsFromPath map[string][]string `json:"labelsFromPath"`
+	LabelFromKey   string              `json:"labelFromKey"`
+}
+
+func (l eachLabels) names() []string {
+	out := slices.Collect(maps.Keys(l.LabelsFromPath))
+	if l.LabelFromKey != "" {
+		out = append(out, l.LabelFromKey)
+	}
+	return out
 }
 
 // readChallengeMetricsConfig is the configuration kube-state-metrics reads: the one key of the
@@ -172,10 +184,7 @@ func kubeStateMetricsSeries(t *testing.T) map[string][]string {
 				if e.Gauge == nil {
 					t.Fatalf("%s: type Gauge without gauge", name)
 				}
-				labels = append(labels, slices.Collect(maps.Keys(e.Gauge.LabelsFromPath))...)
-				if e.Gauge.LabelFromKey != "" {
-					labels = append(labels, e.Gauge.LabelFromKey)
-				}
+				labels = append(labels, e.Gauge.names()...)
 			case "StateSet":
 				if e.StateSet == nil || e.StateSet.LabelName == "" || len(e.StateSet.List) == 0 {
 					t.Fatalf("%s: type StateSet needs stateSet.labelName and stateSet.list", name)
@@ -185,10 +194,7 @@ func kubeStateMetricsSeries(t *testing.T) map[string][]string {
 				if e.Info == nil {
 					t.Fatalf("%s: type Info without info", name)
 				}
-				labels = append(labels, slices.Collect(maps.Keys(e.Info.LabelsFromPath))...)
-				if e.Info.LabelFromKey != "" {
-					labels = append(labels, e.Info.LabelFromKey)
-				}
+				labels = append(labels, e.Info.names()...)
 			default:
 				t.Fatalf("%s: type %q is not one kube-state-metrics knows (Gauge, StateSet, Info)", name, e.Type)
 			}
