@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -232,16 +233,26 @@ func (e expectedSample) check(samples []metricSample) string {
 		}
 		switch {
 		case e.absent:
-			return fmt.Sprintf("%s%v is served (%v), want none", e.name, e.labels, s.value)
+			return fmt.Sprintf("%s is served (%v), want none", e, s.value)
 		case s.value != e.value:
-			return fmt.Sprintf("%s%v = %v, want %v", e.name, e.labels, s.value, e.value)
+			return fmt.Sprintf("%s = %v, want %v", e, s.value, e.value)
 		}
 		return ""
 	}
 	if e.absent {
 		return ""
 	}
-	return fmt.Sprintf("%s%v is not served", e.name, e.labels)
+	return fmt.Sprintf("%s is not served", e)
+}
+
+// String is the sample in PromQL's notation: name{label="value",...}, labels in order.
+func (e expectedSample) String() string {
+	var pairs []string
+	for k, v := range e.labels {
+		pairs = append(pairs, fmt.Sprintf("%s=%q", k, v))
+	}
+	sort.Strings(pairs)
+	return e.name + "{" + strings.Join(pairs, ",") + "}"
 }
 
 // challengeSamples are the series challenge-metrics.yaml describes for one stored Challenge.
