@@ -18,15 +18,15 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 )
 
 // The monitoring component (manifests/components/monitoring) and what hack/monitoring's test
 // wrote of its queries.
 const (
-	challengeMetricsConfigMap = "manifests/components/monitoring/challenge-metrics.yaml"
-	referencedSeriesFile      = "hack/monitoring/referenced-series.txt"
+	monitoringComponent  = "manifests/components/monitoring"
+	referencedSeriesFile = "hack/monitoring/referenced-series.txt"
 )
 
 // challengePhases are the values of kube_ctf_challenge_status_phase's phase label.
@@ -155,36 +155,88 @@ func TestMonitoring(t *testing.T) {
 	t.Logf("kube-state-metrics served %d samples; %d series of the alerts and the dashboard checked", len(served["kube-state-metrics"]), checked)
 }
 
-// startKubeStateMetrics runs $E2E_KSM_BIN with the component's configuration on a loopback port
-// until the test ends, and returns its metrics URL.
+// componentObjects are the Kubernetes objects of the monitoring component's files.
+func componentObjects(t *testing.T, files ...string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, file := range files {
+		objs, err := readYAMLObjects(filepath.Join(shared.root, monitoringComponent, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, objs...)
+	}
+	return out
+}
+
+// startKubeStateMetrics runs $E2E_KSM_BIN as the component's Deployment runs its image: with the
+// container's arguments, the ConfigMap's keys as files where the Deployment mounts them, and the
+// ports moved to free loopback ones. It stops it when the test ends and returns its metrics URL.
 func startKubeStateMetrics(t *testing.T) string {
 	t.Helper()
 	bin := os.Getenv("E2E_KSM_BIN")
 	if bin == "" {
 		t.Fatal("E2E_KSM_BIN is not set: run the e2e tests with `make e2e` (hack/build-kube-state-metrics.sh builds it)")
 	}
-	var configMap struct {
-		Data map[string]string `json:"data"`
+	var configMaps []*unstructured.Unstructured
+	var deployment *unstructured.Unstructured
+	for _, obj := range componentObjects(t, "challenge-metrics.yaml", "kube-state-metrics.yaml") {
+		switch obj.GetKind() {
+		case "ConfigMap":
+			configMaps = append(configMaps, obj)
+		case "Deployment":
+			deployment = obj
+		}
 	}
-	raw, err := os.ReadFile(filepath.Join(shared.root, challengeMetricsConfigMap))
-	if err != nil {
-		t.Fatal(err)
+	if deployment == nil || len(configMaps) != 1 {
+		t.Fatalf("the component has %d ConfigMaps and Deployment %v, want one of each", len(configMaps), deployment != nil)
 	}
-	if err := yaml.Unmarshal(raw, &configMap); err != nil {
-		t.Fatalf("%s: %v", challengeMetricsConfigMap, err)
+	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+	if len(containers) != 1 {
+		t.Fatalf("the kube-state-metrics Deployment has %d containers, want 1", len(containers))
 	}
-	// The file name the Deployment mounts the ConfigMap's key as.
-	config := filepath.Join(t.TempDir(), "challenge-metrics.yaml")
-	if err := os.WriteFile(config, []byte(configMap.Data["challenge-metrics.yaml"]), 0o600); err != nil {
-		t.Fatal(err)
+	container := containers[0].(map[string]any)
+
+	// The binary is the image's release.
+	image, _ := container["image"].(string)
+	_, tag, _ := strings.Cut(image, ":")
+	version, err := exec.Command(bin, "version").CombinedOutput()
+	if err != nil || !strings.Contains(string(version), "version "+tag+" ") {
+		t.Fatalf("%s version: %q (%v), want the image's %s", bin, version, err, tag)
+	}
+
+	// The ConfigMap's keys, where the container reads them.
+	mounts, _ := container["volumeMounts"].([]any)
+	if len(mounts) != 1 {
+		t.Fatalf("the kube-state-metrics container has %d volume mounts, want its configuration's only", len(mounts))
+	}
+	mountPath, _ := mounts[0].(map[string]any)["mountPath"].(string)
+	configDir := t.TempDir()
+	data, _, _ := unstructured.NestedStringMap(configMaps[0].Object, "data")
+	for key, value := range data {
+		if err := os.WriteFile(filepath.Join(configDir, key), []byte(value), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	metricsAddr, telemetryAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
 	host, port, _ := strings.Cut(metricsAddr, ":")
 	_, telemetryPort, _ := strings.Cut(telemetryAddr, ":")
-	// The arguments of manifests/components/monitoring/kube-state-metrics.yaml, on loopback.
-	cmd := exec.Command(bin, "--kubeconfig="+os.Getenv("KUBECONFIG"),
-		"--custom-resource-state-only=true", "--custom-resource-state-config-file="+config,
-		"--host="+host, "--port="+port, "--telemetry-host="+host, "--telemetry-port="+telemetryPort)
+	args := []string{"--kubeconfig=" + os.Getenv("KUBECONFIG"), "--host=" + host, "--telemetry-host=" + host}
+	rawArgs, _ := container["args"].([]any)
+	for _, raw := range rawArgs {
+		arg, _ := raw.(string)
+		switch {
+		case strings.HasPrefix(arg, "--port="):
+			arg = "--port=" + port
+		case strings.HasPrefix(arg, "--telemetry-port="):
+			arg = "--telemetry-port=" + telemetryPort
+		default:
+			arg = strings.ReplaceAll(arg, mountPath, configDir)
+		}
+		args = append(args, arg)
+	}
+	t.Logf("kube-state-metrics %s %s", tag, strings.Join(args[3:], " "))
+	cmd := exec.Command(bin, args...)
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	dieWithParent(cmd)
@@ -422,4 +474,54 @@ func parseSample(line string) (metricSample, error) {
 	}
 	s.value = value
 	return s, nil
+}
+
+// TestMonitoringComponentAdmitted: the API server accepts the component's objects of Kubernetes'
+// own kinds (all but the Prometheus Operator's ServiceMonitors and PrometheusRule, whose CRDs this
+// cluster lacks), as server-side dry runs moved to a test namespace, and admits the
+// kube-state-metrics Pod under Pod Security "restricted".
+func TestMonitoringComponentAdmitted(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	ctx := testContext(t)
+	ns := c.createNamespace(ctx, t, "monitoring-install", podSecurityRestricted)
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	kinds := map[string]int{}
+	for _, obj := range componentObjects(t, "challenge-metrics.yaml", "kube-state-metrics.yaml", "scrape.yaml", "alerts.yaml") {
+		kinds[obj.GetKind()]++
+		if obj.GroupVersionKind().Group == "monitoring.coreos.com" {
+			continue
+		}
+		if obj.GetNamespace() != "" {
+			obj.SetNamespace(ns)
+		}
+		client, err := c.resourceFor(obj)
+		if err != nil {
+			t.Fatalf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		if _, err := client.Create(ctx, obj, dryRun); err != nil {
+			t.Errorf("dry run of %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		if obj.GetKind() != "Deployment" {
+			continue
+		}
+		// Its Pod, as the ReplicaSet would create it; without its ServiceAccount, which the dry
+		// runs above did not create (Pod Security does not look at it).
+		podSpec, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec")
+		delete(podSpec, "serviceAccountName")
+		podSpec["automountServiceAccountToken"] = false
+		pod := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": obj.GetName(), "namespace": ns},
+			"spec":     podSpec,
+		}}
+		if _, err := c.dyn.Resource(podGVR).Namespace(ns).Create(ctx, pod, dryRun); err != nil {
+			t.Errorf("dry run of the kube-state-metrics Pod in a namespace enforcing Pod Security restricted: %v", err)
+		}
+	}
+	for _, kind := range []string{"ConfigMap", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "NetworkPolicy", "ServiceMonitor", "PrometheusRule"} {
+		if kinds[kind] == 0 {
+			t.Errorf("the monitoring component has no %s", kind)
+		}
+	}
 }
