@@ -667,3 +667,51 @@ func sortedUnique(s []string) []string {
 	sort.Strings(out)
 	return slices.Compact(out)
 }
+
+// TestPhaseListIsTheHooks: the phase StateSet lists exactly the phases the hook writes (the
+// Phase* string constants of its Go packages), so that every phase has its 0/1 series and none is
+// missed.
+func TestPhaseListIsTheHooks(t *testing.T) {
+	var phases []string
+	for _, dir := range []string{"sync", "api"} {
+		files, _ := filepath.Glob(filepath.Join(repoRoot, dir, "*.go"))
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				t.Fatalf("parse %s: %v", path, err)
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				spec, ok := n.(*ast.ValueSpec)
+				if !ok || len(spec.Names) != len(spec.Values) {
+					return true
+				}
+				for i, name := range spec.Names {
+					lit, ok := spec.Values[i].(*ast.BasicLit)
+					if ok && lit.Kind == token.STRING && regexp.MustCompile(`^Phase[A-Z]\w*$`).MatchString(name.Name) {
+						value, _ := strconv.Unquote(lit.Value)
+						phases = append(phases, value)
+					}
+				}
+				return true
+			})
+		}
+	}
+	if len(phases) == 0 {
+		t.Fatal("found no Phase* constant in sync/ or api/")
+	}
+	_, config := readChallengeMetricsConfig(t)
+	var listed []string
+	for _, r := range config.Spec.Resources {
+		for _, m := range r.Metrics {
+			if m.Each.StateSet != nil && m.Each.StateSet.LabelName == "phase" {
+				listed = append(listed, m.Each.StateSet.List...)
+			}
+		}
+	}
+	if got, want := sortedUnique(listed), sortedUnique(phases); !slices.Equal(got, want) {
+		t.Errorf("challenge-metrics.yaml's phase StateSet lists %v, the hook's phases are %v", got, want)
+	}
+}
