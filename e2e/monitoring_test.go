@@ -20,6 +20,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 )
 
 // The monitoring component (manifests/components/monitoring) and what hack/monitoring's test
@@ -29,8 +30,40 @@ const (
 	referencedSeriesFile = "hack/monitoring/referenced-series.txt"
 )
 
-// challengePhases are the values of kube_ctf_challenge_status_phase's phase label.
-var challengePhases = []string{"None", "Creating", "Running", "Error", "Stopped", "Expired", "Terminating", "Deleted"}
+// configuredPhases are the values of kube_ctf_challenge_status_phase's phase label: the list of
+// the configuration's phase StateSet (hack/monitoring checks that it holds the hook's phases).
+func configuredPhases(t *testing.T) []string {
+	t.Helper()
+	var config struct {
+		Spec struct {
+			Resources []struct {
+				Metrics []struct {
+					Name string `json:"name"`
+					Each struct {
+						StateSet struct {
+							List []string `json:"list"`
+						} `json:"stateSet"`
+					} `json:"each"`
+				} `json:"metrics"`
+			} `json:"resources"`
+		} `json:"spec"`
+	}
+	for _, obj := range componentObjects(t, "challenge-metrics.yaml") {
+		data, _, _ := unstructured.NestedStringMap(obj.Object, "data")
+		if err := yaml.Unmarshal([]byte(data["challenge-metrics.yaml"]), &config); err != nil {
+			t.Fatalf("challenge-metrics.yaml: %v", err)
+		}
+	}
+	for _, r := range config.Spec.Resources {
+		for _, m := range r.Metrics {
+			if m.Name == "status_phase" && len(m.Each.StateSet.List) > 0 {
+				return m.Each.StateSet.List
+			}
+		}
+	}
+	t.Fatal("challenge-metrics.yaml has no status_phase StateSet with a list of phases")
+	return nil
+}
 
 // TestMonitoring runs kube-state-metrics (the release the component deploys, built by
 // hack/build-kube-state-metrics.sh) against the control plane with the component's Challenge
@@ -44,6 +77,7 @@ func TestMonitoring(t *testing.T) {
 	ctx := testContext(t)
 	ns := c.createNamespace(ctx, t, "monitoring", podSecurityRestricted)
 	ksm := startKubeStateMetrics(t)
+	phases := configuredPhases(t)
 
 	def := lifecycleChallenge("web", "ghcr.io/example/web:1.0", "")
 	def.SetKind("ChallengeDefinition")
@@ -81,7 +115,7 @@ func TestMonitoring(t *testing.T) {
 	waitFor(ctx, t, 30*time.Second, "kube-state-metrics to serve every Challenge's series", func() (bool, error) {
 		var want []expectedSample
 		for _, in := range instances {
-			want = append(want, challengeSamples(t, mustGetChallenge(ctx, t, c, ns, in.chal.GetName()))...)
+			want = append(want, challengeSamples(t, mustGetChallenge(ctx, t, c, ns, in.chal.GetName()), phases)...)
 		}
 		samples, err := scrape(ctx, ksm)
 		if err != nil {
@@ -308,7 +342,7 @@ func (e expectedSample) String() string {
 }
 
 // challengeSamples are the series challenge-metrics.yaml describes for one stored Challenge.
-func challengeSamples(t *testing.T, chal *unstructured.Unstructured) []expectedSample {
+func challengeSamples(t *testing.T, chal *unstructured.Unstructured, phases []string) []expectedSample {
 	t.Helper()
 	status := func(field string) string {
 		v, _, _ := unstructured.NestedString(chal.Object, "status", field)
@@ -338,7 +372,7 @@ func challengeSamples(t *testing.T, chal *unstructured.Unstructured) []expectedS
 		{name: "kube_ctf_challenge_status_reason", labels: with(every, "phase", status("phase"), "reason", status("reason")), value: 1},
 		{name: "kube_ctf_challenge_status_expires_at", labels: every, value: unixOf(t, status("expiresAt"))},
 	}
-	for _, phase := range challengePhases {
+	for _, phase := range phases {
 		value := 0.0
 		if phase == status("phase") {
 			value = 1
