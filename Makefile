@@ -19,12 +19,14 @@ build:
 run:
 	$(GO) run ./cmd/challenge-hook --listen=127.0.0.1:8080 $(DEV_FLAGS) $(RUN_FLAGS)
 
-# Unit, golden, HTTP (bad-input matrix, auth, graceful shutdown, TLS) tests, then a short run of
-# every fuzz target (FUZZTIME each; `make fuzz` runs them longer). Fails first when a CRD under
-# manifests/ is not what api/v1alpha1 generates.
+# Unit, golden, HTTP (bad-input matrix, auth, graceful shutdown, TLS) tests, the monitoring
+# component's queries against Prometheus's PromQL parser (hack/monitoring, a module of its own), then
+# a short run of every fuzz target (FUZZTIME each; `make fuzz` runs them longer). Fails first when a
+# CRD under manifests/ is not what api/v1alpha1 generates.
 test: lint
 	GO=$(GO) bash hack/generate.sh --check
 	$(GO) test -count=1 ./...
+	cd hack/monitoring && $(GO) test -count=1 ./...
 	FUZZTIME=$${FUZZTIME:-10s} bash hack/fuzz.sh
 
 fuzz:
@@ -37,16 +39,19 @@ lint:
 	$(GO) vet -tags e2enode ./...
 	$(GO) tool staticcheck -tags e2e,scale,e2enode ./...
 	cd hack/testimages && $(GO) vet ./... && $$(cd ../.. && $(GO) tool -n staticcheck) ./...
+	cd hack/monitoring && $(GO) vet ./... && $$(cd ../.. && $(GO) tool -n staticcheck) ./...
 
 # The CRDs under manifests/ from the Go types of api/v1alpha1 and their +kubebuilder markers.
 generate:
 	GO=$(GO) bash hack/generate.sh
 
 # Regenerate the golden files (testdata/<case>/request.json and hook.flags from its case.yaml, then
-# response.json; see testdata/README.md) and the NetworkPolicy truth table; read every changed line
-# before committing.
+# response.json; see testdata/README.md), the NetworkPolicy truth table and the monitoring
+# component's list of selected series (hack/monitoring/referenced-series.txt); read every changed
+# line before committing.
 update:
 	$(GO) test ./sync -run 'TestGolden|TestNetworkPolicyTruthTable' -update
+	cd hack/monitoring && $(GO) test -run TestQueriesSelectExistingSeries -update
 
 # The hook under the real Metacontroller on a loopback control plane. METACONTROLLER_SOURCE: where
 # Metacontroller's source archive comes from (default: GitHub's archive of the release tag).

@@ -2,8 +2,9 @@
 # make e2e: end-to-end tests of the hook under the real Metacontroller, against a real
 # kube-apiserver on loopback.
 #   1. builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok once
-#      per version into a cache outside the repository (hack/build-k8s-bins.sh), and Metacontroller
-#      once per version (hack/build-metacontroller.sh, from $METACONTROLLER_SOURCE);
+#      per version into a cache outside the repository (hack/build-k8s-bins.sh), Metacontroller
+#      once per version (hack/build-metacontroller.sh, from $METACONTROLLER_SOURCE), and
+#      kube-state-metrics once per version (hack/build-kube-state-metrics.sh);
 #   2. builds the hook binary;
 #   3. starts the control plane, a kwok fake node and Metacontroller (its CRDs applied) on fixed
 #      loopback ports, in .cache/e2e/;
@@ -29,6 +30,10 @@ export METACONTROLLER_VERSION=${METACONTROLLER_VERSION:-4.17.2}
 export MC_DIR=${METACONTROLLER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/metacontroller/v$METACONTROLLER_VERSION}
 METACONTROLLER_DIR=$MC_DIR bash hack/build-metacontroller.sh
 log "metacontroller ready after $((SECONDS - start))s ($MC_DIR)"
+# kube-state-metrics with the monitoring component's configuration (e2e/monitoring_test.go).
+export KSM_DIR=${KSM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-state-metrics/${KSM_VERSION:-v2.18.0}}
+bash hack/build-kube-state-metrics.sh
+log "kube-state-metrics ready after $((SECONDS - start))s ($KSM_DIR)"
 
 CGO_ENABLED=0 $GO build -o bin/challenge-hook ./cmd/challenge-hook
 
@@ -67,6 +72,7 @@ log "control plane up in $((SECONDS - plane))s"
 $GO test -tags e2e -c -o "$RUN/e2e.test" ./e2e
 (cd e2e && exec env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" E2E_KUBECTL="$K8S_BINS_DIR/kubectl" \
   E2E_HOOK_ADDR=$HOOK_ADDR E2E_RESYNC_SECONDS=$RESYNC_SECONDS E2E_METACONTROLLER_LOG="$RUN/logs/metacontroller.log" \
+  E2E_METACONTROLLER_METRICS="127.0.0.1:$MC_METRICS_PORT" E2E_KSM_BIN="$KSM_DIR/kube-state-metrics" \
   "$RUN/e2e.test" -test.v -test.count=1 -test.timeout=15m ${E2E_RUN_ARGS:-}) &
 tests=$!
 trap 'status=130; kill -TERM "$tests" 2>/dev/null; wait "$tests"; exit 130' INT TERM

@@ -1,0 +1,561 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// The monitoring component (manifests/components/monitoring) and what hack/monitoring's test
+// wrote of its queries.
+const (
+	monitoringComponent  = "manifests/components/monitoring"
+	referencedSeriesFile = "hack/monitoring/referenced-series.txt"
+)
+
+// configuredPhases are the values of kube_ctf_challenge_status_phase's phase label: the list of
+// the configuration's phase StateSet (hack/monitoring checks that it holds the hook's phases).
+func configuredPhases(t *testing.T) []string {
+	t.Helper()
+	var config struct {
+		Spec struct {
+			Resources []struct {
+				Metrics []struct {
+					Name string `json:"name"`
+					Each struct {
+						StateSet struct {
+							List []string `json:"list"`
+						} `json:"stateSet"`
+					} `json:"each"`
+				} `json:"metrics"`
+			} `json:"resources"`
+		} `json:"spec"`
+	}
+	for _, obj := range componentObjects(t, "challenge-metrics.yaml") {
+		data, _, _ := unstructured.NestedStringMap(obj.Object, "data")
+		if err := yaml.Unmarshal([]byte(data["challenge-metrics.yaml"]), &config); err != nil {
+			t.Fatalf("challenge-metrics.yaml: %v", err)
+		}
+	}
+	for _, r := range config.Spec.Resources {
+		for _, m := range r.Metrics {
+			if m.Name == "status_phase" && len(m.Each.StateSet.List) > 0 {
+				return m.Each.StateSet.List
+			}
+		}
+	}
+	t.Fatal("challenge-metrics.yaml has no status_phase StateSet with a list of phases")
+	return nil
+}
+
+// TestMonitoring runs kube-state-metrics (the release the component deploys, built by
+// hack/build-kube-state-metrics.sh) against the control plane with the component's Challenge
+// configuration, drives Challenges to Running, Error, Stopped and Expired, and checks that it
+// serves each Challenge's series with the values of the Challenge as stored. Then every series
+// the alerts and the dashboard select (referenced-series.txt) must be served, with the labels
+// and values they match on, by kube-state-metrics, the hook or Metacontroller as they run here.
+func TestMonitoring(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	ctx := testContext(t)
+	ns := c.createNamespace(ctx, t, "monitoring", podSecurityRestricted)
+	ksm := startKubeStateMetrics(t)
+	phases := configuredPhases(t)
+
+	def := lifecycleChallenge("web", "ghcr.io/example/web:1.0", "")
+	def.SetKind("ChallengeDefinition")
+	def.Object["spec"] = template(def)
+	createObject(ctx, t, c, ns, def)
+	byReference := func(name string) *unstructured.Unstructured {
+		chal := lifecycleChallenge(name, "unused", "")
+		spec(chal)["definitionRef"] = map[string]any{"name": def.GetName()}
+		delete(spec(chal), "template")
+		return chal
+	}
+	stopped := byReference("stopped")
+	spec(stopped)["stopped"] = true
+	instances := []struct {
+		chal   *unstructured.Unstructured
+		phases []string // reached in this order
+	}{
+		{byReference("running"), []string{"Running"}},
+		{stopped, []string{"Stopped"}},
+		{lifecycleChallenge("failing", unpullableImage, ""), []string{"Error"}},
+		{lifecycleChallenge("expiring", "ghcr.io/example/pwn:1.0", "12s"), []string{"Running", "Expired"}},
+	}
+	watches := make([]*challengeWatch, len(instances))
+	for i, in := range instances {
+		watches[i], _ = startChallenge(ctx, t, c, ns, in.chal)
+	}
+	for i, in := range instances {
+		for _, phase := range in.phases {
+			watches[i].phase(t, 90*time.Second, phase)
+		}
+	}
+
+	// What kube-state-metrics must serve for each Challenge, from the Challenge as stored now (a
+	// status may still change, e.g. ErrImagePull to ImagePullBackOff: both are read again).
+	waitFor(ctx, t, 30*time.Second, "kube-state-metrics to serve every Challenge's series", func() (bool, error) {
+		var want []expectedSample
+		for _, in := range instances {
+			want = append(want, challengeSamples(t, mustGetChallenge(ctx, t, c, ns, in.chal.GetName()), phases)...)
+		}
+		samples, err := scrape(ctx, ksm)
+		if err != nil {
+			return false, err
+		}
+		var problems []string
+		for _, w := range want {
+			if problem := w.check(samples); problem != "" {
+				problems = append(problems, problem)
+			}
+		}
+		if len(problems) > 0 {
+			return false, fmt.Errorf("kube-state-metrics' Challenge series:\n  %s", strings.Join(problems, "\n  "))
+		}
+		return true, nil
+	})
+
+	// Every series the alerts and the dashboard select, as each program serves it now.
+	metacontrollerMetrics := os.Getenv("E2E_METACONTROLLER_METRICS")
+	if metacontrollerMetrics == "" {
+		t.Fatal("E2E_METACONTROLLER_METRICS is not set: run the e2e tests with `make e2e`")
+	}
+	sources := map[string]string{
+		"kube-state-metrics": ksm,
+		"challenge-hook":     "http://" + shared.hook.addr + "/metrics",
+		"metacontroller":     "http://" + metacontrollerMetrics + "/metrics",
+	}
+	served := map[string][]metricSample{}
+	for source, url := range sources {
+		samples, err := scrape(ctx, url)
+		if err != nil {
+			t.Fatalf("scrape %s: %v", source, err)
+		}
+		served[source] = samples
+	}
+	content, err := os.ReadFile(filepath.Join(shared.root, referencedSeriesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, line := range strings.Split(string(content), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		source, name, matchers := fields[0], fields[1], fields[2:]
+		if source == "prometheus" {
+			t.Logf("%s is made by Prometheus' scrape, not served by a program: not checked here", name)
+			continue
+		}
+		samples, ok := served[source]
+		if !ok {
+			t.Errorf("%s: %s is said to come from %q, which this test does not scrape", referencedSeriesFile, name, source)
+			continue
+		}
+		checked++
+		// Each matcher comes from some query: each must match some sample (not all the same one:
+		// phase="Creating" and phase="Running" are two queries).
+		if !anySample(samples, name, "") {
+			t.Errorf("%s serves no series %s, which the alerts or the dashboard select (%s)", source, name, referencedSeriesFile)
+		}
+		for _, m := range matchers {
+			if !anySample(samples, name, m) {
+				t.Errorf("%s serves no series %s with %s, which the alerts or the dashboard select (%s)", source, name, m, referencedSeriesFile)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Errorf("%s names no series", referencedSeriesFile)
+	}
+	t.Logf("kube-state-metrics served %d samples; %d series of the alerts and the dashboard checked", len(served["kube-state-metrics"]), checked)
+}
+
+// componentObjects are the Kubernetes objects of the monitoring component's files.
+func componentObjects(t *testing.T, files ...string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, file := range files {
+		objs, err := readYAMLObjects(filepath.Join(shared.root, monitoringComponent, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, objs...)
+	}
+	return out
+}
+
+// startKubeStateMetrics runs $E2E_KSM_BIN as the component's Deployment runs its image: with the
+// container's arguments, the ConfigMap's keys as files where the Deployment mounts them, and the
+// ports moved to free loopback ones. It stops it when the test ends and returns its metrics URL.
+func startKubeStateMetrics(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("E2E_KSM_BIN")
+	if bin == "" {
+		t.Fatal("E2E_KSM_BIN is not set: run the e2e tests with `make e2e` (hack/build-kube-state-metrics.sh builds it)")
+	}
+	var configMaps []*unstructured.Unstructured
+	var deployment *unstructured.Unstructured
+	for _, obj := range componentObjects(t, "challenge-metrics.yaml", "kube-state-metrics.yaml") {
+		switch obj.GetKind() {
+		case "ConfigMap":
+			configMaps = append(configMaps, obj)
+		case "Deployment":
+			deployment = obj
+		}
+	}
+	if deployment == nil || len(configMaps) != 1 {
+		t.Fatalf("the component has %d ConfigMaps and Deployment %v, want one of each", len(configMaps), deployment != nil)
+	}
+	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+	if len(containers) != 1 {
+		t.Fatalf("the kube-state-metrics Deployment has %d containers, want 1", len(containers))
+	}
+	container := containers[0].(map[string]any)
+
+	// The binary is the image's release.
+	image, _ := container["image"].(string)
+	_, tag, _ := strings.Cut(image, ":")
+	version, err := exec.Command(bin, "version").CombinedOutput()
+	if err != nil || !strings.Contains(string(version), "version "+tag+" ") {
+		t.Fatalf("%s version: %q (%v), want the image's %s", bin, version, err, tag)
+	}
+
+	// The ConfigMap's keys, where the container reads them.
+	mounts, _ := container["volumeMounts"].([]any)
+	if len(mounts) != 1 {
+		t.Fatalf("the kube-state-metrics container has %d volume mounts, want its configuration's only", len(mounts))
+	}
+	mountPath, _ := mounts[0].(map[string]any)["mountPath"].(string)
+	configDir := t.TempDir()
+	data, _, _ := unstructured.NestedStringMap(configMaps[0].Object, "data")
+	for key, value := range data {
+		if err := os.WriteFile(filepath.Join(configDir, key), []byte(value), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	metricsAddr, telemetryAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
+	host, port, _ := strings.Cut(metricsAddr, ":")
+	_, telemetryPort, _ := strings.Cut(telemetryAddr, ":")
+	args := []string{"--kubeconfig=" + os.Getenv("KUBECONFIG"), "--host=" + host, "--telemetry-host=" + host}
+	rawArgs, _ := container["args"].([]any)
+	for _, raw := range rawArgs {
+		arg, _ := raw.(string)
+		switch {
+		case strings.HasPrefix(arg, "--port="):
+			arg = "--port=" + port
+		case strings.HasPrefix(arg, "--telemetry-port="):
+			arg = "--telemetry-port=" + telemetryPort
+		default:
+			arg = strings.ReplaceAll(arg, mountPath, configDir)
+		}
+		args = append(args, arg)
+	}
+	t.Logf("kube-state-metrics %s %s", tag, strings.Join(args[3:], " "))
+	cmd := exec.Command(bin, args...)
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	dieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start kube-state-metrics: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("kube-state-metrics log (last 4 KiB):\n%s", tail(logs.String(), 4096))
+		}
+	})
+	url := "http://" + metricsAddr + "/metrics"
+	waitFor(testContext(t), t, 30*time.Second, "kube-state-metrics to serve "+url, func() (bool, error) {
+		select {
+		case err := <-exited:
+			return false, fmt.Errorf("kube-state-metrics exited: %v\n%s", err, logs.String())
+		default:
+		}
+		_, err := scrape(context.Background(), url)
+		return err == nil, nil
+	})
+	return url
+}
+
+// expectedSample is a sample kube-state-metrics must serve (value set) or must not (absent).
+type expectedSample struct {
+	name   string
+	labels map[string]string
+	value  float64
+	absent bool
+}
+
+func (e expectedSample) check(samples []metricSample) string {
+	for _, s := range samples {
+		if s.name != e.name || !s.has(e.labels) {
+			continue
+		}
+		switch {
+		case e.absent:
+			return fmt.Sprintf("%s is served (%v), want none", e, s.value)
+		case s.value != e.value:
+			return fmt.Sprintf("%s = %v, want %v", e, s.value, e.value)
+		}
+		return ""
+	}
+	if e.absent {
+		return ""
+	}
+	return fmt.Sprintf("%s is not served", e)
+}
+
+// String is the sample in PromQL's notation: name{label="value",...}, labels in order.
+func (e expectedSample) String() string {
+	var pairs []string
+	for k, v := range e.labels {
+		pairs = append(pairs, fmt.Sprintf("%s=%q", k, v))
+	}
+	sort.Strings(pairs)
+	return e.name + "{" + strings.Join(pairs, ",") + "}"
+}
+
+// challengeSamples are the series challenge-metrics.yaml describes for one stored Challenge.
+func challengeSamples(t *testing.T, chal *unstructured.Unstructured, phases []string) []expectedSample {
+	t.Helper()
+	status := func(field string) string {
+		v, _, _ := unstructured.NestedString(chal.Object, "status", field)
+		return v
+	}
+	ids := map[string]string{"namespace": chal.GetNamespace(), "challenge": chal.GetName()}
+	every := map[string]string{
+		"namespace": chal.GetNamespace(), "challenge": chal.GetName(),
+		"owner":                spec(chal)["owner"].(string),
+		"customresource_group": ctfGroup, "customresource_version": "v1alpha1", "customresource_kind": "Challenge",
+	}
+	if ref, ok := spec(chal)["definitionRef"].(map[string]any); ok {
+		every["definition"] = ref["name"].(string)
+	}
+	with := func(base map[string]string, extra ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range base {
+			out[k] = v
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			out[extra[i]] = extra[i+1]
+		}
+		return out
+	}
+	out := []expectedSample{
+		{name: "kube_ctf_challenge_created", labels: every, value: float64(chal.GetCreationTimestamp().Unix())},
+		{name: "kube_ctf_challenge_status_reason", labels: with(every, "phase", status("phase"), "reason", status("reason")), value: 1},
+		{name: "kube_ctf_challenge_status_expires_at", labels: every, value: unixOf(t, status("expiresAt"))},
+	}
+	for _, phase := range phases {
+		value := 0.0
+		if phase == status("phase") {
+			value = 1
+		}
+		out = append(out, expectedSample{name: "kube_ctf_challenge_status_phase", labels: with(every, "phase", phase), value: value})
+	}
+	if readyAt := status("readyAt"); readyAt != "" {
+		out = append(out, expectedSample{name: "kube_ctf_challenge_status_ready_at", labels: every, value: unixOf(t, readyAt)})
+	} else {
+		out = append(out, expectedSample{name: "kube_ctf_challenge_status_ready_at", labels: ids, absent: true})
+	}
+	return out
+}
+
+func unixOf(t *testing.T, rfc3339 string) float64 {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339, rfc3339)
+	if err != nil {
+		t.Fatalf("status time %q: %v", rfc3339, err)
+	}
+	return float64(at.Unix())
+}
+
+// metricSample is one line of the Prometheus text format.
+type metricSample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// has says whether the sample carries every label of want with its value.
+func (s metricSample) has(want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := s.labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// anySample says whether some sample of name carries matcher: "label" (any value), "label=value",
+// or "" (any sample).
+func anySample(samples []metricSample, name, matcher string) bool {
+	label, value, exact := strings.Cut(matcher, "=")
+	for _, s := range samples {
+		if s.name != name {
+			continue
+		}
+		if got, ok := s.labels[label]; matcher == "" || ok && (!exact || got == value) {
+			return true
+		}
+	}
+	return false
+}
+
+// scrape fetches a /metrics page in the Prometheus text format and parses its samples.
+func scrape(ctx context.Context, url string) ([]metricSample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain; version=0.0.4")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	var out []metricSample
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
+	for lines.Scan() {
+		line := lines.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		s, err := parseSample(line)
+		if err != nil {
+			return nil, fmt.Errorf("GET %s: %w", url, err)
+		}
+		out = append(out, s)
+	}
+	return out, lines.Err()
+}
+
+// parseSample parses `name{label="value",...} value [timestamp]`, label values escaped with \\,
+// \" and \n.
+func parseSample(line string) (metricSample, error) {
+	s := metricSample{labels: map[string]string{}}
+	end := strings.IndexAny(line, "{ ")
+	if end <= 0 {
+		return s, fmt.Errorf("sample line %q", line)
+	}
+	s.name, line = line[:end], line[end:]
+	if strings.HasPrefix(line, "{") {
+		line = line[1:]
+		for !strings.HasPrefix(line, "}") {
+			eq := strings.Index(line, `="`)
+			if eq <= 0 {
+				return s, fmt.Errorf("labels of %s: %q", s.name, line)
+			}
+			label := strings.TrimPrefix(line[:eq], ",")
+			var value strings.Builder
+			i := eq + 2
+			for ; i < len(line) && line[i] != '"'; i++ {
+				if line[i] == '\\' && i+1 < len(line) {
+					i++
+					if line[i] == 'n' {
+						value.WriteByte('\n')
+						continue
+					}
+				}
+				value.WriteByte(line[i])
+			}
+			if i >= len(line) {
+				return s, fmt.Errorf("unterminated label value in %s", s.name)
+			}
+			s.labels[label] = value.String()
+			line = strings.TrimPrefix(line[i+1:], ",")
+		}
+		line = line[1:]
+	}
+	fields := strings.Fields(line)
+	if len(fields) == 0 {
+		return s, fmt.Errorf("%s has no value", s.name)
+	}
+	value, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		return s, fmt.Errorf("value of %s: %w", s.name, err)
+	}
+	s.value = value
+	return s, nil
+}
+
+// TestMonitoringComponentAdmitted: the API server accepts the component's objects of Kubernetes'
+// own kinds (all but the Prometheus Operator's ServiceMonitors and PrometheusRule, whose CRDs this
+// cluster lacks), as server-side dry runs moved to a test namespace, and admits the
+// kube-state-metrics Pod under Pod Security "restricted".
+func TestMonitoringComponentAdmitted(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	ctx := testContext(t)
+	ns := c.createNamespace(ctx, t, "monitoring-install", podSecurityRestricted)
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	kinds := map[string]int{}
+	for _, obj := range componentObjects(t, "challenge-metrics.yaml", "kube-state-metrics.yaml", "scrape.yaml", "alerts.yaml") {
+		kinds[obj.GetKind()]++
+		if obj.GroupVersionKind().Group == "monitoring.coreos.com" {
+			continue
+		}
+		if obj.GetNamespace() != "" {
+			obj.SetNamespace(ns)
+		}
+		client, err := c.resourceFor(obj)
+		if err != nil {
+			t.Fatalf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		if _, err := client.Create(ctx, obj, dryRun); err != nil {
+			t.Errorf("dry run of %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		if obj.GetKind() != "Deployment" {
+			continue
+		}
+		// Its Pod, as the ReplicaSet would create it; without its ServiceAccount, which the dry
+		// runs above did not create (Pod Security does not look at it).
+		podSpec, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec")
+		delete(podSpec, "serviceAccountName")
+		podSpec["automountServiceAccountToken"] = false
+		pod := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Pod",
+			"metadata": map[string]any{"name": obj.GetName(), "namespace": ns},
+			"spec":     podSpec,
+		}}
+		if _, err := c.dyn.Resource(podGVR).Namespace(ns).Create(ctx, pod, dryRun); err != nil {
+			t.Errorf("dry run of the kube-state-metrics Pod in a namespace enforcing Pod Security restricted: %v", err)
+		}
+	}
+	for _, kind := range []string{"ConfigMap", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "NetworkPolicy", "ServiceMonitor", "PrometheusRule"} {
+		if kinds[kind] == 0 {
+			t.Errorf("the monitoring component has no %s", kind)
+		}
+	}
+}
