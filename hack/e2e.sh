@@ -47,8 +47,13 @@ export MC_FLAGS="--workers=5 --client-go-qps=100 --client-go-burst=200"
 HOOK_ADDR=127.0.0.1:28080 RESYNC_SECONDS=${E2E_RESYNC_SECONDS:-5}
 export KUBECACHEDIR=$RUN/kubecache
 mkdir -p "$RUN"
+# One e2e plane per machine at a time (its ports are fixed): a second run waits here instead of
+# failing on "address already in use". The lock stays with this script, not with the plane's
+# processes (9>&- where they start).
+exec 9> "${TMPDIR:-/tmp}/challenge-hook-e2e-plane.lock"
+if ! flock -n 9; then log "another make e2e runs on this machine: waiting for it"; flock 9; fi
 # A previous run killed hard may have left its plane running: stop it first (by its own PIDs).
-bash hack/cluster.sh stop >/dev/null 2>&1 || true
+bash hack/cluster.sh stop >/dev/null 2>&1 9>&- || true
 
 status=1
 stop_plane() {
@@ -64,7 +69,7 @@ stop_plane() {
 trap stop_plane EXIT
 
 plane=$SECONDS
-bash hack/cluster.sh start
+bash hack/cluster.sh start 9>&-
 log "control plane up in $((SECONDS - plane))s"
 
 # The test binary runs in the background so that an interrupted run (Ctrl-C, CI cancel) stops it
@@ -73,7 +78,7 @@ $GO test -tags e2e -c -o "$RUN/e2e.test" ./e2e
 (cd e2e && exec env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" E2E_KUBECTL="$K8S_BINS_DIR/kubectl" \
   E2E_HOOK_ADDR=$HOOK_ADDR E2E_RESYNC_SECONDS=$RESYNC_SECONDS E2E_METACONTROLLER_LOG="$RUN/logs/metacontroller.log" \
   E2E_METACONTROLLER_METRICS="127.0.0.1:$MC_METRICS_PORT" E2E_KSM_BIN="$KSM_DIR/kube-state-metrics" \
-  "$RUN/e2e.test" -test.v -test.count=1 -test.timeout=15m ${E2E_RUN_ARGS:-}) &
+  "$RUN/e2e.test" -test.v -test.count=1 -test.timeout=15m ${E2E_RUN_ARGS:-}) 9>&- &
 tests=$!
 trap 'status=130; kill -TERM "$tests" 2>/dev/null; wait "$tests"; exit 130' INT TERM
 set +e
