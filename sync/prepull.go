@@ -109,8 +109,8 @@ func DecodePrePullRequest(body []byte) (PrePullRequest, error) {
 			return decodeGroups(dec, "children", "child", groups)
 		default:
 			// controller, related, finalizing (no finalize hook: owner references delete the
-			// children) and whatever a later Metacontroller adds: read past.
-			if err := dec.Decode(&struct{}{}); err != nil {
+			// children) and whatever a later Metacontroller adds: read past, whatever their JSON type.
+			if err := dec.Decode(&json.RawMessage{}); err != nil {
 				return badRequest("%s: %v", key, err)
 			}
 		}
