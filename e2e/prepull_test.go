@@ -55,9 +55,13 @@ func TestPrePull(t *testing.T) {
 	start := time.Now()
 	waitForPrePull(ctx, t, daemonSets, name, []string{webImage, "registry.ctf.example/bot:1"})
 	t.Logf("DaemonSet %s declared %v after the definition's creation", name, time.Since(start).Round(time.Millisecond))
-	if _, err := policies.Get(ctx, name, metav1.GetOptions{}); err != nil {
-		t.Fatalf("NetworkPolicy %s: %v", name, err)
-	}
+	waitFor(ctx, t, 30*time.Second, "NetworkPolicy "+name, func() (bool, error) {
+		_, err := policies.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
 	waitFor(ctx, t, 60*time.Second, "a pre-pull Pod on the kwok node", func() (bool, error) {
 		pods, err := c.dyn.Resource(podGVR).Namespace(ns).List(ctx, metav1.ListOptions{
 			LabelSelector: "app.kubernetes.io/component=prepull,ctf.challenge-hook.dev/definition=web"})
@@ -73,6 +77,17 @@ func TestPrePull(t *testing.T) {
 		return false, nil
 	})
 	waitForState(ctx, t, defs, "web", "PrePulling")
+	waitFor(ctx, t, 60*time.Second, "DaemonSet "+name+" ready on the kwok node", func() (bool, error) {
+		ds, err := daemonSets.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready, _, _ := unstructured.NestedInt64(ds.Object, "status", "numberReady")
+		observed, _, _ := unstructured.NestedInt64(ds.Object, "status", "observedGeneration")
+		return ready == 1 && observed == ds.GetGeneration(), nil
+	})
+	requireSettled(ctx, t, map[string]dynamic.ResourceInterface{"DaemonSet": daemonSets, "NetworkPolicy": policies, "ChallengeDefinition": defs},
+		map[string]string{"DaemonSet": name, "NetworkPolicy": name, "ChallengeDefinition": "web"})
 
 	updateDefinition(ctx, t, defs, "web", func(spec map[string]any) {
 		spec["containers"].([]any)[1].(map[string]any)["image"] = "registry.ctf.example/bot:2"
@@ -153,6 +168,30 @@ func waitForPrePull(ctx context.Context, t *testing.T, daemonSets dynamic.Resour
 		}
 		return true, nil
 	})
+}
+
+// requireSettled: over two resync periods of the pre-pull controller (5 s), nothing is written:
+// the DaemonSet, the NetworkPolicy and the definition's status are what the hook's answer already
+// says, so Metacontroller's three-way merge is empty. (The DaemonSet's Pod is ready first, so that
+// the DaemonSet controller has no status left to write.)
+func requireSettled(ctx context.Context, t *testing.T, clients map[string]dynamic.ResourceInterface, names map[string]string) {
+	t.Helper()
+	read := func() map[string]string {
+		out := map[string]string{}
+		for kind, client := range clients {
+			obj, err := client.Get(ctx, names[kind], metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("%s %s: %v", kind, names[kind], err)
+			}
+			out[kind] = obj.GetResourceVersion()
+		}
+		return out
+	}
+	before := read()
+	time.Sleep(11 * time.Second)
+	if after := read(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("written again on a resync with nothing changed: before %v, after %v", before, after)
+	}
 }
 
 // podImages are the images of a Pod's (or Pod template's) containers, printed.

@@ -1,10 +1,8 @@
 package sync
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -88,38 +86,26 @@ type PrePullResponse struct {
 // hook does not manage is refused (its children would be deleted), and every error wraps
 // ErrBadRequest.
 func DecodePrePullRequest(body []byte) (PrePullRequest, error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return PrePullRequest{}, badRequest("request: %v", io.EOF)
-	}
 	lists := make([][]ObservedObject, len(prePullChildKinds))
 	groups := map[string]groupDecoder{}
 	for i, k := range prePullChildKinds {
 		groups[k.Key()] = decodeInto(&lists[i], func(o *ObservedObject) string { return o.Metadata.Name })
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
 	var parent *ChallengeDefinition
-	err := forEachKey(dec, "request", func(key string) error {
-		switch key {
-		case "parent":
-			parent = nil
-			if err := dec.Decode(&parent); err != nil {
-				return badRequest("parent: %v", err)
+	// controller and related are read past; finalizing too (there is no finalize hook: owner
+	// references delete the children with the definition), once checked to be a boolean.
+	err := decodeRequestKeys(body, map[string]func(dec *json.Decoder) error{
+		"parent":   func(dec *json.Decoder) error { return decodeParent(dec, &parent) },
+		"children": func(dec *json.Decoder) error { return decodeGroups(dec, "children", "child", groups) },
+		"finalizing": func(dec *json.Decoder) error {
+			var finalizing bool
+			if err := dec.Decode(&finalizing); err != nil {
+				return badRequest("finalizing: %v", err)
 			}
-		case "children":
-			return decodeGroups(dec, "children", "child", groups)
-		default:
-			// controller, related, finalizing (no finalize hook: owner references delete the
-			// children) and whatever a later Metacontroller adds: read past, whatever their JSON type.
-			if err := dec.Decode(&json.RawMessage{}); err != nil {
-				return badRequest("%s: %v", key, err)
-			}
-		}
-		return nil
+			return nil
+		},
 	})
 	if err != nil {
-		return PrePullRequest{}, err
-	}
-	if err := expectEnd(dec); err != nil {
 		return PrePullRequest{}, err
 	}
 	if parent == nil || parent.Metadata.Name == "" {

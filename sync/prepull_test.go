@@ -1,6 +1,8 @@
 package sync
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -41,4 +43,31 @@ func TestPrePullRefusesWhatItCannotLabel(t *testing.T) {
 	resp = PrePull(PrePullRequest{Parent: def}, Config{PrePullImage: "registry.example/hook:1"})
 	require.Equal(t, v1alpha1.PrePullStatePrePulling, resp.Status.PrePull.State)
 	require.Len(t, resp.Children, 2)
+}
+
+// FuzzPrePull: whatever the body, decoding fails with a bad request or the answer is byte for
+// byte the same when asked twice, and never panics; seeded with the golden requests.
+func FuzzPrePull(f *testing.F) {
+	requests, err := filepath.Glob(filepath.Join(prePullCasesDir, "*", "request.json"))
+	require.NoError(f, err)
+	for _, path := range requests {
+		body, err := os.ReadFile(path)
+		require.NoError(f, err)
+		f.Add(body)
+	}
+	cfg := Config{PrePullImage: "registry.example/hook:1"}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := DecodePrePullRequest(body)
+		if err != nil {
+			require.ErrorIs(t, err, ErrBadRequest)
+			return
+		}
+		first, err := EncodeResponse(PrePull(req, cfg))
+		require.NoError(t, err)
+		again, err := DecodePrePullRequest(body)
+		require.NoError(t, err)
+		second, err := EncodeResponse(PrePull(again, cfg))
+		require.NoError(t, err)
+		require.Equal(t, string(first), string(second))
+	})
 }
