@@ -29,8 +29,8 @@ const (
 	// prePullSuffix names a definition's DaemonSet and NetworkPolicy "<definition>.prepull": a dot
 	// no Challenge name has (they are DNS-1035 labels), so no instance's child can take the name.
 	prePullSuffix = ".prepull"
-	// LabelComponent tells the pre-pull Pods from the instances of the same definition.
-	LabelComponent = "app.kubernetes.io/component"
+	// labelComponent tells the pre-pull Pods from the instances of the same definition.
+	labelComponent = "app.kubernetes.io/component"
 	prePullValue   = "prepull"
 	// PrePullComponent is the kustomize component that installs the pre-pull controller.
 	PrePullComponent = "prepull"
@@ -127,7 +127,7 @@ func DecodePrePullRequest(body []byte) (PrePullRequest, error) {
 // stay pinned until the definition is fixed, and a typo never makes every node pull again.
 func PrePull(req PrePullRequest, cfg Config) PrePullResponse {
 	def := req.Parent
-	name := PrePullName(def.Metadata.Name)
+	name := prePullName(def.Metadata.Name)
 	if def.Spec.PrePull != nil && !*def.Spec.PrePull {
 		return prePullAnswer(v1alpha1.PrePullStateDisabled, "spec.prePull is false: no DaemonSet", "", []any{})
 	}
@@ -173,7 +173,7 @@ func prePullImages(spec v1alpha1.DefinitionSpec) []prePullImage {
 }
 
 func prePullLabels(def ChallengeDefinition) map[string]string {
-	return map[string]string{LabelDefinition: def.Metadata.Name, LabelComponent: prePullValue}
+	return map[string]string{LabelDefinition: def.Metadata.Name, labelComponent: prePullValue}
 }
 
 // buildPrePullDaemonSet is the definition's DaemonSet. Its Pods pass Pod Security "restricted";
@@ -264,5 +264,5 @@ func buildPrePullNetworkPolicy(def ChallengeDefinition, name string) *networking
 			WithPolicyTypes(networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress))
 }
 
-// PrePullName is the name of a definition's DaemonSet and NetworkPolicy.
-func PrePullName(definition string) string { return definition + prePullSuffix }
+// prePullName is the name of a definition's DaemonSet and NetworkPolicy.
+func prePullName(definition string) string { return definition + prePullSuffix }

@@ -17,6 +17,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // +kubebuilder:printcolumn:name="Expose",type=string,JSONPath=`.spec.expose[0].type`,description="How players reach the first exposed port."
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.containers[0].image`,priority=1
 // +kubebuilder:printcolumn:name="Egress",type=boolean,JSONPath=`.spec.egress`,priority=1
+// +kubebuilder:printcolumn:name="PrePull",type=string,JSONPath=`.status.prePull.state`,priority=1,description="PrePulling, Disabled or InvalidDefinition, with manifests/components/prepull"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters (it is copied into the label ctf.challenge-hook.dev/definition of every instance)"
 type ChallengeDefinition struct {
