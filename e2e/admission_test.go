@@ -278,6 +278,8 @@ func TestInvalidObjectsRejected(t *testing.T) {
 	}{
 		{"timeout not a duration", validDefinition, func(o *unstructured.Unstructured) { spec(o)["timeout"] = "30 minutes" },
 			"spec.timeout in body should match"},
+		{"prePull in an inline template", validChallenge, func(o *unstructured.Unstructured) { template(o)["prePull"] = false },
+			"template.prePull applies to ChallengeDefinitions only"},
 		{"timeout zero", validDefinition, func(o *unstructured.Unstructured) { spec(o)["timeout"] = "0s" },
 			"timeout must be a positive duration such as 30m or 1h30m"},
 		{"maxLifetime zero", validDefinition, func(o *unstructured.Unstructured) { spec(o)["maxLifetime"] = "0h" },

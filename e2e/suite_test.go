@@ -124,7 +124,12 @@ func setUpSuite() (*suite, error) {
 // webhook `service` + `path` becomes `url: <hookBase><path>` (the hook runs outside the cluster),
 // and resyncPeriodSeconds is short so that tests can watch several periods.
 func testCompositeController(root, hookBase string, resyncSeconds int) (*unstructured.Unstructured, error) {
-	path := filepath.Join(root, "compositecontroller.yaml")
+	return testCompositeControllerFrom(filepath.Join(root, "compositecontroller.yaml"), hookBase, resyncSeconds)
+}
+
+// testCompositeControllerFrom is testCompositeController for the CompositeController in path (a
+// component's).
+func testCompositeControllerFrom(path, hookBase string, resyncSeconds int) (*unstructured.Unstructured, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read CompositeController: %w", err)

@@ -70,46 +70,33 @@ func decodeInto[T any](list *[]T, name func(*T) string) groupDecoder {
 // related maps are dispatched by key to their typed lists as they are read. Every error wraps
 // ErrBadRequest and names the part of the request that is wrong.
 func DecodeRequest(body []byte) (Request, error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return Request{}, badRequest("request: %v", io.EOF)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
 	var req Request
 	var parent *Challenge
-	err := forEachKey(dec, "request", func(key string) error {
-		switch key {
-		case "parent":
-			parent = nil
-			if err := dec.Decode(&parent); err != nil {
-				return badRequest("parent: %v", err)
-			}
-		case "children":
+	err := decodeRequestKeys(body, map[string]func(dec *json.Decoder) error{
+		"parent": func(dec *json.Decoder) error { return decodeParent(dec, &parent) },
+		"children": func(dec *json.Decoder) error {
 			return decodeGroups(dec, "children", "child", childGroups(&req.Children))
-		case "related":
+		},
+		"related": func(dec *json.Decoder) error {
 			return decodeGroups(dec, "related", "related", relatedGroups(&req.Related))
-		case "controller":
+		},
+		"controller": func(dec *json.Decoder) error {
 			// Only spec.childResources is read: which child types the hook may return.
 			var controller CompositeController
 			if err := dec.Decode(&controller); err != nil {
 				return badRequest("controller: %v", err)
 			}
 			req.DeclaredChildTypes = controller.Spec.ChildResources
-		case "finalizing":
+			return nil
+		},
+		"finalizing": func(dec *json.Decoder) error {
 			if err := dec.Decode(&req.Finalizing); err != nil {
 				return badRequest("finalizing: %v", err)
 			}
-		default:
-			// Whatever a later Metacontroller adds: read past, never stored.
-			if err := dec.Decode(&struct{}{}); err != nil {
-				return badRequest("%s: %v", key, err)
-			}
-		}
-		return nil
+			return nil
+		},
 	})
 	if err != nil {
-		return Request{}, err
-	}
-	if err := expectEnd(dec); err != nil {
 		return Request{}, err
 	}
 	if parent == nil {
@@ -121,6 +108,38 @@ func DecodeRequest(body []byte) (Request, error) {
 	req.Parent = *parent
 	sortObserved(&req)
 	return req, nil
+}
+
+// decodeRequestKeys reads a hook request's top-level object in one pass, each key by its decoder
+// in fields; any other key (whatever a later Metacontroller adds) is read past, never stored.
+// Nothing may follow the object.
+func decodeRequestKeys(body []byte, fields map[string]func(dec *json.Decoder) error) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("request: %v", io.EOF)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	err := forEachKey(dec, "request", func(key string) error {
+		if decode, ok := fields[key]; ok {
+			return decode(dec)
+		}
+		if err := dec.Decode(&struct{}{}); err != nil {
+			return badRequest("%s: %v", key, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return expectEnd(dec)
+}
+
+// decodeParent decodes the request's parent; a later "parent" key replaces an earlier one.
+func decodeParent[T any](dec *json.Decoder, parent **T) error {
+	*parent = nil
+	if err := dec.Decode(parent); err != nil {
+		return badRequest("parent: %v", err)
+	}
+	return nil
 }
 
 // forEachKey reads a JSON object (or null, as an empty one) key by key; visit must consume the

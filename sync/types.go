@@ -57,6 +57,10 @@ type Config struct {
 	// `render` without a key, never for a serving hook.
 	DynamicFlagPlaceholder string
 
+	// PrePullImage is this hook's image, whose static /pause the pre-pull DaemonSets copy and run
+	// in place of each image's own program (see PrePull); empty: no pre-pull.
+	PrePullImage string
+
 	// Where the cluster's networks and platform Pods are, for each instance's NetworkPolicy.
 	// CIDRs are IPv4 prefixes in canonical form (the hook's flags check them).
 

@@ -35,6 +35,7 @@ type Challenge struct {
 // ChallengeSpec says which template to run, for whom, and for how long.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.definitionRef) != has(self.template)",message="spec must set exactly one of definitionRef or template"
+// +kubebuilder:validation:XValidation:rule="!has(self.template) || !has(self.template.prePull)",message="template.prePull applies to ChallengeDefinitions only: an inline template is never pre-pulled",fieldPath=`.template.prePull`
 type ChallengeSpec struct {
 	// The ChallengeDefinition to run. Its namespace defaults to the Challenge's.
 	//

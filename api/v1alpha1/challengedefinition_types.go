@@ -8,6 +8,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // ChallengeDefinition is the template of a CTF challenge; Challenges run instances of it.
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:path=challengedefinitions,scope=Namespaced,shortName=chaldef,categories=ctf
 // +kubebuilder:metadata:labels="app.kubernetes.io/name=challenge-hook"
 // +kubebuilder:metadata:labels="app.kubernetes.io/part-of=challenge-hook"
@@ -16,6 +17,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // +kubebuilder:printcolumn:name="Expose",type=string,JSONPath=`.spec.expose[0].type`,description="How players reach the first exposed port."
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.containers[0].image`,priority=1
 // +kubebuilder:printcolumn:name="Egress",type=boolean,JSONPath=`.spec.egress`,priority=1
+// +kubebuilder:printcolumn:name="PrePull",type=string,JSONPath=`.status.prePull.state`,priority=1,description="PrePulling, Disabled or InvalidDefinition, with manifests/components/prepull"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters (it is copied into the label ctf.challenge-hook.dev/definition of every instance)"
 type ChallengeDefinition struct {
@@ -24,6 +26,38 @@ type ChallengeDefinition struct {
 
 	// +required
 	Spec DefinitionSpec `json:"spec"`
+	// Written by the pre-pull controller (manifests/components/prepull) only; Metacontroller needs
+	// the status subresource on a parent.
+	//
+	// +optional
+	Status ChallengeDefinitionStatus `json:"status,omitempty"`
+}
+
+// ChallengeDefinitionStatus is the pre-pull controller's answer. It depends on the definition's
+// spec alone, never on the DaemonSet's progress: every status write re-syncs each Challenge of the
+// definition (Metacontroller watches related objects), so it changes only with the spec.
+type ChallengeDefinitionStatus struct {
+	// The generation of the spec this status was computed from (set by Metacontroller).
+	//
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Whether the definition's images are pre-pulled on every node, and how.
+	//
+	// +optional
+	PrePull *PrePullStatus `json:"prePull,omitempty"`
+}
+
+// PrePullStatus says what the pre-pull controller keeps for a definition.
+type PrePullStatus struct {
+	// One of PrePulling (the DaemonSet is declared), Disabled (spec.prePull is false) and
+	// InvalidDefinition (the DaemonSet, if any, is kept as it was).
+	State string `json:"state"`
+	// What the controller keeps, or what to fix.
+	Message string `json:"message"`
+	// The DaemonSet that pulls and pins the images, in the definition's namespace.
+	//
+	// +optional
+	DaemonSet string `json:"daemonSet,omitempty"`
 }
 
 // DefinitionSpec is the template of an instance: its Pod (one to eight containers), how players
@@ -100,6 +134,13 @@ type DefinitionSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=30
 	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+	// Pre-pull the images on every node, where the pre-pull component (manifests/components/prepull)
+	// is installed: a DaemonSet pulls them and keeps them from image garbage collection, so that
+	// instances start without a pull. Default true; false removes the definition's DaemonSet. Only
+	// on a ChallengeDefinition: an inline template refuses it.
+	//
+	// +optional
+	PrePull *bool `json:"prePull,omitempty"`
 }
 
 // Container is one container of the instance's Pod.
@@ -381,3 +422,10 @@ type Security struct {
 	// +optional
 	AllowPrivilegeEscalation bool `json:"allowPrivilegeEscalation,omitempty"`
 }
+
+// PrePullStatus states, so that tools can switch on them.
+const (
+	PrePullStatePrePulling        = "PrePulling"
+	PrePullStateDisabled          = "Disabled"
+	PrePullStateInvalidDefinition = "InvalidDefinition"
+)

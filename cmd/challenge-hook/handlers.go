@@ -44,7 +44,7 @@ func handleReadyz(h *health) http.HandlerFunc {
 
 func handleNotFound() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: this listener serves POST /sync, /finalize and /customize, GET /healthz, /readyz and /metrics", r.URL.Path))
+		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: this listener serves POST /sync, /finalize, /customize and /prepull/sync, GET /healthz, /readyz and /metrics", r.URL.Path))
 	}
 }
 
@@ -105,6 +105,32 @@ func handleCustomize(cfg hooksync.Config) http.HandlerFunc {
 			info.parent = req.Parent.Metadata.Namespace + "/" + req.Parent.Metadata.Name
 		}
 		respondJSON(w, http.StatusOK, hooksync.Customize(req, cfg))
+	}
+}
+
+// handlePrePull serves /prepull/sync, the pre-pull controller's sync hook (a CompositeController on
+// ChallengeDefinitions, manifests/components/prepull). Without --prepull-image it answers 503, so
+// that Metacontroller changes nothing and retries, and says what to set.
+func handlePrePull(cfg hooksync.Config) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if cfg.PrePullImage == "" {
+			respondError(w, r, http.StatusServiceUnavailable, "prepull_not_configured",
+				"pre-pull is not configured: start the hook with --prepull-image (its own image), as manifests/components/prepull does")
+			return
+		}
+		body, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		req, err := hooksync.DecodePrePullRequest(body)
+		if err != nil {
+			respondDecodeError(w, r, err)
+			return
+		}
+		if info := requestInfoFrom(r.Context()); info != nil {
+			info.parent = req.Parent.Metadata.Namespace + "/" + req.Parent.Metadata.Name
+		}
+		respondJSON(w, http.StatusOK, hooksync.PrePull(req, cfg))
 	}
 }
 

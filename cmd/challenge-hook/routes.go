@@ -4,13 +4,13 @@ import "github.com/go-chi/chi/v5"
 
 // credentials are the hook's two bearer tokens; each grants its own listener's routes only.
 type credentials struct {
-	hook   credential // Metacontroller's: /sync, /finalize, /customize
+	hook   credential // Metacontroller's: /sync, /finalize, /customize, /prepull/sync
 	verify credential // the platform's: /flags/verify
 }
 
 func newCredentials(hookToken, verifyToken []byte) credentials {
 	return credentials{
-		hook:   newCredential("Metacontroller's token (--token-file)", "/sync, /finalize and /customize", hookToken),
+		hook:   newCredential("Metacontroller's token (--token-file)", "/sync, /finalize, /customize and /prepull/sync", hookToken),
 		verify: newCredential("the flag-verification token (--verify-token-file)", flagVerifyPath, verifyToken),
 	}
 }
@@ -18,6 +18,9 @@ func newCredentials(hookToken, verifyToken []byte) credentials {
 // The hook's whole API surface, in one place: two listeners, each with its own routes and its own
 // credential, so that the hook's NetworkPolicy can admit Metacontroller to the first and the
 // platform to the second only.
+
+// prePullSyncPath is the pre-pull controller's sync hook.
+const prePullSyncPath = "/prepull/sync"
 
 // addHookRoutes are the main listener's (--listen): Metacontroller's hooks, probes and metrics.
 // There is no /flags/verify here, whatever the token.
@@ -32,6 +35,8 @@ func addHookRoutes(r chi.Router, cfg serverConfig, creds credentials, now clock,
 		r.Post("/sync", handleSync(cfg.hook.sync, now, m, false))
 		r.Post("/finalize", handleSync(cfg.hook.sync, now, m, true))
 		r.Post("/customize", handleCustomize(cfg.hook.sync))
+		// The pre-pull controller's (manifests/components/prepull), on ChallengeDefinitions.
+		r.Post(prePullSyncPath, handlePrePull(cfg.hook.sync))
 	})
 	r.HandleFunc(flagVerifyPath, handleFlagVerifyElsewhere())
 }

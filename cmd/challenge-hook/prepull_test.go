@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestGoldenReplayPrePull serves the pre-pull cases (testdata/prepull/<case>) at /prepull/sync
+// with the flags `make run` uses, as curl sends them, and expects response.json byte for byte:
+//
+//	curl -s -XPOST localhost:8080/prepull/sync -d @testdata/prepull/first-sync/request.json
+func TestGoldenReplayPrePull(t *testing.T) {
+	t.Chdir("../..")
+	devFlags, err := os.ReadFile("testdata/dev.flags")
+	require.NoError(t, err)
+	srv, _ := newTestServer(t, strings.Fields(string(devFlags))...)
+	requests, err := filepath.Glob("testdata/prepull/*/request.json")
+	require.NoError(t, err)
+	require.NotEmpty(t, requests)
+	for _, requestFile := range requests {
+		t.Run(filepath.Base(filepath.Dir(requestFile)), func(t *testing.T) {
+			request, err := os.ReadFile(requestFile)
+			require.NoError(t, err)
+			want, err := os.ReadFile(filepath.Join(filepath.Dir(requestFile), "response.json"))
+			require.NoError(t, err)
+			curlBody := []byte(strings.NewReplacer("\n", "", "\r", "").Replace(string(request)))
+			resp, got := post(t, srv.URL+prePullSyncPath, formContentType, curlBody)
+			require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", got)
+			var indented bytes.Buffer
+			require.NoError(t, json.Indent(&indented, got, "", "  "))
+			require.Equal(t, string(want), indented.String())
+		})
+	}
+}
+
+// TestPrePullNeedsItsImage: without --prepull-image the hook cannot build a DaemonSet; it answers
+// 503 (Metacontroller changes nothing and retries) and says which flag to set; a request it
+// cannot read is a 400, as on /sync.
+func TestPrePullNeedsItsImage(t *testing.T) {
+	srv, _ := newTestServer(t)
+	resp, body := post(t, srv.URL+prePullSyncPath, "application/json", []byte(`{"parent":{"metadata":{"name":"web"}}}`))
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Contains(t, string(body), "--prepull-image")
+
+	srv, _ = newTestServer(t, "--prepull-image=registry.example/hook:1")
+	resp, body = post(t, srv.URL+prePullSyncPath, "application/json", []byte(`{"parent":{"metadata":{"name":"web"}},"children":{"Deployment.apps/v1":{}}}`))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, string(body), `unknown child type \"Deployment.apps/v1\"`)
+}
