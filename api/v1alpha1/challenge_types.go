@@ -186,4 +186,8 @@ type Endpoint struct {
 	Host     string `json:"host"`
 	Port     int32  `json:"port"`
 	URL      string `json:"url"`
+	// The pod it reaches, in an instance of several pods.
+	//
+	// +optional
+	Component string `json:"component,omitempty"`
 }

@@ -60,24 +60,44 @@ type PrePullStatus struct {
 	DaemonSet string `json:"daemonSet,omitempty"`
 }
 
-// DefinitionSpec is the template of an instance: its Pod (one to eight containers), how players
-// reach it, its lifetime, its flag and its security opt-outs.
+// DefinitionSpec is the template of an instance: its Pod (one to eight containers) or its pods
+// (one to eight, each with its containers), how players reach it, its lifetime, its flag and its
+// security opt-outs.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.expose) || self.expose.all(e, self.containers.exists(c, has(c.ports) && c.ports.exists(p, p.containerPort == e.port)))",message="every expose.port must be a containerPort of one of the containers",fieldPath=`.expose`
-// +kubebuilder:validation:XValidation:rule="!has(self.expose) || self.expose.all(e, !(e.type in ['HTTP', 'TLS']) || self.containers.all(c, !has(c.ports) || c.ports.all(p, p.containerPort != e.port || !has(p.protocol) || p.protocol == 'TCP')))",message="an HTTP or TLS expose port must be a TCP container port",fieldPath=`.expose`
+// +kubebuilder:validation:XValidation:rule="has(self.containers) != has(self.pods)",message="set exactly one of containers (an instance of one Pod) and pods (an instance of several)"
+// +kubebuilder:validation:XValidation:rule="!has(self.pods) || (!has(self.expose) && !has(self.egress) && !has(self.security))",message="with pods, set expose, egress and security on each pod, not on the template"
+// +kubebuilder:validation:XValidation:rule="!has(self.pods) || self.pods.map(p, has(p.expose) ? p.expose.filter(e, e.type == 'HTTP').size() : 0).sum() <= 1",message="at most one expose entry of type HTTP in all pods (an instance has one host)",fieldPath=`.pods`
+// +kubebuilder:validation:XValidation:rule="!has(self.pods) || self.pods.map(p, has(p.expose) ? p.expose.filter(e, e.type == 'TLS').size() : 0).sum() <= 1",message="at most one expose entry of type TLS in all pods (an instance has one host)",fieldPath=`.pods`
+// +kubebuilder:validation:XValidation:rule="!has(self.pods) || self.pods.all(p, !has(p.internal) || p.internal.all(i, i.from.all(f, f != p.name && self.pods.exists(q, q.name == f))))",message="each internal.from must name another pod of the template",fieldPath=`.pods`
+// +kubebuilder:validation:XValidation:rule="!has(self.flag) || !has(self.pods) || self.pods.exists(p, p.containers.exists(c, has(c.flag) && c.flag))",message="with pods, set flag: true on each container that receives the flag",fieldPath=`.flag`
+// +kubebuilder:validation:XValidation:rule="has(self.flag) || ((!has(self.containers) || self.containers.all(c, !has(c.flag) || !c.flag)) && (!has(self.pods) || self.pods.all(p, p.containers.all(c, !has(c.flag) || !c.flag))))",message="a container asks for the flag (flag: true) but the template has no flag"
+// +kubebuilder:validation:XValidation:rule="!has(self.containers) || !has(self.expose) || self.expose.all(e, self.containers.exists(c, has(c.ports) && c.ports.exists(p, p.containerPort == e.port)))",message="every expose.port must be a containerPort of one of the containers",fieldPath=`.expose`
+// +kubebuilder:validation:XValidation:rule="!has(self.containers) || !has(self.expose) || self.expose.all(e, !(e.type in ['HTTP', 'TLS']) || self.containers.all(c, !has(c.ports) || c.ports.all(p, p.containerPort != e.port || !has(p.protocol) || p.protocol == 'TCP')))",message="an HTTP or TLS expose port must be a TCP container port",fieldPath=`.expose`
 // +kubebuilder:validation:XValidation:rule="!has(self.timeout) || !has(self.maxLifetime) || duration(self.timeout) <= duration(self.maxLifetime)",message="timeout must not exceed maxLifetime",fieldPath=`.timeout`
-// +kubebuilder:validation:XValidation:rule="self.containers.all(c, !has(c.ports) || c.ports.all(p, self.containers.filter(d, has(d.ports) && d.ports.exists(q, q.containerPort == p.containerPort)).size() == 1 && c.ports.filter(q, q.containerPort == p.containerPort).size() == 1))",message="each containerPort may appear only once in the Pod (across containers and protocols)",fieldPath=`.containers`
-// +kubebuilder:validation:XValidation:rule="self.containers.all(c, !has(c.ports) || c.ports.all(p, !has(p.name) || (self.containers.filter(d, has(d.ports) && d.ports.exists(q, has(q.name) && q.name == p.name)).size() == 1 && c.ports.filter(q, has(q.name) && q.name == p.name).size() == 1)))",message="port names must be unique in the Pod",fieldPath=`.containers`
-// +kubebuilder:validation:XValidation:rule="!has(self.flag) || !has(self.flag.env) || self.containers.all(c, !has(c.env) || c.env.all(e, e.name != self.flag.env))",message="flag.env must not name a variable that a container already sets in env",fieldPath=`.flag.env`
+// +kubebuilder:validation:XValidation:rule="!has(self.containers) || self.containers.all(c, !has(c.ports) || c.ports.all(p, self.containers.filter(d, has(d.ports) && d.ports.exists(q, q.containerPort == p.containerPort)).size() == 1 && c.ports.filter(q, q.containerPort == p.containerPort).size() == 1))",message="each containerPort may appear only once in the Pod (across containers and protocols)",fieldPath=`.containers`
+// +kubebuilder:validation:XValidation:rule="!has(self.containers) || self.containers.all(c, !has(c.ports) || c.ports.all(p, !has(p.name) || (self.containers.filter(d, has(d.ports) && d.ports.exists(q, has(q.name) && q.name == p.name)).size() == 1 && c.ports.filter(q, has(q.name) && q.name == p.name).size() == 1)))",message="port names must be unique in the Pod",fieldPath=`.containers`
+// +kubebuilder:validation:XValidation:rule="!has(self.flag) || !has(self.flag.env) || ((!has(self.containers) || self.containers.all(c, !has(c.env) || c.env.all(e, e.name != self.flag.env))) && (!has(self.pods) || self.pods.all(p, p.containers.all(c, !has(c.env) || c.env.all(e, e.name != self.flag.env)))))",message="flag.env must not name a variable that a container already sets in env",fieldPath=`.flag.env`
 type DefinitionSpec struct {
-	// The containers of the instance's single Pod.
+	// The containers of the instance's single Pod; or set pods instead.
 	//
-	// +required
+	// +optional
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=map
 	// +listMapKey=name
 	Containers []Container `json:"containers,omitempty"`
+	// The pods of an instance of several hosts (a web app, its database, its admin bot; the hosts
+	// of a pivot), instead of containers: each its own Pod, Service, NetworkPolicy and exposures.
+	// A pod reaches another only on the internal ports that the other admits from it, by the
+	// other's name (db, bot). Each pod's expose, egress and security are its own; the lifetime,
+	// flag, runtimeClassName and grace period are the instance's.
+	//
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	Pods []PodTemplate `json:"pods,omitempty"`
 	// Which container ports players reach and how. HTTP becomes an Ingress (or, when the hook is
 	// given a Gateway, an HTTPRoute) for an unguessable per-instance host <instanceId>.<domain>; TLS
 	// becomes a TLSRoute that a Gateway routes by that host as TLS SNI (needs the hook's --gateway);
@@ -113,7 +133,8 @@ type DefinitionSpec struct {
 	// +optional
 	Egress bool `json:"egress,omitempty"`
 	// The flag: a static value, or dynamic (an HMAC per definition and owner, from a key only the
-	// hook holds), delivered in an environment variable, a file, or both, in every container.
+	// hook holds), delivered in an environment variable, a file, or both, to the containers that
+	// set flag: true (in a template of one Pod where none does, to every container).
 	//
 	// +optional
 	Flag *Flag `json:"flag,omitempty"`
@@ -143,7 +164,73 @@ type DefinitionSpec struct {
 	PrePull *bool `json:"prePull,omitempty"`
 }
 
-// Container is one container of the instance's Pod.
+// PodTemplate is one pod of an instance of several: a host of its own.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.expose) || self.expose.all(e, self.containers.exists(c, has(c.ports) && c.ports.exists(p, p.containerPort == e.port)))",message="every expose.port must be a containerPort of one of the pod's containers",fieldPath=`.expose`
+// +kubebuilder:validation:XValidation:rule="!has(self.expose) || self.expose.all(e, !(e.type in ['HTTP', 'TLS']) || self.containers.all(c, !has(c.ports) || c.ports.all(p, p.containerPort != e.port || !has(p.protocol) || p.protocol == 'TCP')))",message="an HTTP or TLS expose port must be a TCP container port",fieldPath=`.expose`
+// +kubebuilder:validation:XValidation:rule="!has(self.internal) || self.internal.all(i, self.containers.exists(c, has(c.ports) && c.ports.exists(p, p.containerPort == i.port)))",message="every internal.port must be a containerPort of one of the pod's containers",fieldPath=`.internal`
+// +kubebuilder:validation:XValidation:rule="self.containers.all(c, !has(c.ports) || c.ports.all(p, self.containers.filter(d, has(d.ports) && d.ports.exists(q, q.containerPort == p.containerPort)).size() == 1 && c.ports.filter(q, q.containerPort == p.containerPort).size() == 1))",message="each containerPort may appear only once in the pod (across containers and protocols)",fieldPath=`.containers`
+// +kubebuilder:validation:XValidation:rule="self.containers.all(c, !has(c.ports) || c.ports.all(p, !has(p.name) || (self.containers.filter(d, has(d.ports) && d.ports.exists(q, has(q.name) && q.name == p.name)).size() == 1 && c.ports.filter(q, has(q.name) && q.name == p.name).size() == 1)))",message="port names must be unique in the pod",fieldPath=`.containers`
+type PodTemplate struct {
+	// The pod's name: its peers reach it by this name, and its children are named
+	// <challenge>-<name>. A DNS-1123 label of at most 20 characters.
+	//
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=20
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// The pod's containers.
+	//
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	Containers []Container `json:"containers,omitempty"`
+	// Which of the pod's container ports players reach and how, as the template's expose: at
+	// most one HTTP and one TLS exposure in all pods; the others of a pod share one type.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.port == a.port))",message="each port may be exposed only once"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, a.type in ['HTTP', 'TLS'] || self.all(b, b.type in ['HTTP', 'TLS'] || b.type == a.type))",message="all expose entries of a pod other than HTTP and TLS must have the same type (they become one Service)"
+	Expose []Expose `json:"expose,omitempty"`
+	// The pod's ports that other pods of the same instance reach, and which pods: nothing else
+	// of the instance reaches this pod. Another instance's pods never do.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=port
+	Internal []InternalPort `json:"internal,omitempty"`
+	// Allow this pod internet egress, as the template's egress. Default false.
+	//
+	// +optional
+	Egress bool `json:"egress,omitempty"`
+	// Opt-outs from the hardened Pod defaults, for this pod.
+	//
+	// +optional
+	Security *Security `json:"security,omitempty"`
+}
+
+// InternalPort is a port of a pod that other pods of the instance reach.
+type InternalPort struct {
+	// A containerPort of one of the pod's containers (its protocol is the container port's).
+	//
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+	// The names of the other pods of the instance that reach it.
+	//
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=7
+	// +listType=set
+	// +kubebuilder:validation:items:MaxLength=20
+	From []string `json:"from"`
+}
+
+// Container is one container of an instance's Pod.
 type Container struct {
 	// Container name, a DNS-1123 label, unique in the Pod.
 	//
@@ -194,6 +281,11 @@ type Container struct {
 	//
 	// +optional
 	ReadinessProbe *Probe `json:"readinessProbe,omitempty"`
+	// Deliver the instance's flag to this container. With pods, only the containers that set it
+	// receive the flag; in a template of one Pod, every container does when none sets it.
+	//
+	// +optional
+	Flag bool `json:"flag,omitempty"`
 }
 
 // EnvVar is a literal environment variable.
@@ -382,14 +474,14 @@ type Flag struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_]+$`
 	Prefix string `json:"prefix,omitempty"`
-	// Environment variable that receives the flag, in every container.
+	// Environment variable that receives the flag, in each container that receives it.
 	//
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z][-._a-zA-Z0-9]*$`
 	Env string `json:"env,omitempty"`
-	// Absolute path of a file that receives the flag, in every container.
+	// Absolute path of a file that receives the flag, in each container that receives it.
 	//
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
