@@ -92,9 +92,6 @@ func resolve(req Request, now time.Time, cfg Config) *instance {
 
 func (in *instance) flagSecretName() string { return in.name + "-flag" }
 
-// severalPods: the template declares pods, and each component is named.
-func (in *instance) severalPods() bool { return len(in.template.Pods) > 0 }
-
 // inlineDefinitionPrefix starts the definition key of an inline template.
 const inlineDefinitionPrefix = "inline"
 
