@@ -325,7 +325,9 @@ func TestValidateDefinitionPods(t *testing.T) {
 		{"internal from a pod twice", pods(func(d *v1alpha1.DefinitionSpec) { d.Pods[1].Internal[0].From = []string{"web", "web"} }),
 			`spec.pods[1].internal[0].from[1]: Duplicate value: "web"`},
 		// What stays on each pod with pods.
-		{"expose on the template", pods(func(d *v1alpha1.DefinitionSpec) { d.Expose = []v1alpha1.Expose{{Port: 8080, Type: v1alpha1.ExposeHTTP}} }),
+		{"expose on the template", pods(func(d *v1alpha1.DefinitionSpec) {
+			d.Expose = []v1alpha1.Expose{{Port: 8080, Type: v1alpha1.ExposeHTTP}}
+		}),
 			"spec.expose: Forbidden: with pods, set expose on each pod, not on the template"},
 		{"egress on the template", pods(func(d *v1alpha1.DefinitionSpec) { d.Egress = true }),
 			"spec.egress: Forbidden: with pods, set egress on each pod, not on the template"},
