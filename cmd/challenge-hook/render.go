@@ -80,8 +80,9 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	resp := hooksync.Sync(req, syncTime, hook.sync)
 	// The first answer holds each Pod back until its NetworkPolicy exists, and in an instance of
 	// several pods until the Services of the peers it resolves by name have ClusterIPs: print the
-	// answer once Metacontroller created what the answers before declared, the instance's whole set.
-	for range 3 {
+	// answer once Metacontroller created everything but the Pods that the answers before declared,
+	// the instance's whole set, the Pods about to be created.
+	for range 2 {
 		if body, err = withChildrenCreated(body, resp); err != nil {
 			return fmt.Errorf("render: %w", err)
 		}
@@ -214,7 +215,8 @@ func buildFirstSyncRequest(files []string, now time.Time, gateway bool, stderr i
 }
 
 // withChildrenCreated is the request Metacontroller sends after it applied answer to request: the
-// answer's status on the parent, and each child it declared observed.
+// answer's status on the parent, and each child it declared observed but its Pods (printed as
+// declared, about to be created).
 func withChildrenCreated(request []byte, answer hooksync.Response) ([]byte, error) {
 	var req map[string]json.RawMessage
 	var parent map[string]any
@@ -237,6 +239,9 @@ func withChildrenCreated(request []byte, answer hooksync.Response) ([]byte, erro
 		var meta typeMeta
 		if err := json.Unmarshal(raw, &meta); err != nil {
 			return nil, err
+		}
+		if meta.Kind == "Pod" {
+			continue // printed as declared, not yet created
 		}
 		group := meta.Kind + "." + meta.APIVersion
 		if children[group] == nil {
