@@ -221,12 +221,7 @@ func ValidateDefinition(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field
 // exposures of the whole instance, across calls.
 func validatePod(containers []v1alpha1.Container, expose []v1alpha1.Expose, containersPath, exposePath *field.Path, templateHasFlag bool, routedCount map[string]int) field.ErrorList {
 	var errs field.ErrorList
-	switch n := len(containers); {
-	case n == 0:
-		errs = append(errs, field.Required(containersPath, fmt.Sprintf("need 1 to %d containers", maxContainers)))
-	case n > maxContainers:
-		errs = append(errs, field.TooMany(containersPath, n, maxContainers))
-	}
+	errs = append(errs, validateCount(len(containers), maxContainers, containersPath, "containers")...)
 	portProtocol := podPorts(containers)
 	containerNames := map[string]bool{}
 	portsSeen := map[int32]bool{}
@@ -272,17 +267,23 @@ func podPorts(containers []v1alpha1.Container) map[int32]string {
 	return portProtocol
 }
 
+// validateCount checks that a list has 1 to limit entries of what.
+func validateCount(n, limit int, fldPath *field.Path, what string) field.ErrorList {
+	switch {
+	case n == 0:
+		return field.ErrorList{field.Required(fldPath, fmt.Sprintf("need 1 to %d %s", limit, what))}
+	case n > limit:
+		return field.ErrorList{field.TooMany(fldPath, n, limit)}
+	}
+	return nil
+}
+
 // validatePods checks the pods of a template of several: each as a Pod of its own (validatePod),
 // its name, by which its peers reach it and after which its children are named, and its internal
 // ports, which only the other pods it names reach.
 func validatePods(pods []v1alpha1.PodTemplate, fldPath *field.Path, templateHasFlag bool, routedCount map[string]int) field.ErrorList {
 	var errs field.ErrorList
-	switch n := len(pods); {
-	case n == 0:
-		errs = append(errs, field.Required(fldPath, fmt.Sprintf("need 1 to %d pods", maxPods)))
-	case n > maxPods:
-		errs = append(errs, field.TooMany(fldPath, n, maxPods))
-	}
+	errs = append(errs, validateCount(len(pods), maxPods, fldPath, "pods")...)
 	names := map[string]bool{}
 	for _, p := range pods {
 		names[p.Name] = true
