@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mattfenwick/cyclonus/pkg/matcher"
 	"github.com/stretchr/testify/require"
@@ -192,25 +191,6 @@ func modelComponents(t *testing.T, cfg Config, team string, teamIndex int) ([]pe
 		peers = append(peers, pr)
 	}
 	return peers, policies
-}
-
-// answerWithEveryPod is the answer once every Pod of the instance is declared: answers applied in
-// turn, the Services given ClusterIPs as the API server would (a Pod waits for its policy, and
-// for the Services of the peers it resolves by name).
-func answerWithEveryPod(t *testing.T, req Request, now time.Time, cfg Config) Response {
-	resp := Sync(req, now, cfg)
-	request, err := json.Marshal(map[string]any{"parent": req.Parent, "children": map[string]any{}})
-	require.NoError(t, err)
-	for range 3 {
-		answer, err := EncodeResponse(resp)
-		require.NoError(t, err)
-		request = withAllocatedServiceIPs(t, applyAnswer(t, request, answer, applied{create: true, delete: true}), nil)
-		next, err := DecodeRequest(request)
-		require.NoError(t, err)
-		next.Related, next.DeclaredChildTypes = req.Related, req.DeclaredChildTypes
-		resp = Sync(next, now, cfg)
-	}
-	return resp
 }
 
 // childrenNamed finds, among encoded children, the labels of the Pod and the NetworkPolicy named name.
