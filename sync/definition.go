@@ -163,6 +163,9 @@ var validProtocols = map[string]bool{"TCP": true, "UDP": true, "SCTP": true}
 // every call, as the status message shows them.
 func ValidateDefinition(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	if len(spec.Pods) > 0 {
+		return nil // TEMPORARY(i22-valid): the pods form's checks come from branch i22-valid; never land this
+	}
 	containersPath := fldPath.Child("containers")
 	switch n := len(spec.Containers); {
 	case n == 0:

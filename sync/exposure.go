@@ -65,7 +65,7 @@ func exposureTypes() []string {
 // observedExposure is one exposure and what the hook observed that tells where players reach it.
 type observedExposure struct {
 	in         *instance
-	expose     v1alpha1.Expose
+	expose     exposed
 	svc        ObservedService
 	hasService bool
 }
@@ -124,23 +124,23 @@ func clusterIPEndpoint(o observedExposure) where {
 	if !o.hasService {
 		return where{missing: "the Service"}
 	}
-	return where{host: o.in.name + "." + o.in.namespace + ".svc." + o.in.cfg.ClusterDomain, port: o.expose.Port}
+	return where{host: o.expose.c.child + "." + o.in.namespace + ".svc." + o.in.cfg.ClusterDomain, port: o.expose.Port}
 }
 
-// endpoints lists what players connect to, in exposure order, from the observed Service, Ingress
+// endpoints lists what players connect to, in exposure order, from the observed Services, Ingress
 // and routes. missing names the first endpoint not known yet ("" when all are known); refused is
 // why the Gateway refused a route ("" when none is refused).
 func endpoints(in *instance) (out []v1alpha1.Endpoint, missing, refused string) {
-	svc, hasService := findByName(in.observed.Services, in.name)
-	for _, e := range in.template.Expose {
+	for _, e := range in.exposures() {
+		svc, hasService := findByName(in.observed.Services, e.c.child)
 		kind, _ := exposureKindOf(e.Type)
 		w := kind.endpoint(observedExposure{in: in, expose: e, svc: svc, hasService: hasService})
 		if w.missing != "" || w.refused != "" {
 			missing, refused = firstOf(missing, w.missing), firstOf(refused, w.refused)
 			continue
 		}
-		port := exposedPort(in.template, e.Port)
-		ep := v1alpha1.Endpoint{Name: portName(port), Protocol: protocolOf(port), Host: w.host, Port: w.port, URL: w.url}
+		port := containerPort(e.c.spec.Containers, e.Port)
+		ep := v1alpha1.Endpoint{Name: portName(port), Protocol: protocolOf(port), Host: w.host, Port: w.port, URL: w.url, Component: e.c.name}
 		if ep.URL == "" {
 			ep.URL = strings.ToLower(ep.Protocol) + "://" + ep.Host + ":" + itoa(ep.Port)
 		}

@@ -48,14 +48,14 @@ type instance struct {
 	started    time.Time // see startedAt
 	expires    time.Time // see deadline and expiry
 	expired    bool
-	pod        ObservedPod // the instance's observed Pod, when hasPod
-	hasPod     bool
-	waitingFor string // see podPrerequisite
+	// components are the instance's Pods and what surrounds each (resolveComponents), when
+	// problem is nil.
+	components []*component
 }
 
 // resolve reads the request once into the instance: its identity, its template and what is wrong
-// with it (resolveTemplate, routeProblem), its start and deadline, its observed Pod and what that
-// Pod waits for.
+// with it (resolveTemplate, routeProblem), its start and deadline, its components with their
+// observed Pods and what each Pod waits for.
 func resolve(req Request, now time.Time, cfg Config) *instance {
 	parent := req.Parent
 	in := &instance{
@@ -84,12 +84,16 @@ func resolve(req Request, now time.Time, cfg Config) *instance {
 	}
 	in.expires, in.expired = expiry(parent, timing, in.started, now, cfg)
 	in.setLabels()
-	in.pod, in.hasPod = findByName(in.observed.Pods, in.name)
-	in.waitingFor = podPrerequisite(in)
+	if in.problem == nil {
+		in.resolveComponents()
+	}
 	return in
 }
 
 func (in *instance) flagSecretName() string { return in.name + "-flag" }
+
+// severalPods: the template declares pods, and each component is named.
+func (in *instance) severalPods() bool { return len(in.template.Pods) > 0 }
 
 // inlineDefinitionPrefix starts the definition key of an inline template.
 const inlineDefinitionPrefix = "inline"

@@ -49,20 +49,21 @@ const (
 	gatewayNameLabel = "gateway.networking.k8s.io/gateway-name"
 )
 
-// buildNetworkPolicy selects the instance's Pods and admits only what the threat model allows:
+// buildNetworkPolicy selects a component's Pods and admits only what the threat model allows:
 //   - ingress on exposed ports only: HTTP from the ingress controller's Pods, NodePort and
 //     LoadBalancer from outside the Pod networks, ClusterIP from the peers the template names;
-//     never from another instance's Pods;
-//   - egress to the cluster DNS Pods (and a node-local DNS cache) on port 53, and with
-//     egress: true to the public internet: never to the cluster's, private, loopback or
-//     link-local ranges.
-func buildNetworkPolicy(in *instance) *networkingv1.NetworkPolicyApplyConfiguration {
+//     on internal ports from the instance's pods that the template names; never from another
+//     instance's Pods;
+//   - egress to the cluster DNS Pods (and a node-local DNS cache) on port 53, to the internal
+//     ports of the instance's pods that admit this one, and with egress: true to the public
+//     internet: never to the cluster's, private, loopback or link-local ranges.
+func buildNetworkPolicy(in *instance, c *component) *networkingv1.NetworkPolicyApplyConfiguration {
 	spec := networkingv1.NetworkPolicySpec().
-		WithPodSelector(metav1.LabelSelector().WithMatchLabels(map[string]string{LabelInstance: in.id})).
+		WithPodSelector(metav1.LabelSelector().WithMatchLabels(c.selector)).
 		WithPolicyTypes(networkingapiv1.PolicyTypeIngress, networkingapiv1.PolicyTypeEgress)
-	spec.WithIngress(ingressRules(in)...)
-	spec.WithEgress(egressRules(in)...)
-	return networkingv1.NetworkPolicy(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
+	spec.WithIngress(ingressRules(in, c)...)
+	spec.WithEgress(egressRules(in, c)...)
+	return networkingv1.NetworkPolicy(c.child, in.namespace).WithLabels(c.labels).WithSpec(spec)
 }
 
 // denyAllPolicy selects the Pods of the Challenge's instance and admits nothing, in or out. It
@@ -76,11 +77,11 @@ func denyAllPolicy(in *instance) *networkingv1.NetworkPolicyApplyConfiguration {
 			WithPolicyTypes(networkingapiv1.PolicyTypeIngress, networkingapiv1.PolicyTypeEgress))
 }
 
-func ingressRules(in *instance) []*networkingv1.NetworkPolicyIngressRuleApplyConfiguration {
+func ingressRules(in *instance, c *component) []*networkingv1.NetworkPolicyIngressRuleApplyConfiguration {
 	var rules []*networkingv1.NetworkPolicyIngressRuleApplyConfiguration
 	var outsidePorts []*networkingv1.NetworkPolicyPortApplyConfiguration
-	for _, e := range in.template.Expose {
-		port := policyPort(protocolOf(exposedPort(in.template, e.Port)), e.Port)
+	for _, e := range c.spec.Expose {
+		port := policyPort(protocolOf(containerPort(c.spec.Containers, e.Port)), e.Port)
 		kind, _ := exposureKindOf(e.Type)
 		switch kind.entry {
 		case entryRouted:
@@ -112,10 +113,22 @@ func ingressRules(in *instance) []*networkingv1.NetworkPolicyIngressRuleApplyCon
 				networkingv1.IPBlock().WithCIDR(anyIPv4).WithExcept(podRanges(in.cfg)...))).
 			WithPorts(outsidePorts...))
 	}
+	for _, p := range c.spec.Internal {
+		rule := networkingv1.NetworkPolicyIngressRule()
+		for _, from := range p.From {
+			if peer := in.sibling(from); peer != nil && peer != c {
+				rule.WithFrom(networkingv1.NetworkPolicyPeer().WithPodSelector(metav1.LabelSelector().WithMatchLabels(peer.selector)))
+			}
+		}
+		// A rule without from would admit every source: never returned (validation refuses it first).
+		if len(rule.From) > 0 {
+			rules = append(rules, rule.WithPorts(policyPort(protocolOf(containerPort(c.spec.Containers, p.Port)), p.Port)))
+		}
+	}
 	return rules
 }
 
-func egressRules(in *instance) []*networkingv1.NetworkPolicyEgressRuleApplyConfiguration {
+func egressRules(in *instance, c *component) []*networkingv1.NetworkPolicyEgressRuleApplyConfiguration {
 	dns := networkingv1.NetworkPolicyEgressRule().
 		WithTo(networkingv1.NetworkPolicyPeer().
 			WithNamespaceSelector(namespaceSelector(in.cfg.DNS.Namespace)).
@@ -125,7 +138,15 @@ func egressRules(in *instance) []*networkingv1.NetworkPolicyEgressRuleApplyConfi
 	}
 	dns.WithPorts(policyPort("UDP", dnsPort), policyPort("TCP", dnsPort))
 	rules := []*networkingv1.NetworkPolicyEgressRuleApplyConfiguration{dns}
-	if in.template.Egress {
+	for _, p := range in.reachedPeers(c) {
+		rule := networkingv1.NetworkPolicyEgressRule().
+			WithTo(networkingv1.NetworkPolicyPeer().WithPodSelector(metav1.LabelSelector().WithMatchLabels(p.peer.selector)))
+		for _, port := range p.ports {
+			rule.WithPorts(policyPort(protocolOf(port), port.ContainerPort))
+		}
+		rules = append(rules, rule)
+	}
+	if c.spec.Egress {
 		rules = append(rules, networkingv1.NetworkPolicyEgressRule().
 			WithTo(networkingv1.NetworkPolicyPeer().WithIPBlock(
 				networkingv1.IPBlock().WithCIDR(anyIPv4).WithExcept(blockedEgressRanges(in.cfg)...))))

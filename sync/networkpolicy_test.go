@@ -99,9 +99,10 @@ func TestHTTPWithoutIngressNamespaceAdmitsNobody(t *testing.T) {
 		Expose:     []v1alpha1.Expose{{Port: 8080, Type: v1alpha1.ExposeHTTP}},
 	}, cfg: goldenConfig(t)}
 	in.setLabels()
-	require.Len(t, buildNetworkPolicy(in).Spec.Ingress, 1)
+	in.resolveComponents()
+	require.Len(t, buildNetworkPolicy(in, in.components[0]).Spec.Ingress, 1)
 	in.cfg.IngressController.Namespace = ""
-	require.Empty(t, buildNetworkPolicy(in).Spec.Ingress)
+	require.Empty(t, buildNetworkPolicy(in, in.components[0]).Spec.Ingress)
 }
 
 // TestRoutedExposuresAdmitOnlyTheGatewayPods: with a Gateway, HTTP and TLS exposures are its routes,
@@ -113,10 +114,11 @@ func TestRoutedExposuresAdmitOnlyTheGatewayPods(t *testing.T) {
 		Expose:     []v1alpha1.Expose{{Port: 8080, Type: v1alpha1.ExposeHTTP}, {Port: 1337, Type: v1alpha1.ExposeTLS}},
 	}}
 	in.setLabels()
+	in.resolveComponents()
 	sources := func(cfg Config) []string {
 		in.cfg = cfg
 		var out []string
-		for _, rule := range buildNetworkPolicy(in).Spec.Ingress {
+		for _, rule := range buildNetworkPolicy(in, in.components[0]).Spec.Ingress {
 			require.Len(t, rule.From, 1)
 			peer := rule.From[0]
 			out = append(out, fmt.Sprintf("%s from %v %v", rule.Ports[0].Port.String(), peer.NamespaceSelector.MatchLabels, peer.PodSelector.MatchLabels))

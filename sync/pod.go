@@ -2,6 +2,7 @@ package sync
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -41,19 +42,20 @@ const (
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
-// buildPod returns the instance's workload: one Pod named after the Challenge, which passes Pod
-// Security "restricted" unless the template opts out. The CompositeController declares Pods with
+// buildPod returns a component's workload: one Pod named after the Challenge (a template of
+// containers) or <challenge>-<pod>, which passes Pod Security "restricted" unless the template
+// opts out. The CompositeController declares Pods with
 // updateStrategy Recreate: Metacontroller deletes and creates the Pod again when this answer
 // changes it (a new definition, a new flag through the flag hash annotation, a restart through
 // the restarted-at annotation), never otherwise.
-func buildPod(in *instance) *corev1ac.PodApplyConfiguration {
-	pod := corev1ac.Pod(in.name, in.namespace).
-		WithLabels(in.labels).
-		WithSpec(buildPodSpec(in).
+func buildPod(in *instance, c *component) *corev1ac.PodApplyConfiguration {
+	pod := corev1ac.Pod(c.child, in.namespace).
+		WithLabels(c.labels).
+		WithSpec(buildPodSpec(in, c).
 			WithRestartPolicy(corev1.RestartPolicyAlways).
 			WithActiveDeadlineSeconds(activeDeadline(in.template, in.cfg)))
 	annotations := map[string]string{}
-	if in.template.Flag != nil {
+	if in.mountsFlag(c) {
 		annotations[AnnotationFlagHash] = flagHash(in)
 	}
 	if in.restartedAt != "" {
@@ -80,17 +82,17 @@ func activeDeadline(t v1alpha1.DefinitionSpec, cfg Config) int64 {
 
 // buildPodSpec is the hardened Pod of an instance. Optional values are set only when the template
 // sets them: an empty value the API server drops would differ from the live object on every sync.
-func buildPodSpec(in *instance) *corev1ac.PodSpecApplyConfiguration {
-	t := in.template
-	runAsRoot := t.Security != nil && t.Security.RunAsRoot
-	readOnlyRoot := t.Security == nil || t.Security.ReadOnlyRootFilesystem == nil || *t.Security.ReadOnlyRootFilesystem
+func buildPodSpec(in *instance, c *component) *corev1ac.PodSpecApplyConfiguration {
+	t, security := in.template, c.spec.Security
+	runAsRoot := security != nil && security.RunAsRoot
+	readOnlyRoot := security == nil || security.ReadOnlyRootFilesystem == nil || *security.ReadOnlyRootFilesystem
 
 	podSecurity := corev1ac.PodSecurityContext().WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
 	if !runAsRoot {
 		podSecurity.WithRunAsNonRoot(true)
 	}
-	if t.Security != nil && t.Security.RunAsUser != nil {
-		podSecurity.WithRunAsUser(*t.Security.RunAsUser)
+	if security != nil && security.RunAsUser != nil {
+		podSecurity.WithRunAsUser(*security.RunAsUser)
 	}
 	grace := defaultTerminationGracePeriod
 	if t.TerminationGracePeriodSeconds != nil {
@@ -104,6 +106,7 @@ func buildPodSpec(in *instance) *corev1ac.PodSpecApplyConfiguration {
 	if t.RuntimeClassName != "" {
 		pod.WithRuntimeClassName(t.RuntimeClassName)
 	}
+	pod.WithHostAliases(in.peerAliases(c)...)
 
 	var mounts []*corev1ac.VolumeMountApplyConfiguration
 	if readOnlyRoot {
@@ -114,14 +117,15 @@ func buildPodSpec(in *instance) *corev1ac.PodSpecApplyConfiguration {
 		mounts = append(mounts, corev1ac.VolumeMount().WithName(tmpVolumeName).WithMountPath("/tmp"))
 	}
 	var flagEnv *corev1ac.EnvVarApplyConfiguration
-	if f := t.Flag; f != nil {
+	var flagMount *corev1ac.VolumeMountApplyConfiguration
+	if f := t.Flag; f != nil && in.mountsFlag(c) {
 		if f.Path != "" {
 			base := pathBase(f.Path)
 			pod.WithVolumes(corev1ac.Volume().WithName(flagVolumeName).WithSecret(corev1ac.SecretVolumeSource().
 				WithSecretName(in.flagSecretName()).
 				WithItems(corev1ac.KeyToPath().WithKey(flagSecretKey).WithPath(base)).
 				WithDefaultMode(flagFileMode)))
-			mounts = append(mounts, corev1ac.VolumeMount().WithName(flagVolumeName).WithMountPath(f.Path).WithSubPath(base).WithReadOnly(true))
+			flagMount = corev1ac.VolumeMount().WithName(flagVolumeName).WithMountPath(f.Path).WithSubPath(base).WithReadOnly(true)
 		}
 		if f.Env != "" {
 			flagEnv = corev1ac.EnvVar().WithName(f.Env).WithValueFrom(corev1ac.EnvVarSource().
@@ -129,37 +133,42 @@ func buildPodSpec(in *instance) *corev1ac.PodSpecApplyConfiguration {
 		}
 	}
 
-	for _, c := range t.Containers {
-		requests, limits := containerResources(c.Resources)
+	for _, ct := range c.spec.Containers {
+		flag := receivesFlag(t, ct)
+		containerMounts := mounts
+		if flag && flagMount != nil {
+			containerMounts = append(slices.Clip(mounts), flagMount)
+		}
+		requests, limits := containerResources(ct.Resources)
 		out := corev1ac.Container().
-			WithName(c.Name).
-			WithImage(c.Image).
-			WithCommand(c.Command...).
-			WithArgs(c.Args...).
+			WithName(ct.Name).
+			WithImage(ct.Image).
+			WithCommand(ct.Command...).
+			WithArgs(ct.Args...).
 			WithResources(corev1ac.ResourceRequirements().WithRequests(requests).WithLimits(limits)).
-			WithVolumeMounts(mounts...).
+			WithVolumeMounts(containerMounts...).
 			WithSecurityContext(corev1ac.SecurityContext().
-				WithAllowPrivilegeEscalation(t.Security != nil && t.Security.AllowPrivilegeEscalation).
+				WithAllowPrivilegeEscalation(security != nil && security.AllowPrivilegeEscalation).
 				WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
 				WithReadOnlyRootFilesystem(readOnlyRoot))
-		if probe := readinessProbe(c); probe != nil {
+		if probe := readinessProbe(ct); probe != nil {
 			out.WithReadinessProbe(probe)
 		}
-		for _, p := range c.Ports {
+		for _, p := range ct.Ports {
 			port := corev1ac.ContainerPort().WithContainerPort(p.ContainerPort).WithProtocol(corev1.Protocol(protocolOf(p)))
 			if p.Name != "" {
 				port.WithName(p.Name)
 			}
 			out.WithPorts(port)
 		}
-		for _, e := range c.Env {
+		for _, e := range ct.Env {
 			env := corev1ac.EnvVar().WithName(e.Name)
 			if e.Value != "" {
 				env.WithValue(e.Value)
 			}
 			out.WithEnv(env)
 		}
-		if flagEnv != nil {
+		if flag && flagEnv != nil {
 			out.WithEnv(flagEnv)
 		}
 		pod.WithContainers(out)
@@ -259,4 +268,23 @@ func orDefault(v, def int32) int32 {
 		return def
 	}
 	return v
+}
+
+// peerAliases make a component's Pod resolve each peer it reaches by the peer's name, to the
+// ClusterIP of the peer's Service: in /etc/hosts, whatever the cluster's DNS and search path. The
+// Pod waits for those Services (podPrerequisite); a Service created again with a new ClusterIP
+// changes the Pod, which Metacontroller then replaces.
+func (in *instance) peerAliases(c *component) []*corev1ac.HostAliasApplyConfiguration {
+	var aliases []*corev1ac.HostAliasApplyConfiguration
+	for _, p := range in.reachedPeers(c) {
+		if svc, found := findByName(in.observed.Services, p.peer.child); found && hasClusterIP(svc) {
+			aliases = append(aliases, corev1ac.HostAlias().WithIP(svc.Spec.ClusterIP).WithHostnames(p.peer.name))
+		}
+	}
+	return aliases
+}
+
+// hasClusterIP: the Service has a virtual IP (not headless, and allocated).
+func hasClusterIP(svc ObservedService) bool {
+	return svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone
 }

@@ -105,7 +105,7 @@ func TestPodBackstopAndGracePeriod(t *testing.T) {
 
 	grace := int64(20)
 	in.template.TerminationGracePeriodSeconds = &grace
-	require.Equal(t, grace, *buildPodSpec(in).TerminationGracePeriodSeconds)
+	require.Equal(t, grace, *buildPodSpec(in, in.components[0]).TerminationGracePeriodSeconds)
 	for _, refused := range []int64{0, maxTerminationGracePeriod + 1} {
 		in.template.TerminationGracePeriodSeconds = &refused
 		require.ErrorContains(t, ValidateDefinition(in.template, field.NewPath("spec")).ToAggregate(), "spec.terminationGracePeriodSeconds")

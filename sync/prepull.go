@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -29,8 +30,8 @@ const (
 	// prePullSuffix names a definition's DaemonSet and NetworkPolicy "<definition>.prepull": a dot
 	// no Challenge name has (they are DNS-1035 labels), so no instance's child can take the name.
 	prePullSuffix = ".prepull"
-	// labelComponent tells the pre-pull Pods from the instances of the same definition.
-	labelComponent = "app.kubernetes.io/component"
+	// labelAppComponent tells the pre-pull Pods from the instances of the same definition.
+	labelAppComponent = "app.kubernetes.io/component"
 	prePullValue   = "prepull"
 	// PrePullComponent is the kustomize component that installs the pre-pull controller.
 	PrePullComponent = "prepull"
@@ -158,22 +159,35 @@ func validatePrePull(def ChallengeDefinition) field.ErrorList {
 }
 
 // prePullImage is one image to pre-pull and the container that pulls it, named after the first
-// container of the definition that runs it (pull errors then name what the author wrote).
+// container of the definition that runs it (pull errors then name what the author wrote): in a
+// template of pods, <pod>-<container>, as two pods may have containers of the same name.
 type prePullImage struct{ container, image string }
 
 // prePullImages are the definition's distinct images, in the order of its containers.
 func prePullImages(spec v1alpha1.DefinitionSpec) []prePullImage {
 	var out []prePullImage
+	add := func(name, image string) {
+		if !slices.ContainsFunc(out, func(p prePullImage) bool { return p.image == image }) {
+			out = append(out, prePullImage{name, image})
+		}
+	}
 	for _, c := range spec.Containers {
-		if !slices.ContainsFunc(out, func(p prePullImage) bool { return p.image == c.Image }) {
-			out = append(out, prePullImage{c.Name, c.Image})
+		add(c.Name, c.Image)
+	}
+	for i, p := range spec.Pods {
+		for j, c := range p.Containers {
+			name := p.Name + "-" + c.Name
+			if len(name) > validation.DNS1123LabelMaxLength {
+				name = fmt.Sprintf("pod%d-container%d", i, j) // unique, where the names are too long
+			}
+			add(name, c.Image)
 		}
 	}
 	return out
 }
 
 func prePullLabels(def ChallengeDefinition) map[string]string {
-	return map[string]string{LabelDefinition: def.Metadata.Name, labelComponent: prePullValue}
+	return map[string]string{LabelDefinition: def.Metadata.Name, labelAppComponent: prePullValue}
 }
 
 // buildPrePullDaemonSet is the definition's DaemonSet. Its Pods pass Pod Security "restricted";

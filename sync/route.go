@@ -28,8 +28,8 @@ const (
 // routeKinds are the route types the instance needs, in the order they are returned.
 func routeKinds(in *instance) []ChildKind {
 	needs := map[string]bool{
-		kindHTTPRoute: in.cfg.Gateway != nil && hasExposure(in.template.Expose, v1alpha1.ExposeHTTP),
-		kindTLSRoute:  hasExposure(in.template.Expose, v1alpha1.ExposeTLS),
+		kindHTTPRoute: in.cfg.Gateway != nil && hasExposure(in.template, v1alpha1.ExposeHTTP),
+		kindTLSRoute:  hasExposure(in.template, v1alpha1.ExposeTLS),
 	}
 	var kinds []ChildKind
 	for _, k := range ChildKinds(GatewayAPIComponent) {
@@ -40,9 +40,11 @@ func routeKinds(in *instance) []ChildKind {
 	return kinds
 }
 
-func hasExposure(expose []v1alpha1.Expose, exposeType string) bool {
-	_, found := exposureOf(expose, exposeType)
-	return found
+// hasExposure: the template, or one of its pods, exposes a port as exposeType.
+func hasExposure(t v1alpha1.DefinitionSpec, exposeType string) bool {
+	isType := func(e v1alpha1.Expose) bool { return e.Type == exposeType }
+	return slices.ContainsFunc(t.Expose, isType) ||
+		slices.ContainsFunc(t.Pods, func(p v1alpha1.PodTemplate) bool { return slices.ContainsFunc(p.Expose, isType) })
 }
 
 // routeProblem refuses an instance whose routes the hook cannot return: a TLS exposure without a
@@ -50,7 +52,7 @@ func hasExposure(expose []v1alpha1.Expose, exposeType string) bool {
 // the whole sync on an undeclared child type; the hook instead keeps the children as they are and
 // says what to apply.
 func routeProblem(in *instance, declared []ChildResource) *problem {
-	if in.cfg.Gateway == nil && hasExposure(in.template.Expose, v1alpha1.ExposeTLS) {
+	if in.cfg.Gateway == nil && hasExposure(in.template, v1alpha1.ExposeTLS) {
 		return &problem{v1alpha1.ReasonGatewayAPINotEnabled,
 			"the template exposes a port as TLS, which needs a Gateway API Gateway: start the hook with --gateway <namespace>/<name> (see the README)", &in.template}
 	}
@@ -78,30 +80,21 @@ func parentRef(cfg Config, sectionName string) *gatewayv1ac.ParentReferenceApply
 	return ref
 }
 
-// serviceBackend is the instance's Service port, defaults written out as for parentRef.
-func serviceBackend(in *instance, port int32) *gatewayv1ac.BackendRefApplyConfiguration {
-	return gatewayv1ac.BackendRef().WithGroup("").WithKind("Service").WithName(gatewayv1.ObjectName(in.name)).WithPort(port).WithWeight(1)
-}
-
-func exposureOf(expose []v1alpha1.Expose, exposeType string) (v1alpha1.Expose, bool) {
-	for _, e := range expose {
-		if e.Type == exposeType {
-			return e, true
-		}
-	}
-	return v1alpha1.Expose{}, false
+// serviceBackend is the exposure's Service port, defaults written out as for parentRef.
+func serviceBackend(e exposed) *gatewayv1ac.BackendRefApplyConfiguration {
+	return gatewayv1ac.BackendRef().WithGroup("").WithKind("Service").WithName(gatewayv1.ObjectName(e.c.child)).WithPort(e.Port).WithWeight(1)
 }
 
 // buildHTTPRoute routes the HTTP exposure, when a Gateway is configured, from the instance's host.
 func buildHTTPRoute(in *instance) *gatewayv1ac.HTTPRouteApplyConfiguration {
-	e, found := exposureOf(in.template.Expose, v1alpha1.ExposeHTTP)
+	e, found := in.exposureOf(v1alpha1.ExposeHTTP)
 	if in.cfg.Gateway == nil || !found {
 		return nil
 	}
 	rule := gatewayv1ac.HTTPRouteRule().
 		WithMatches(gatewayv1ac.HTTPRouteMatch().WithPath(gatewayv1ac.HTTPPathMatch().WithType(gatewayv1.PathMatchPathPrefix).WithValue("/"))).
 		WithBackendRefs(gatewayv1ac.HTTPBackendRef().WithGroup("").WithKind("Service").
-			WithName(gatewayv1.ObjectName(in.name)).WithPort(e.Port).WithWeight(1))
+			WithName(gatewayv1.ObjectName(e.c.child)).WithPort(e.Port).WithWeight(1))
 	spec := gatewayv1ac.HTTPRouteSpec().
 		WithParentRefs(parentRef(in.cfg, in.cfg.GatewaySectionName)).
 		WithHostnames(gatewayv1.Hostname(httpHost(in))).
@@ -112,14 +105,14 @@ func buildHTTPRoute(in *instance) *gatewayv1ac.HTTPRouteApplyConfiguration {
 // buildTLSRoute routes the TLS exposure by SNI host to the instance's Service port. Whether the
 // Gateway terminates TLS or passes it through is its listener's business.
 func buildTLSRoute(in *instance) *gatewayv1ac.TLSRouteApplyConfiguration {
-	e, found := exposureOf(in.template.Expose, v1alpha1.ExposeTLS)
+	e, found := in.exposureOf(v1alpha1.ExposeTLS)
 	if in.cfg.Gateway == nil || !found {
 		return nil
 	}
 	spec := gatewayv1ac.TLSRouteSpec().
 		WithParentRefs(parentRef(in.cfg, in.cfg.GatewayTLSSectionName)).
 		WithHostnames(gatewayv1.Hostname(httpHost(in))).
-		WithRules(gatewayv1ac.TLSRouteRule().WithBackendRefs(serviceBackend(in, e.Port)))
+		WithRules(gatewayv1ac.TLSRouteRule().WithBackendRefs(serviceBackend(e)))
 	return gatewayv1ac.TLSRoute(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
 }
 

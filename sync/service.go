@@ -1,6 +1,8 @@
 package sync
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -21,43 +23,40 @@ func serviceType(expose []v1alpha1.Expose) string {
 	return v1alpha1.ExposeClusterIP
 }
 
-// exposedPort finds the container port an exposure publishes.
-func exposedPort(t v1alpha1.DefinitionSpec, port int32) v1alpha1.ContainerPort {
-	for _, c := range t.Containers {
-		for _, p := range c.Ports {
-			if p.ContainerPort == port {
-				return p
-			}
-		}
-	}
-	return v1alpha1.ContainerPort{ContainerPort: port}
-}
-
-// buildService publishes every exposed port; it is nil when the template exposes nothing.
-func buildService(in *instance) *corev1ac.ServiceApplyConfiguration {
-	if len(in.template.Expose) == 0 {
+// buildService publishes a component's exposed ports, and its internal ports to its peers; it is
+// nil when the component has neither. Its type is that of the component's exposures, so an
+// internal port of a NodePort component gets a node port too, which its NetworkPolicy refuses to
+// everyone but its peers.
+func buildService(in *instance, c *component) *corev1ac.ServiceApplyConfiguration {
+	if len(c.spec.Expose) == 0 && len(c.spec.Internal) == 0 {
 		return nil
 	}
-	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceType(serviceType(in.template.Expose))).WithSelector(in.selector)
-	for _, e := range in.template.Expose {
-		p := exposedPort(in.template, e.Port)
+	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceType(serviceType(c.spec.Expose))).WithSelector(c.selector)
+	ports := make([]int32, 0, len(c.spec.Expose)+len(c.spec.Internal))
+	for _, e := range c.spec.Expose {
+		ports = append(ports, e.Port)
+	}
+	for _, p := range c.spec.Internal {
+		if !slices.Contains(ports, p.Port) {
+			ports = append(ports, p.Port)
+		}
+	}
+	for _, port := range ports {
+		p := containerPort(c.spec.Containers, port)
 		spec.WithPorts(corev1ac.ServicePort().
 			WithName(portName(p)).
-			WithPort(e.Port).
-			WithTargetPort(intstr.FromInt32(e.Port)).
+			WithPort(port).
+			WithTargetPort(intstr.FromInt32(port)).
 			WithProtocol(corev1.Protocol(protocolOf(p))))
 	}
-	return corev1ac.Service(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
+	return corev1ac.Service(c.child, in.namespace).WithLabels(c.labels).WithSpec(spec)
 }
 
 // buildIngress routes the HTTP exposure, if any, from an unguessable per-instance host.
 func buildIngress(in *instance) *networkingv1ac.IngressApplyConfiguration {
-	for _, e := range in.template.Expose {
-		if e.Type != v1alpha1.ExposeHTTP {
-			continue
-		}
+	if e, found := in.exposureOf(v1alpha1.ExposeHTTP); found {
 		backend := networkingv1ac.IngressBackend().WithService(networkingv1ac.IngressServiceBackend().
-			WithName(in.name).
+			WithName(e.c.child).
 			WithPort(networkingv1ac.ServiceBackendPort().WithNumber(e.Port)))
 		spec := networkingv1ac.IngressSpec().WithRules(networkingv1ac.IngressRule().
 			WithHost(httpHost(in)).

@@ -27,66 +27,49 @@ type verdict struct {
 }
 
 // observe decides the phase of an instance whose children the hook builds: from nothing observed
-// (None), through its NetworkPolicy, Pod and routes (Creating, Error), to ready with every
-// endpoint known and every route accepted by the Gateway (Running). wake is when the clock alone
-// will change the verdict (a progress deadline), zero if it will not.
-func (in *instance) observe(endpoints []v1alpha1.Endpoint, missing, refused string) (v verdict, wake time.Time) {
+// (None), through its NetworkPolicies, Pods and routes (Creating, Error), to every Pod ready with
+// every endpoint known and every route accepted by the Gateway (Running). wake is when the clock
+// alone will change the verdict (a progress deadline), zero if it will not. Of several Pods, the
+// first (in template order) that will not become ready without help decides, then the first that
+// is not ready yet; a verdict about one pod of several names it.
+func (in *instance) observe(endpoints []v1alpha1.Endpoint, missing, refused string) (verdict, time.Time) {
 	if in.observed.Count() == 0 {
 		return verdict{v1alpha1.PhaseNone, v1alpha1.ReasonPending, "creating the instance's NetworkPolicy first, then its Pod"}, time.Time{}
 	}
-	pod := in.pod
-	if in.waitingFor != "" {
-		// The Pod waits for what isolates it, or is removed when that went missing. Creating the
-		// policy takes one sync; one that never appears was refused by the API server.
-		if in.hasPod {
-			return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, in.waitingFor + " is missing: the Pod is removed until it exists again, so that it never runs unisolated"}, time.Time{}
+	var wake time.Time
+	verdicts := make([]podVerdict, len(in.components))
+	for i, c := range in.components {
+		verdicts[i] = in.observePod(c)
+		if w := verdicts[i].wake; !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
+			wake = w
 		}
-		deadline := in.started.Add(progressDeadline)
-		if !in.now.Before(deadline) {
-			return verdict{v1alpha1.PhaseError, v1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf(
-				"%s does not exist %ds after the instance started, and the Pod is created only after it: the API server may refuse it (see the SyncError events: kubectl describe challenge -n %s %s)",
-				in.waitingFor, int(progressDeadline.Seconds()), in.namespace, in.name)}, time.Time{}
+	}
+	first := func(stage podStage, phase string) (verdict, bool) {
+		for i, pv := range verdicts {
+			if pv.stage == stage && pv.phase == phase {
+				if c := in.components[i]; c.name != "" {
+					pv.message = "pod " + c.name + ": " + pv.message
+				}
+				return pv.verdict, true
+			}
 		}
-		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for " + in.waitingFor + " before creating the Pod, so that it never runs unisolated"}, deadline
+		return verdict{}, false
 	}
-	if !in.hasPod {
-		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for the Pod to be created"}, time.Time{}
-	}
-	if pod.Metadata.DeletionTimestamp != "" {
-		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, fmt.Sprintf(
-			"Pod %s is being deleted (replaced after a change, drained or evicted); it is created again once it is gone", pod.Metadata.Name)}, time.Time{}
-	}
-	if restarted := pod.Metadata.Annotations.RestartedAt; restarted != in.restartedAt {
-		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, fmt.Sprintf(
-			"restarting: Pod %s is replaced because spec.restartedAt changed; the host, instance id and flag stay", pod.Metadata.Name)}, time.Time{}
-	}
-	if podFinished(pod) {
-		why := inert(string(pod.Status.Phase), maxObservedLength)
-		if pod.Status.Reason != "" {
-			why += ", " + inert(pod.Status.Reason, maxObservedLength)
-		}
-		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, fmt.Sprintf(
-			"Pod %s will not run again (%s%s); it is deleted and created again", pod.Metadata.Name, why, detail(pod.Status.Message))}, time.Time{}
-	}
-	if v, failed := podFailure(pod, in); failed {
+	if v, found := first(podStarting, v1alpha1.PhaseError); found {
 		return v, time.Time{}
+	}
+	if v, found := first(podStarting, v1alpha1.PhaseCreating); found {
+		return v, wake
 	}
 	if refused != "" {
 		// Players cannot reach the instance until the Gateway or the hook's configuration is fixed.
 		return verdict{v1alpha1.PhaseError, v1alpha1.ReasonRouteNotAccepted, refused}, time.Time{}
 	}
-	if !podReady(pod) {
-		since := unreadySince(pod)
-		if since.IsZero() {
-			return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for the pod to become ready"}, time.Time{}
-		}
-		deadline := since.Add(progressDeadline)
-		if !in.now.Before(deadline) {
-			return verdict{v1alpha1.PhaseError, v1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf(
-				"Pod %s has not been ready for %ds (since %s): check the readiness probe and the containers' logs (kubectl logs -n %s %s)",
-				pod.Metadata.Name, int(progressDeadline.Seconds()), formatTime(since), in.namespace, pod.Metadata.Name)}, time.Time{}
-		}
-		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for the pod to become ready"}, deadline
+	if v, found := first(podUnready, v1alpha1.PhaseError); found {
+		return v, time.Time{}
+	}
+	if v, found := first(podUnready, v1alpha1.PhaseCreating); found {
+		return v, wake
 	}
 	if missing != "" {
 		return verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for " + missing}, time.Time{}
@@ -95,6 +78,82 @@ func (in *instance) observe(endpoints []v1alpha1.Endpoint, missing, refused stri
 		return verdict{v1alpha1.PhaseRunning, v1alpha1.ReasonReady, "ready; the template exposes no port"}, time.Time{}
 	}
 	return verdict{v1alpha1.PhaseRunning, v1alpha1.ReasonReady, "ready at " + endpoints[0].URL}, time.Time{}
+}
+
+// podStage is how far a component's Pod got.
+type podStage int
+
+const (
+	// podStarting: the Pod is not there yet or is not running its containers as declared (it
+	// waits for its policy, is created, replaced or restarted), or failed in a way that needs help.
+	podStarting podStage = iota
+	// podUnready: the Pod runs but is not ready yet.
+	podUnready
+	podIsReady
+)
+
+// podVerdict is what one component's Pod says of the instance: its verdict unless podIsReady,
+// and when the clock alone will change it (zero: never).
+type podVerdict struct {
+	verdict
+	stage podStage
+	wake  time.Time
+}
+
+// observePod is the verdict of one component's Pod.
+func (in *instance) observePod(c *component) podVerdict {
+	starting := func(v verdict) podVerdict { return podVerdict{verdict: v, stage: podStarting} }
+	pod := c.pod
+	if c.waitingFor != "" {
+		// The Pod waits for what isolates it, or is removed when that went missing. Creating the
+		// policy takes one sync; one that never appears was refused by the API server.
+		if c.hasPod {
+			return starting(verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, c.waitingFor + " is missing: the Pod is removed until it exists again, so that it never runs unisolated"})
+		}
+		deadline := in.started.Add(progressDeadline)
+		if !in.now.Before(deadline) {
+			return starting(verdict{v1alpha1.PhaseError, v1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf(
+				"%s does not exist %ds after the instance started, and the Pod is created only after it: the API server may refuse it (see the SyncError events: kubectl describe challenge -n %s %s)",
+				c.waitingFor, int(progressDeadline.Seconds()), in.namespace, in.name)})
+		}
+		return podVerdict{verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for " + c.waitingFor + " before creating the Pod, so that it never runs unisolated"}, podStarting, deadline}
+	}
+	if !c.hasPod {
+		return starting(verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for the Pod to be created"})
+	}
+	if pod.Metadata.DeletionTimestamp != "" {
+		return starting(verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, fmt.Sprintf(
+			"Pod %s is being deleted (replaced after a change, drained or evicted); it is created again once it is gone", pod.Metadata.Name)})
+	}
+	if restarted := pod.Metadata.Annotations.RestartedAt; restarted != in.restartedAt {
+		return starting(verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, fmt.Sprintf(
+			"restarting: Pod %s is replaced because spec.restartedAt changed; the host, instance id and flag stay", pod.Metadata.Name)})
+	}
+	if podFinished(pod) {
+		why := inert(string(pod.Status.Phase), maxObservedLength)
+		if pod.Status.Reason != "" {
+			why += ", " + inert(pod.Status.Reason, maxObservedLength)
+		}
+		return starting(verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, fmt.Sprintf(
+			"Pod %s will not run again (%s%s); it is deleted and created again", pod.Metadata.Name, why, detail(pod.Status.Message))})
+	}
+	if v, failed := podFailure(in, c); failed {
+		return starting(v)
+	}
+	if podReady(pod) {
+		return podVerdict{stage: podIsReady}
+	}
+	since := unreadySince(pod)
+	if since.IsZero() {
+		return podVerdict{verdict: verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for the pod to become ready"}, stage: podUnready}
+	}
+	deadline := since.Add(progressDeadline)
+	if !in.now.Before(deadline) {
+		return podVerdict{verdict: verdict{v1alpha1.PhaseError, v1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf(
+			"Pod %s has not been ready for %ds (since %s): check the readiness probe and the containers' logs (kubectl logs -n %s %s)",
+			pod.Metadata.Name, int(progressDeadline.Seconds()), formatTime(since), in.namespace, pod.Metadata.Name)}, stage: podUnready}
+	}
+	return podVerdict{verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for the pod to become ready"}, podUnready, deadline}
 }
 
 // podFinished says the Pod will not run again by itself: with restartPolicy Always a Pod ends in
@@ -132,10 +191,11 @@ func podReady(pod ObservedPod) bool {
 
 // podFailure finds the first reason, in container order, that the Pod will not become ready
 // without help.
-func podFailure(pod ObservedPod, in *instance) (verdict, bool) {
+func podFailure(in *instance, c *component) (verdict, bool) {
+	pod := c.pod
 	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, cs := range statuses {
-			if v, failed := containerFailure(cs, in); failed {
+			if v, failed := containerFailure(cs, in, c); failed {
 				return v, true
 			}
 		}
@@ -150,9 +210,9 @@ func podFailure(pod ObservedPod, in *instance) (verdict, bool) {
 	return verdict{}, false
 }
 
-func containerFailure(cs corev1.ContainerStatus, in *instance) (verdict, bool) {
+func containerFailure(cs corev1.ContainerStatus, in *instance, c *component) (verdict, bool) {
 	if t := cs.State.Terminated; t != nil && t.Reason == v1alpha1.ReasonOOMKilled {
-		return oomKilled(cs.Name, in), true
+		return oomKilled(cs.Name, c), true
 	}
 	w := cs.State.Waiting
 	if w == nil {
@@ -166,11 +226,11 @@ func containerFailure(cs corev1.ContainerStatus, in *instance) (verdict, bool) {
 		}
 		return verdict{v1alpha1.PhaseError, reason, fmt.Sprintf(
 			"container %q cannot pull image %q%s; check the image name and tag, and that the cluster can pull from its registry",
-			cs.Name, imageOf(in, cs.Name), detail(w.Message))}, true
+			cs.Name, imageOf(c, cs.Name), detail(w.Message))}, true
 	case v1alpha1.ReasonCrashLoopBackOff:
 		last := cs.LastTerminationState.Terminated
 		if last != nil && last.Reason == v1alpha1.ReasonOOMKilled {
-			return oomKilled(cs.Name, in), true
+			return oomKilled(cs.Name, c), true
 		}
 		// The container's termination message is left out: the player writes it (any process in
 		// the container can write /dev/termination-log), and status is read by platform UIs.
@@ -183,7 +243,7 @@ func containerFailure(cs corev1.ContainerStatus, in *instance) (verdict, bool) {
 		}
 		return verdict{v1alpha1.PhaseError, v1alpha1.ReasonCrashLoopBackOff, fmt.Sprintf(
 			"container %q is crash looping: %s; read its logs with kubectl logs -n %s %s -c %s --previous",
-			cs.Name, what, in.namespace, in.name, cs.Name)}, true
+			cs.Name, what, in.namespace, c.child, cs.Name)}, true
 	case v1alpha1.ReasonCreateContainerConfigError, "CreateContainerError":
 		hint := "fix the container's configuration in the template"
 		if strings.Contains(w.Message, "non-root") || strings.Contains(w.Message, "runAsNonRoot") {
@@ -195,9 +255,9 @@ func containerFailure(cs corev1.ContainerStatus, in *instance) (verdict, bool) {
 	return verdict{}, false
 }
 
-func oomKilled(containerName string, in *instance) verdict {
+func oomKilled(containerName string, comp *component) verdict {
 	limit := ""
-	for _, c := range in.template.Containers {
+	for _, c := range comp.spec.Containers {
 		if c.Name == containerName {
 			_, limits := containerResources(c.Resources)
 			memory := limits[corev1.ResourceMemory]
@@ -209,8 +269,8 @@ func oomKilled(containerName string, in *instance) verdict {
 		containerName, limit)}
 }
 
-func imageOf(in *instance, containerName string) string {
-	for _, c := range in.template.Containers {
+func imageOf(comp *component, containerName string) string {
+	for _, c := range comp.spec.Containers {
 		if c.Name == containerName {
 			return c.Image
 		}

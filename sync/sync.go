@@ -78,31 +78,40 @@ func (in *instance) keepChildren() Response {
 	}
 }
 
-// desiredChildren are the children of a healthy instance, in a fixed order. The Pod is declared
-// only once what it needs is observed (podPrerequisite): its NetworkPolicy, so that it never runs
-// a moment unisolated, and its flag Secret. A Pod that stopped for good is left out of this one
-// answer, so that Metacontroller deletes it; once it is gone, the next answer has the Pod again and
-// Metacontroller creates a fresh one.
+// desiredChildren are the children of a healthy instance, in a fixed order: each component's Pod,
+// then what surrounds them. A Pod is declared only once what it needs is observed
+// (podPrerequisite): its NetworkPolicy, so that it never runs a moment unisolated, the flag Secret
+// it mounts and the Services of the peers it resolves by name. A Pod that stopped for good is left
+// out of this one answer, so that Metacontroller deletes it; once it is gone, the next answer has
+// the Pod again and Metacontroller creates a fresh one.
 func (in *instance) desiredChildren() []any {
 	var children []any
-	if in.waitingFor == "" && (!in.hasPod || !podFinished(in.pod)) {
-		children = append(children, buildPod(in))
+	for _, c := range in.components {
+		if c.waitingFor == "" && (!c.hasPod || !podFinished(c.pod)) {
+			children = append(children, buildPod(in, c))
+		}
 	}
 	return append(children, in.surroundingChildren()...)
 }
 
-// podPrerequisite names the first child the instance's Pod waits for, "" when none: the
+// podPrerequisite names the first child a component's Pod waits for, "" when none: the
 // NetworkPolicy that selects it (a Pod no policy selects reaches the whole cluster, the metadata
 // service and every other instance), then the flag Secret it mounts (without it the Pod fails to
-// start with CreateContainerConfigError). Both are in the same answer as the Pod would be, so the
-// wait costs one sync, which their creation triggers.
-func podPrerequisite(in *instance) string {
-	if _, found := findByName(in.observed.NetworkPolicies, in.name); !found {
-		return "NetworkPolicy " + in.name
+// start with CreateContainerConfigError), then the Service of each peer it reaches, whose
+// ClusterIP its hostAliases name. Each is in the same answer as the Pod would be, so the wait
+// costs one sync, which their creation triggers.
+func podPrerequisite(in *instance, c *component) string {
+	if _, found := findByName(in.observed.NetworkPolicies, c.child); !found {
+		return "NetworkPolicy " + c.child
 	}
-	if in.template.Flag != nil {
+	if in.mountsFlag(c) {
 		if _, found := findByName(in.observed.Secrets, in.flagSecretName()); !found {
 			return "Secret " + in.flagSecretName()
+		}
+	}
+	for _, p := range in.reachedPeers(c) {
+		if svc, found := findByName(in.observed.Services, p.peer.child); !found || !hasClusterIP(svc) {
+			return "Service " + p.peer.child
 		}
 	}
 	return ""
@@ -120,27 +129,59 @@ func (in *instance) heldIsolation() []any {
 }
 
 // keptWithIsolation returns objs, observed children, exactly as they are, when the hook must not
-// change them (it cannot build the instance, or the instance is going), as long as a NetworkPolicy
-// of the instance is observed. Without one (deleted by hand, or refused), a Pod would run
-// unisolated: Pods are left out, so that Metacontroller deletes them, and while any is observed a
-// policy that admits nothing holds it (denyAllPolicy).
+// change them (it cannot build the instance, or the instance is going), as long as each Pod's
+// NetworkPolicy (the one of the Pod's name) is observed. A Pod whose policy is missing (deleted by
+// hand, or refused) would run unisolated: it is left out, so that Metacontroller deletes it, and
+// while it is observed a policy that admits nothing holds every Pod of the instance
+// (denyAllPolicy).
 func (in *instance) keptWithIsolation(objs []ObservedObject) []any {
-	if len(in.observed.NetworkPolicies) > 0 {
-		return keptChildren(objs)
-	}
-	children := keptChildren(slices.DeleteFunc(slices.Clone(objs), func(obj ObservedObject) bool { return obj.Kind == "Pod" }))
-	if len(in.observed.Pods) > 0 {
+	unisolated := slices.ContainsFunc(in.observed.Pods, func(p ObservedPod) bool { return !in.hasPolicy(p.Metadata.Name) })
+	children := keptChildren(slices.DeleteFunc(slices.Clone(objs), func(obj ObservedObject) bool {
+		switch obj.Kind {
+		case "Pod":
+			return !in.hasPolicy(obj.Metadata.Name)
+		case "NetworkPolicy":
+			return unisolated && obj.Metadata.Name == in.name // replaced by denyAllPolicy below
+		}
+		return false
+	}))
+	if unisolated {
 		children = append(children, denyAllPolicy(in))
 	}
 	return children
 }
 
-// surroundingChildren are every child but the workload: what reaches it, isolates it and holds its
-// flag.
+// hasPolicy: a NetworkPolicy of this name is observed.
+func (in *instance) hasPolicy(name string) bool {
+	_, found := findByName(in.observed.NetworkPolicies, name)
+	return found
+}
+
+// leftoverIsolation keeps, exactly as they are, the observed NetworkPolicies of the observed Pods
+// that no component declares any more (the template changed its pods): those Pods are deleted, and
+// their policies go in the first answer after they are gone, not with them.
+func (in *instance) leftoverIsolation() []any {
+	var children []any
+	for _, p := range in.observed.Pods {
+		name := p.Metadata.Name
+		if slices.ContainsFunc(in.components, func(c *component) bool { return c.child == name }) {
+			continue
+		}
+		if policy, found := findByName(in.observed.NetworkPolicies, name); found {
+			children = append(children, keptChild{policy})
+		}
+	}
+	return children
+}
+
+// surroundingChildren are every child but the workload: what reaches each component, isolates it
+// and holds the flag, and the isolation of Pods no component declares any more.
 func (in *instance) surroundingChildren() []any {
 	var children []any
-	if svc := buildService(in); svc != nil {
-		children = append(children, svc)
+	for _, c := range in.components {
+		if svc := buildService(in, c); svc != nil {
+			children = append(children, svc)
+		}
 	}
 	if in.cfg.Gateway == nil {
 		if ing := buildIngress(in); ing != nil {
@@ -153,7 +194,10 @@ func (in *instance) surroundingChildren() []any {
 	if route := buildTLSRoute(in); route != nil {
 		children = append(children, route)
 	}
-	children = append(children, buildNetworkPolicy(in))
+	for _, c := range in.components {
+		children = append(children, buildNetworkPolicy(in, c))
+	}
+	children = append(children, in.leftoverIsolation()...)
 	if sec := buildFlagSecret(in); sec != nil {
 		children = append(children, sec)
 	}

@@ -19,8 +19,10 @@ const (
 	LabelDefinition = LabelPrefix + "definition"
 	LabelOwner      = LabelPrefix + "owner"
 	LabelInstance   = LabelPrefix + "instance"
-	LabelManagedBy  = "app.kubernetes.io/managed-by"
-	ManagedByValue  = "challenge-hook"
+	// LabelComponent names the pod of an instance of several pods that a child belongs to.
+	LabelComponent = LabelPrefix + "component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedByValue = "challenge-hook"
 
 	// AnnotationFlagHash on the Pod changes with the flag (see flagHash).
 	AnnotationFlagHash = LabelPrefix + "flag-hash"

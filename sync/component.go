@@ -1,0 +1,153 @@
+package sync
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+)
+
+// component is one Pod of an instance and what is built around it: its Service, its NetworkPolicy
+// and its exposures. A template of containers is one component named after the Challenge, as
+// instances were before templates had pods; a template of pods has one per pod, named
+// <challenge>-<pod>. A component's Pod, Service and NetworkPolicy share its child name, so that
+// every Pod's policy is found by the Pod's name, whatever the template says (keptWithIsolation).
+type component struct {
+	name     string // the pod's name in a template of pods; "" for a template of containers
+	child    string // the name of its Pod, Service and NetworkPolicy
+	spec     v1alpha1.PodTemplate
+	labels   map[string]string // the instance's labels, and the component's
+	selector map[string]string // its Pods: the instance id, and the component's name
+
+	pod        ObservedPod // the component's observed Pod, when hasPod
+	hasPod     bool
+	waitingFor string // see podPrerequisite
+}
+
+// resolveComponents splits the template into its components, with what was observed of each.
+func (in *instance) resolveComponents() {
+	t := in.template
+	if len(t.Pods) == 0 {
+		in.components = []*component{{
+			child:    in.name,
+			spec:     v1alpha1.PodTemplate{Containers: t.Containers, Expose: t.Expose, Egress: t.Egress, Security: t.Security},
+			labels:   in.labels,
+			selector: in.selector,
+		}}
+	} else {
+		for _, p := range t.Pods {
+			labels := maps.Clone(in.labels)
+			labels[LabelComponent] = p.Name
+			in.components = append(in.components, &component{
+				name:     p.Name,
+				child:    in.name + "-" + p.Name,
+				spec:     p,
+				labels:   labels,
+				selector: map[string]string{LabelInstance: in.id, LabelComponent: p.Name},
+			})
+		}
+	}
+	for _, c := range in.components {
+		c.pod, c.hasPod = findByName(in.observed.Pods, c.child)
+		c.waitingFor = podPrerequisite(in, c)
+	}
+}
+
+// sibling finds the component of the instance named name.
+func (in *instance) sibling(name string) *component {
+	for _, c := range in.components {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// reachedPeers are the other components c may connect to, in template order, each with the ports
+// of theirs that admit c: what its egress admits and the names its Pod resolves.
+func (in *instance) reachedPeers(c *component) []peerPorts {
+	var out []peerPorts
+	for _, s := range in.components {
+		var ports []v1alpha1.ContainerPort
+		for _, p := range s.spec.Internal {
+			if slices.Contains(p.From, c.name) {
+				ports = append(ports, containerPort(s.spec.Containers, p.Port))
+			}
+		}
+		if len(ports) > 0 {
+			out = append(out, peerPorts{s, ports})
+		}
+	}
+	return out
+}
+
+// peerPorts is a component and the ports of it that another component reaches.
+type peerPorts struct {
+	peer  *component
+	ports []v1alpha1.ContainerPort
+}
+
+// containerPort finds the container port numbered port among containers.
+func containerPort(containers []v1alpha1.Container, port int32) v1alpha1.ContainerPort {
+	for _, c := range containers {
+		for _, p := range c.Ports {
+			if p.ContainerPort == port {
+				return p
+			}
+		}
+	}
+	return v1alpha1.ContainerPort{ContainerPort: port}
+}
+
+// exposed is one exposure of the instance and the component whose port it publishes.
+type exposed struct {
+	c *component
+	v1alpha1.Expose
+}
+
+// exposures are every exposure of the instance, in the order of its components.
+func (in *instance) exposures() []exposed {
+	var out []exposed
+	for _, c := range in.components {
+		for _, e := range c.spec.Expose {
+			out = append(out, exposed{c, e})
+		}
+	}
+	return out
+}
+
+// exposureOf finds the instance's exposure of a type (HTTP and TLS: at most one per instance).
+func (in *instance) exposureOf(exposeType string) (exposed, bool) {
+	for _, e := range in.exposures() {
+		if e.Type == exposeType {
+			return e, true
+		}
+	}
+	return exposed{}, false
+}
+
+// receivesFlag says whether a container gets the instance's flag: in a template of pods, those
+// that ask (flag: true); in a template of containers, those that ask, or every one when none does.
+func receivesFlag(t v1alpha1.DefinitionSpec, c v1alpha1.Container) bool {
+	switch {
+	case t.Flag == nil:
+		return false
+	case c.Flag || len(t.Pods) > 0:
+		return c.Flag
+	}
+	return !slices.ContainsFunc(t.Containers, func(c v1alpha1.Container) bool { return c.Flag })
+}
+
+// mountsFlag says whether a component's Pod has a container that receives the flag.
+func (in *instance) mountsFlag(c *component) bool {
+	return slices.ContainsFunc(c.spec.Containers, func(ct v1alpha1.Container) bool { return receivesFlag(in.template, ct) })
+}
+
+// templateContainers are every container of a template, in the order of its pods.
+func templateContainers(t v1alpha1.DefinitionSpec) []v1alpha1.Container {
+	out := slices.Clone(t.Containers)
+	for _, p := range t.Pods {
+		out = append(out, p.Containers...)
+	}
+	return out
+}
