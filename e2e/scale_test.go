@@ -85,24 +85,30 @@ func TestScale(t *testing.T) {
 		}
 	}
 	allRunning := time.Since(start)
-	hookSyncs1 := hookSyncs(t)
 	runCPU := cpu.sample(t)
 
 	// Steady: every Challenge gets at least one resync in the window; nothing may be written.
 	time.Sleep(5 * time.Second)
+	hookSyncs1 := hookSyncs(t)
+	cpu.sample(t)
+	queue0 := metacontrollerQueue(t)
 	steadyFrom := time.Now()
 	time.Sleep(steady)
 	steadyTo := time.Now()
 	hookSyncs2 := hookSyncs(t)
 	steadyCPU := cpu.sample(t)
+	queue1 := metacontrollerQueue(t)
+	rss := cpu.rss(t)
 
 	audit := readAudit(t, auditLog, ns)
+	steadySyncs := hookSyncs2 - hookSyncs1
 	r := &report{}
 	r.linef("challenges            %d created at once in %.1fs (%d concurrent creators)", n, createdIn.Seconds(), created)
 	r.linef("all Running after     %.1fs (from the first create; polled every 1s)", allRunning.Seconds())
 	r.linef("creation -> readyAt   %s (status.readyAt - creationTimestamp, whole seconds)", distribution(readyDelays))
-	r.linef("hook syncs/instance   %.1f until all Running, %.2f in the steady window (%s)",
-		float64(hookSyncs1-hookSyncs0)/float64(n), float64(hookSyncs2-hookSyncs1)/float64(n), steady)
+	r.linef("hook syncs/instance   %.1f until all Running (and 5s), %.2f in the steady window (%s; %.2f per resync period of %s)",
+		float64(hookSyncs1-hookSyncs0)/float64(n), float64(steadySyncs)/float64(n), steady,
+		float64(steadySyncs)/float64(n)*shared.resync.Seconds()/steady.Seconds(), shared.resync)
 	r.linef("API writes/instance until all Running, by component (last write after start):")
 	for _, comp := range audit.components() {
 		byResource := audit.writes(comp, start, steadyFrom)
@@ -119,6 +125,16 @@ func TestScale(t *testing.T) {
 	}
 	r.linef("CPU seconds until all Running (%.0fs):  %s", allRunning.Seconds(), runCPU.format())
 	r.linef("CPU seconds in the steady window:       %s", steadyCPU.format())
+	plane := 0.0
+	for _, name := range []string{"kube-apiserver", "etcd", "metacontroller", "challenge-hook"} {
+		plane += steadyCPU.seconds[name]
+	}
+	r.linef("idle cost              %.3f ms of control-plane CPU (API server, etcd, Metacontroller, hook) per instance per second (target 0.05); hook %.2f ms per sync (%d syncs)",
+		1000*plane/float64(n)/steady.Seconds(), 1000*steadyCPU.seconds["challenge-hook"]/float64(max(steadySyncs, 1)), steadySyncs)
+	r.linef("memory (RSS) at end    %s", rss)
+	d := queue1.minus(queue0)
+	r.linef("Metacontroller's queue in the steady window, per instance: %.2f syncs, %.2f enqueued (resync ticks, parent and child events, due wake-ups), %.2f wake-ups asked (AddAfter: resyncAfterSeconds answers, retries); the resync period (%s) fits %.2f times in it",
+		d.syncs/float64(n), d.adds/float64(n), d.delayed/float64(n), shared.resync, steady.Seconds()/shared.resync.Seconds())
 	r.linef("machine                %d CPUs; busy %.0f%% until all Running, %.0f%% steady; load average at end %s",
 		cpu.cpus, 100*runCPU.busy, 100*steadyCPU.busy, loadAverage())
 	childWrites, anyWrites := 0, false
@@ -137,6 +153,10 @@ func TestScale(t *testing.T) {
 	}
 	if !anyWrites {
 		r.linef("  none")
+	}
+	r.linef("steady window reads and writes, all namespaces, per instance (watch: watches opened):")
+	for _, comp := range audit.allComponents() {
+		r.linef("  %-24s %s", comp, formatCounts(audit.requests(comp, steadyFrom, steadyTo), n))
 	}
 	t.Log("\n" + r.String())
 	if childWrites > 0 {
@@ -221,6 +241,87 @@ func hookSyncs(t *testing.T) int {
 		total += int(v)
 	}
 	return total
+}
+
+// queueCounts are Metacontroller's workqueue counters for the CompositeController challenge-hook
+// (client-go's workqueue metrics, served by Metacontroller's --metrics-address).
+type queueCounts struct {
+	adds    float64 // keys enqueued while not already queued: resync ticks, events, due wake-ups
+	delayed float64 // AddAfter calls: a resyncAfterSeconds answer (or a retry after an error)
+	syncs   float64 // keys processed: syncs
+}
+
+func (q queueCounts) minus(o queueCounts) queueCounts {
+	return queueCounts{q.adds - o.adds, q.delayed - o.delayed, q.syncs - o.syncs}
+}
+
+func metacontrollerQueue(t *testing.T) queueCounts {
+	t.Helper()
+	addr := os.Getenv("BENCH_MC_METRICS")
+	if addr == "" {
+		t.Fatal("BENCH_MC_METRICS is not set: run `make bench-cluster`")
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("Metacontroller metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	var q queueCounts
+	found := false
+	scanner := bufio.NewScanner(resp.Body)
+	scanner.Buffer(make([]byte, 1<<20), 1<<20)
+	for scanner.Scan() {
+		line := scanner.Text()
+		// The queue is named CompositeController-<name> (Metacontroller's composite controller).
+		if !strings.Contains(line, `name="CompositeController-challenge-hook"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "workqueue_adds_total{"):
+			q.adds, found = v, true
+		case strings.HasPrefix(line, "workqueue_retries_total{"):
+			q.delayed = v
+		case strings.HasPrefix(line, "workqueue_work_duration_seconds_count{"):
+			q.syncs = v
+		}
+	}
+	if !found {
+		// A report without these counts is still worth having: say so, do not fail.
+		t.Logf("Metacontroller's metrics at %s have no workqueue_adds_total of the CompositeController challenge-hook", addr)
+	}
+	return q
+}
+
+// rss is every metered process's resident memory now, largest first.
+func (m *cpuMeter) rss(t *testing.T) string {
+	t.Helper()
+	kb := map[string]float64{}
+	for name, pid := range m.pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatalf("memory of %s: %v", name, err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if fields := strings.Fields(line); len(fields) >= 2 && fields[0] == "VmRSS:" {
+				kb[name], _ = strconv.ParseFloat(fields[1], 64)
+			}
+		}
+	}
+	names := make([]string, 0, len(kb))
+	for name := range kb {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return kb[names[i]] > kb[names[j]] })
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %.0f MiB", name, kb[name]/1024)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // cpuMeter reads the CPU time of the hook and of every process hack/cluster.sh started
@@ -326,6 +427,7 @@ func loadAverage() string {
 
 // auditEvent is the part of an API server audit event (level Metadata) the report needs.
 type auditEvent struct {
+	Stage     string `json:"stage"`
 	Verb      string `json:"verb"`
 	UserAgent string `json:"userAgent"`
 	ObjectRef struct {
@@ -345,9 +447,11 @@ func (e auditEvent) component() string {
 	return strings.SplitN(e.UserAgent, "/", 2)[0]
 }
 
-type auditLog struct{ events []auditEvent }
+// auditLog holds the successful writes in one namespace (events) and every request in any namespace
+// (all; reads too, when hack/bench-cluster.sh's policy records them).
+type auditLog struct{ events, all []auditEvent }
 
-// readAudit reads the successful writes in namespace ns.
+// readAudit reads the audit log: the successful writes in namespace ns, and every request.
 func readAudit(t *testing.T, path, ns string) auditLog {
 	t.Helper()
 	f, err := os.Open(path)
@@ -364,7 +468,13 @@ func readAudit(t *testing.T, path, ns string) auditLog {
 		} else if err != nil {
 			t.Fatalf("audit log %s: %v", path, err)
 		}
-		if e.ObjectRef.Namespace == ns && e.ResponseStatus.Code < 300 {
+		// A watch is counted once, when it starts (its ResponseComplete comes when it ends); every
+		// other request once, complete.
+		if (e.Verb == "watch") != (e.Stage == "ResponseStarted") {
+			continue
+		}
+		log.all = append(log.all, e)
+		if e.ObjectRef.Namespace == ns && e.ResponseStatus.Code < 300 && isWrite(e.Verb) {
 			log.events = append(log.events, e)
 		}
 	}
@@ -379,6 +489,41 @@ func (l auditLog) components() []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+func isWrite(verb string) bool {
+	return verb != "get" && verb != "list" && verb != "watch"
+}
+
+// allComponents are the clients of any request in the log.
+func (l auditLog) allComponents() []string {
+	var out []string
+	for _, e := range l.all {
+		if !slices.Contains(out, e.component()) {
+			out = append(out, e.component())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// requests counts comp's requests in [from, to), any namespace and outcome, by "verb resource".
+func (l auditLog) requests(comp string, from, to time.Time) map[string]int {
+	out := map[string]int{}
+	for _, e := range l.all {
+		if e.component() != comp || e.Received.Time.Before(from) || !e.Received.Time.Before(to) {
+			continue
+		}
+		key := e.Verb + " " + e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			key += "/" + e.ObjectRef.Subresource
+		}
+		if e.ObjectRef.Resource == "" {
+			key = e.Verb + " (non-resource)"
+		}
+		out[key]++
+	}
 	return out
 }
 
