@@ -12,6 +12,8 @@
 #   BENCH_MC_FLAGS        Metacontroller flags (default --workers=5 --client-go-qps=100 --client-go-burst=200)
 #   BENCH_KCM_FLAGS       extra kube-controller-manager flags (default none: --kube-api-qps 20)
 #   BENCH_RESYNC_SECONDS  the CompositeController's resyncPeriodSeconds (default 60, as shipped)
+#   BENCH_SETTLE_SECONDS  from all Running to the steady window (default 125: the Creating answers'
+#                         wake-ups at the Pod's 120 s progress deadline are behind it; 5 before issue 23)
 #   BENCH_STEADY_SECONDS  the steady window (default resync + 15 s: every instance resyncs in it)
 # Runs alone: take the lock the e2e tests take (flock /tmp/e2e.lock make bench-cluster).
 set -euo pipefail
