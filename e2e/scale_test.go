@@ -95,12 +95,14 @@ func TestScale(t *testing.T) {
 	// one-off wake-ups of the start as idle.
 	time.Sleep(settle)
 	hookSyncs1 := hookSyncs(t)
+	customize1 := hookRequests(t, "/customize")
 	cpu.sample(t)
 	queue0 := metacontrollerQueue(t)
 	steadyFrom := time.Now()
 	time.Sleep(steady)
 	steadyTo := time.Now()
 	hookSyncs2 := hookSyncs(t)
+	customize2 := hookRequests(t, "/customize")
 	steadyCPU := cpu.sample(t)
 	queue1 := metacontrollerQueue(t)
 	rss := cpu.rss(t)
@@ -114,6 +116,8 @@ func TestScale(t *testing.T) {
 	r.linef("hook syncs/instance   %.1f until all Running and %s after, %.2f in the steady window (%s; %.2f per resync period of %s)",
 		float64(hookSyncs1-hookSyncs0)/float64(n), settle, float64(steadySyncs)/float64(n), steady,
 		float64(steadySyncs)/float64(n)*shared.resync.Seconds()/steady.Seconds(), shared.resync)
+	// Metacontroller caches a customize answer 20 minutes per Challenge generation.
+	r.linef("hook customize calls   %.2f per instance in the steady window", float64(customize2-customize1)/float64(n))
 	r.linef("API writes/instance until all Running, by component (last write after start):")
 	for _, comp := range audit.components() {
 		byResource := audit.writes(comp, start, steadyFrom)
@@ -225,6 +229,12 @@ func createChallenges(ctx context.Context, t *testing.T, c *cluster, ns string, 
 // hookSyncs is the hook's count of answered sync and finalize requests (its /metrics).
 func hookSyncs(t *testing.T) int {
 	t.Helper()
+	return hookRequests(t, "/sync", "/finalize")
+}
+
+// hookRequests is the hook's count of answered requests on routes (its /metrics).
+func hookRequests(t *testing.T, routes ...string) int {
+	t.Helper()
 	resp, err := http.Get("http://" + shared.hook.addr + "/metrics")
 	if err != nil {
 		t.Fatalf("hook metrics: %v", err)
@@ -235,7 +245,7 @@ func hookSyncs(t *testing.T) int {
 	for scanner.Scan() {
 		line := scanner.Text()
 		if !strings.HasPrefix(line, "challenge_hook_http_requests_total{") ||
-			!(strings.Contains(line, `route="/sync"`) || strings.Contains(line, `route="/finalize"`)) {
+			!slices.ContainsFunc(routes, func(r string) bool { return strings.Contains(line, `route="`+r+`"`) }) {
 			continue
 		}
 		fields := strings.Fields(line)
