@@ -10,12 +10,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,9 +170,86 @@ func TestScale(t *testing.T) {
 		r.linef("  %-24s %s", comp, formatCounts(audit.requests(comp, steadyFrom, steadyTo), n))
 	}
 	t.Log("\n" + r.String())
+
+	// A Metacontroller restart (a rollout, a lost leader) forgets every wake-up it was asked for:
+	// each Challenge must be synced again at once, not at its next resync.
+	if os.Getenv("BENCH_RESTART") != "0" {
+		restarted := restartMetacontroller(t, pidsDir, cpu.pids["metacontroller"])
+		syncs0 := hookSyncs(t)
+		deadline := restarted.Add(time.Duration(n/5+120) * time.Second)
+		// Every sync reads its Challenge (Metacontroller's status update): the audit log names
+		// each one. It is read once the hook answered n syncs, and again until all are named.
+		var synced map[string]bool
+		for len(synced) < n && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Second)
+			if hookSyncs(t)-syncs0 >= n {
+				synced = readAudit(t, auditLog, ns).getters("metacontroller", "challenges", restarted)
+			}
+		}
+		resynced := time.Since(restarted)
+		if len(synced) < n {
+			t.Errorf("after a Metacontroller restart, %d of %d Challenges were synced again within %s", len(synced), n, resynced.Round(time.Second))
+		} else {
+			t.Logf("Metacontroller restarted: every Challenge synced again within %s (the hook's count of syncs, then the audit log's reads by name)", resynced.Round(time.Second))
+		}
+	}
+
 	if childWrites > 0 {
 		t.Errorf("%d child or Challenge status writes in the steady window, want none", childWrites)
 	}
+}
+
+// restartMetacontroller stops Metacontroller (SIGTERM, as a rollout does) and starts it again with
+// the same command line, environment, directory and log, the way hack/cluster.sh started it, and
+// rewrites its PID file so that hack/cluster.sh stops the new one. It returns when the new process
+// started.
+func restartMetacontroller(t *testing.T, pidsDir string, pid int) time.Time {
+	t.Helper()
+	read := func(what string) []string {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, what))
+		if err != nil {
+			t.Fatalf("Metacontroller's %s: %v", what, err)
+		}
+		return strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+	}
+	args, env := read("cmdline"), read("environ")
+	dir, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.OpenFile(os.Getenv("E2E_METACONTROLLER_LOG"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatalf("Metacontroller's log: %v", err)
+	}
+	defer logFile.Close()
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("stop Metacontroller: %v", err)
+	}
+	for i := 0; ; i++ {
+		if err := proc.Signal(syscall.Signal(0)); err != nil {
+			break
+		}
+		if i == 300 {
+			t.Fatal("Metacontroller did not stop within 30s of SIGTERM")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, dir, logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start Metacontroller again: %v", err)
+	}
+	started := time.Now()
+	if err := os.WriteFile(filepath.Join(pidsDir, "metacontroller.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait() }() // reaped when hack/cluster.sh stops it
+	return started
 }
 
 // sinceStart is at - start in seconds, or "-" when there is no at.
@@ -446,6 +525,7 @@ type auditEvent struct {
 	Verb      string `json:"verb"`
 	UserAgent string `json:"userAgent"`
 	ObjectRef struct {
+		Name        string `json:"name"`
 		Resource    string `json:"resource"`
 		Namespace   string `json:"namespace"`
 		Subresource string `json:"subresource"`
@@ -464,7 +544,10 @@ func (e auditEvent) component() string {
 
 // auditLog holds the successful writes in one namespace (events) and every request in any namespace
 // (all; reads too, when hack/bench-cluster.sh's policy records them).
-type auditLog struct{ events, all []auditEvent }
+type auditLog struct {
+	ns          string
+	events, all []auditEvent
+}
 
 // readAudit reads the audit log: the successful writes in namespace ns, and every request.
 func readAudit(t *testing.T, path, ns string) auditLog {
@@ -474,7 +557,7 @@ func readAudit(t *testing.T, path, ns string) auditLog {
 		t.Fatalf("audit log: %v", err)
 	}
 	defer f.Close()
-	var log auditLog
+	log := auditLog{ns: ns}
 	dec := json.NewDecoder(f)
 	for {
 		var e auditEvent
@@ -509,6 +592,18 @@ func (l auditLog) components() []string {
 
 func isWrite(verb string) bool {
 	return verb != "get" && verb != "list" && verb != "watch"
+}
+
+// getters are the names of the objects of resource in namespace ns that comp read (get) since from.
+func (l auditLog) getters(comp, resource string, from time.Time) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range l.all {
+		if e.component() == comp && e.Verb == "get" && e.ObjectRef.Resource == resource && e.ObjectRef.Subresource == "" &&
+			e.ObjectRef.Namespace == l.ns && !e.Received.Time.Before(from) {
+			out[e.ObjectRef.Name] = true
+		}
+	}
+	return out
 }
 
 // allComponents are the clients of any request in the log.

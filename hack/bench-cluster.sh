@@ -11,10 +11,12 @@
 #   BENCH_CHALLENGES      how many Challenges (default 500)
 #   BENCH_MC_FLAGS        Metacontroller flags (default --workers=5 --client-go-qps=100 --client-go-burst=200)
 #   BENCH_KCM_FLAGS       extra kube-controller-manager flags (default none: --kube-api-qps 20)
-#   BENCH_RESYNC_SECONDS  the CompositeController's resyncPeriodSeconds (default 60, as shipped)
+#   BENCH_RESYNC_SECONDS  the CompositeController's resyncPeriodSeconds (default: compositecontroller.yaml's)
 #   BENCH_SETTLE_SECONDS  from all Running to the steady window (default 125: the Creating answers'
 #                         wake-ups at the Pod's 120 s progress deadline are behind it; 5 before issue 23)
 #   BENCH_STEADY_SECONDS  the steady window (default resync + 15 s: every instance resyncs in it)
+#   BENCH_RESTART         0: no Metacontroller restart at the end (default: restart it, and check that
+#                         every Challenge is synced again at once)
 # Runs alone: take the lock the e2e tests take (flock /tmp/e2e.lock make bench-cluster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +58,6 @@ bash hack/cluster.sh start
 
 log "Metacontroller $MC_FLAGS; controller-manager ${KCM_FLAGS:-(defaults)}; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 (cd e2e && env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" \
-  E2E_HOOK_ADDR=127.0.0.1:38080 E2E_RESYNC_SECONDS="${BENCH_RESYNC_SECONDS:-60}" \
+  E2E_HOOK_ADDR=127.0.0.1:38080 E2E_RESYNC_SECONDS="${BENCH_RESYNC_SECONDS:-$(awk '/^  resyncPeriodSeconds:/ {print $2}' compositecontroller.yaml)}" \
   E2E_METACONTROLLER_LOG="$RUN/logs/metacontroller.log" BENCH_MC_METRICS=127.0.0.1:$MC_METRICS_PORT BENCH_AUDIT_LOG="$RUN/audit.log" BENCH_PIDS_DIR="$RUN/pids" \
   "$RUN/scale.test" -test.run='^TestScale$' -test.v -test.count=1 -test.timeout=30m)
