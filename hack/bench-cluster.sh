@@ -58,6 +58,6 @@ bash hack/cluster.sh start
 
 log "Metacontroller $MC_FLAGS; controller-manager ${KCM_FLAGS:-(defaults)}; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 (cd e2e && env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" \
-  E2E_HOOK_ADDR=127.0.0.1:38080 E2E_RESYNC_SECONDS="${BENCH_RESYNC_SECONDS:-$(awk '/^  resyncPeriodSeconds:/ {print $2}' compositecontroller.yaml)}" \
+  E2E_HOOK_ADDR=127.0.0.1:38080 E2E_RESYNC_SECONDS="${BENCH_RESYNC_SECONDS:-$(awk '/^  resyncPeriodSeconds:/ {print $2}' "$ROOT/compositecontroller.yaml")}" \
   E2E_METACONTROLLER_LOG="$RUN/logs/metacontroller.log" BENCH_MC_METRICS=127.0.0.1:$MC_METRICS_PORT BENCH_AUDIT_LOG="$RUN/audit.log" BENCH_PIDS_DIR="$RUN/pids" \
   "$RUN/scale.test" -test.run='^TestScale$' -test.v -test.count=1 -test.timeout=30m)
