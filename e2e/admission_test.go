@@ -249,6 +249,55 @@ func validChallenge(name string) *unstructured.Unstructured {
 	}}
 }
 
+// validPodsTemplate is a correct template of several pods: a web app players reach by HTTP,
+// which its admin bot also visits (internal 8080 from bot); its database, which only the web app
+// reaches (internal 5432 from web); the bot, with no port, which holds the flag.
+func validPodsTemplate() map[string]any {
+	return map[string]any{
+		"pods": []any{
+			map[string]any{
+				"name": "web",
+				"containers": []any{map[string]any{
+					"name":  "app",
+					"image": "ghcr.io/example/web:1.0",
+					"ports": []any{map[string]any{"name": "http", "containerPort": int64(8080), "protocol": "TCP"}},
+				}},
+				"expose":   []any{map[string]any{"port": int64(8080), "type": "HTTP"}},
+				"internal": []any{map[string]any{"port": int64(8080), "from": []any{"bot"}}},
+			},
+			map[string]any{
+				"name": "db",
+				"containers": []any{map[string]any{
+					"name":  "postgres",
+					"image": "postgres:17",
+					"ports": []any{map[string]any{"containerPort": int64(5432), "protocol": "TCP"}},
+				}},
+				"internal": []any{map[string]any{"port": int64(5432), "from": []any{"web"}}},
+			},
+			map[string]any{
+				"name":       "bot",
+				"containers": []any{map[string]any{"name": "bot", "image": "ghcr.io/example/bot:1.0", "flag": true}},
+				"egress":     true,
+			},
+		},
+		"timeout":     "30m",
+		"maxLifetime": "2h",
+		"flag":        map[string]any{"dynamic": true, "env": "FLAG"},
+	}
+}
+
+func validPodsDefinition(name string) *unstructured.Unstructured {
+	obj := validDefinition(name)
+	obj.Object["spec"] = validPodsTemplate()
+	return obj
+}
+
+func validPodsChallenge(name string) *unstructured.Unstructured {
+	obj := validChallenge(name)
+	spec(obj)["template"] = validPodsTemplate()
+	return obj
+}
+
 // Helpers to reach into the objects of the table below.
 func spec(obj *unstructured.Unstructured) map[string]any { return obj.Object["spec"].(map[string]any) }
 func template(obj *unstructured.Unstructured) map[string]any {
@@ -263,6 +312,15 @@ func container(obj *unstructured.Unstructured) map[string]any {
 func port(obj *unstructured.Unstructured) map[string]any {
 	return container(obj)["ports"].([]any)[0].(map[string]any)
 }
+func pod(obj *unstructured.Unstructured, i int) map[string]any {
+	return template(obj)["pods"].([]any)[i].(map[string]any)
+}
+func podContainer(obj *unstructured.Unstructured, i int) map[string]any {
+	return pod(obj, i)["containers"].([]any)[0].(map[string]any)
+}
+func internal(obj *unstructured.Unstructured, i int) map[string]any {
+	return pod(obj, i)["internal"].([]any)[0].(map[string]any)
+}
 
 // TestInvalidObjectsRejected: the API server refuses each broken ChallengeDefinition or Challenge
 // with the CRD's message, before the hook ever sees it.
@@ -270,12 +328,13 @@ func TestInvalidObjectsRejected(t *testing.T) {
 	c := newCluster(t)
 	ctx := testContext(t)
 	ns := c.createNamespace(ctx, t, "invalid", podSecurityRestricted)
-	cases := []struct {
+	type invalidCase struct {
 		name   string
 		base   func(name string) *unstructured.Unstructured
 		mutate func(obj *unstructured.Unstructured)
 		want   string
-	}{
+	}
+	cases := []invalidCase{
 		{"timeout not a duration", validDefinition, func(o *unstructured.Unstructured) { spec(o)["timeout"] = "30 minutes" },
 			"spec.timeout in body should match"},
 		{"prePull in an inline template", validChallenge, func(o *unstructured.Unstructured) { template(o)["prePull"] = false },
@@ -347,8 +406,41 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		{"inline template timeout above maxLifetime", validChallenge, func(o *unstructured.Unstructured) { template(o)["timeout"] = "3h" },
 			"timeout must not exceed maxLifetime"},
 	}
+	// The rules of a template of several pods, on a ChallengeDefinition and on an inline template.
+	podsCases := []struct {
+		name   string
+		mutate func(obj *unstructured.Unstructured)
+		want   string
+	}{
+		{"both containers and pods", func(o *unstructured.Unstructured) { template(o)["containers"] = validTemplate()["containers"] },
+			"set exactly one of containers (an instance of one Pod) and pods (an instance of several)"},
+		{"neither containers nor pods", func(o *unstructured.Unstructured) { delete(template(o), "pods"); delete(template(o), "flag") },
+			"set exactly one of containers (an instance of one Pod) and pods (an instance of several)"},
+		{"expose on the template with pods", func(o *unstructured.Unstructured) {
+			template(o)["expose"] = []any{map[string]any{"port": int64(8080), "type": "HTTP"}}
+		}, "with pods, set expose, egress and security on each pod, not on the template"},
+		{"internal.from naming its own pod", func(o *unstructured.Unstructured) { internal(o, 1)["from"] = []any{"web", "db"} },
+			"each internal.from must name another pod of the template"},
+		{"internal.from naming an unknown pod", func(o *unstructured.Unstructured) { internal(o, 1)["from"] = []any{"admin"} },
+			"each internal.from must name another pod of the template"},
+		{"two HTTP exposures in two pods", func(o *unstructured.Unstructured) {
+			pod(o, 1)["expose"] = []any{map[string]any{"port": int64(5432), "type": "HTTP"}}
+		}, "at most one expose entry of type HTTP in all pods (an instance has one host)"},
+		{"flag that no container receives", func(o *unstructured.Unstructured) { delete(podContainer(o, 2), "flag") },
+			"with pods, set flag: true on each container that receives the flag"},
+		{"flag: true without a flag", func(o *unstructured.Unstructured) { delete(template(o), "flag") },
+			"a container asks for the flag (flag: true) but the template has no flag"},
+		{"internal.port not a containerPort", func(o *unstructured.Unstructured) { internal(o, 1)["port"] = int64(3306) },
+			"every internal.port must be a containerPort of one of the pod's containers"},
+	}
+	for _, pc := range podsCases {
+		for _, base := range []func(string) *unstructured.Unstructured{validPodsDefinition, validPodsChallenge} {
+			kind := base("x").GetKind()
+			cases = append(cases, invalidCase{"pods " + kind + " " + pc.name, base, pc.mutate, pc.want})
+		}
+	}
 	// The unbroken objects are accepted: each refusal below is due to the one thing broken.
-	for _, base := range []*unstructured.Unstructured{validDefinition("base"), validChallenge("base")} {
+	for _, base := range []*unstructured.Unstructured{validDefinition("base"), validChallenge("base"), validPodsDefinition("base"), validPodsChallenge("base")} {
 		base.SetNamespace(ns)
 		if err := createDryRun(ctx, c, base); err != nil {
 			t.Fatalf("valid %s refused: %v", base.GetKind(), err)

@@ -10,12 +10,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +33,7 @@ import (
 func TestScale(t *testing.T) {
 	n := envInt(t, "BENCH_CHALLENGES", 500)
 	steady := time.Duration(envInt(t, "BENCH_STEADY_SECONDS", int(shared.resync/time.Second)+15)) * time.Second
+	settle := time.Duration(envInt(t, "BENCH_SETTLE_SECONDS", 125)) * time.Second
 	auditLog, pidsDir := os.Getenv("BENCH_AUDIT_LOG"), os.Getenv("BENCH_PIDS_DIR")
 	if auditLog == "" || pidsDir == "" {
 		t.Fatal("BENCH_AUDIT_LOG and BENCH_PIDS_DIR are not set: run `make bench-cluster`")
@@ -85,24 +88,38 @@ func TestScale(t *testing.T) {
 		}
 	}
 	allRunning := time.Since(start)
-	hookSyncs1 := hookSyncs(t)
 	runCPU := cpu.sample(t)
 
-	// Steady: every Challenge gets at least one resync in the window; nothing may be written.
-	time.Sleep(5 * time.Second)
+	// Steady: every Challenge gets at least one resync in the window; nothing may be written. It
+	// starts settle after the last Challenge turned Running: a Creating answer asks to be woken at
+	// its Pod's progress deadline (120 s), and Metacontroller keeps that wake-up after the instance
+	// runs (a delayed enqueue cannot be taken back), so a window that starts earlier counts those
+	// one-off wake-ups of the start as idle.
+	time.Sleep(settle)
+	hookSyncs1 := hookSyncs(t)
+	customize1 := hookRequests(t, "/customize")
+	cpu.sample(t)
+	queue0 := metacontrollerQueue(t)
 	steadyFrom := time.Now()
 	time.Sleep(steady)
 	steadyTo := time.Now()
 	hookSyncs2 := hookSyncs(t)
+	customize2 := hookRequests(t, "/customize")
 	steadyCPU := cpu.sample(t)
+	queue1 := metacontrollerQueue(t)
+	rss := cpu.rss(t)
 
 	audit := readAudit(t, auditLog, ns)
+	steadySyncs := hookSyncs2 - hookSyncs1
 	r := &report{}
 	r.linef("challenges            %d created at once in %.1fs (%d concurrent creators)", n, createdIn.Seconds(), created)
 	r.linef("all Running after     %.1fs (from the first create; polled every 1s)", allRunning.Seconds())
 	r.linef("creation -> readyAt   %s (status.readyAt - creationTimestamp, whole seconds)", distribution(readyDelays))
-	r.linef("hook syncs/instance   %.1f until all Running, %.2f in the steady window (%s)",
-		float64(hookSyncs1-hookSyncs0)/float64(n), float64(hookSyncs2-hookSyncs1)/float64(n), steady)
+	r.linef("hook syncs/instance   %.1f until all Running and %s after, %.2f in the steady window (%s; %.2f per resync period of %s)",
+		float64(hookSyncs1-hookSyncs0)/float64(n), settle, float64(steadySyncs)/float64(n), steady,
+		float64(steadySyncs)/float64(n)*shared.resync.Seconds()/steady.Seconds(), shared.resync)
+	// Metacontroller caches a customize answer 20 minutes per Challenge generation.
+	r.linef("hook customize calls   %.2f per instance in the steady window", float64(customize2-customize1)/float64(n))
 	r.linef("API writes/instance until all Running, by component (last write after start):")
 	for _, comp := range audit.components() {
 		byResource := audit.writes(comp, start, steadyFrom)
@@ -119,6 +136,16 @@ func TestScale(t *testing.T) {
 	}
 	r.linef("CPU seconds until all Running (%.0fs):  %s", allRunning.Seconds(), runCPU.format())
 	r.linef("CPU seconds in the steady window:       %s", steadyCPU.format())
+	plane := 0.0
+	for _, name := range []string{"kube-apiserver", "etcd", "metacontroller", "challenge-hook"} {
+		plane += steadyCPU.seconds[name]
+	}
+	r.linef("idle cost              %.3f ms of control-plane CPU (API server, etcd, Metacontroller, hook) per instance per second (target 0.05); hook %.2f ms per sync (%d syncs)",
+		1000*plane/float64(n)/steady.Seconds(), 1000*steadyCPU.seconds["challenge-hook"]/float64(max(steadySyncs, 1)), steadySyncs)
+	r.linef("memory (RSS) at end    %s", rss)
+	d := queue1.minus(queue0)
+	r.linef("Metacontroller's queue in the steady window, per instance: %.2f syncs, %.2f enqueued (resync ticks, parent and child events, due wake-ups), %.2f wake-ups asked (AddAfter: resyncAfterSeconds answers, retries); the resync period (%s) fits %.2f times in it",
+		d.syncs/float64(n), d.adds/float64(n), d.delayed/float64(n), shared.resync, steady.Seconds()/shared.resync.Seconds())
 	r.linef("machine                %d CPUs; busy %.0f%% until all Running, %.0f%% steady; load average at end %s",
 		cpu.cpus, 100*runCPU.busy, 100*steadyCPU.busy, loadAverage())
 	childWrites, anyWrites := 0, false
@@ -138,10 +165,91 @@ func TestScale(t *testing.T) {
 	if !anyWrites {
 		r.linef("  none")
 	}
+	r.linef("steady window reads and writes, all namespaces, per instance (watch: watches opened):")
+	for _, comp := range audit.allComponents() {
+		r.linef("  %-24s %s", comp, formatCounts(audit.requests(comp, steadyFrom, steadyTo), n))
+	}
 	t.Log("\n" + r.String())
+
+	// A Metacontroller restart (a rollout, a lost leader) forgets every wake-up it was asked for:
+	// each Challenge must be synced again at once, not at its next resync.
+	if os.Getenv("BENCH_RESTART") != "0" {
+		restarted := restartMetacontroller(t, pidsDir, cpu.pids["metacontroller"])
+		syncs0 := hookSyncs(t)
+		deadline := restarted.Add(time.Duration(n/5+120) * time.Second)
+		// Every sync reads its Challenge (Metacontroller's status update): the audit log names
+		// each one. It is read once the hook answered n syncs, and again until all are named.
+		var synced map[string]bool
+		for len(synced) < n && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Second)
+			if hookSyncs(t)-syncs0 >= n {
+				synced = readAudit(t, auditLog, ns).getters("metacontroller", "challenges", restarted)
+			}
+		}
+		resynced := time.Since(restarted)
+		if len(synced) < n {
+			t.Errorf("after a Metacontroller restart, %d of %d Challenges were synced again within %s", len(synced), n, resynced.Round(time.Second))
+		} else {
+			t.Logf("Metacontroller restarted: every Challenge synced again within %s (the hook's count of syncs, then the audit log's reads by name)", resynced.Round(time.Second))
+		}
+	}
+
 	if childWrites > 0 {
 		t.Errorf("%d child or Challenge status writes in the steady window, want none", childWrites)
 	}
+}
+
+// restartMetacontroller stops Metacontroller (SIGTERM, as a rollout does) and starts it again with
+// the same command line, environment, directory and log, the way hack/cluster.sh started it, and
+// rewrites its PID file so that hack/cluster.sh stops the new one. It returns when the new process
+// started.
+func restartMetacontroller(t *testing.T, pidsDir string, pid int) time.Time {
+	t.Helper()
+	read := func(what string) []string {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, what))
+		if err != nil {
+			t.Fatalf("Metacontroller's %s: %v", what, err)
+		}
+		return strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+	}
+	args, env := read("cmdline"), read("environ")
+	dir, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.OpenFile(os.Getenv("E2E_METACONTROLLER_LOG"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatalf("Metacontroller's log: %v", err)
+	}
+	defer logFile.Close()
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("stop Metacontroller: %v", err)
+	}
+	for i := 0; ; i++ {
+		if err := proc.Signal(syscall.Signal(0)); err != nil {
+			break
+		}
+		if i == 300 {
+			t.Fatal("Metacontroller did not stop within 30s of SIGTERM")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, dir, logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start Metacontroller again: %v", err)
+	}
+	started := time.Now()
+	if err := os.WriteFile(filepath.Join(pidsDir, "metacontroller.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait() }() // reaped when hack/cluster.sh stops it
+	return started
 }
 
 // sinceStart is at - start in seconds, or "-" when there is no at.
@@ -200,6 +308,12 @@ func createChallenges(ctx context.Context, t *testing.T, c *cluster, ns string, 
 // hookSyncs is the hook's count of answered sync and finalize requests (its /metrics).
 func hookSyncs(t *testing.T) int {
 	t.Helper()
+	return hookRequests(t, "/sync", "/finalize")
+}
+
+// hookRequests is the hook's count of answered requests on routes (its /metrics).
+func hookRequests(t *testing.T, routes ...string) int {
+	t.Helper()
 	resp, err := http.Get("http://" + shared.hook.addr + "/metrics")
 	if err != nil {
 		t.Fatalf("hook metrics: %v", err)
@@ -210,7 +324,7 @@ func hookSyncs(t *testing.T) int {
 	for scanner.Scan() {
 		line := scanner.Text()
 		if !strings.HasPrefix(line, "challenge_hook_http_requests_total{") ||
-			!(strings.Contains(line, `route="/sync"`) || strings.Contains(line, `route="/finalize"`)) {
+			!slices.ContainsFunc(routes, func(r string) bool { return strings.Contains(line, `route="`+r+`"`) }) {
 			continue
 		}
 		fields := strings.Fields(line)
@@ -221,6 +335,87 @@ func hookSyncs(t *testing.T) int {
 		total += int(v)
 	}
 	return total
+}
+
+// queueCounts are Metacontroller's workqueue counters for the CompositeController challenge-hook
+// (client-go's workqueue metrics, served by Metacontroller's --metrics-address).
+type queueCounts struct {
+	adds    float64 // keys enqueued while not already queued: resync ticks, events, due wake-ups
+	delayed float64 // AddAfter calls: a resyncAfterSeconds answer (or a retry after an error)
+	syncs   float64 // keys processed: syncs
+}
+
+func (q queueCounts) minus(o queueCounts) queueCounts {
+	return queueCounts{q.adds - o.adds, q.delayed - o.delayed, q.syncs - o.syncs}
+}
+
+func metacontrollerQueue(t *testing.T) queueCounts {
+	t.Helper()
+	addr := os.Getenv("BENCH_MC_METRICS")
+	if addr == "" {
+		t.Fatal("BENCH_MC_METRICS is not set: run `make bench-cluster`")
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("Metacontroller metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	var q queueCounts
+	found := false
+	scanner := bufio.NewScanner(resp.Body)
+	scanner.Buffer(make([]byte, 1<<20), 1<<20)
+	for scanner.Scan() {
+		line := scanner.Text()
+		// The queue is named CompositeController-<name> (Metacontroller's composite controller).
+		if !strings.Contains(line, `name="CompositeController-challenge-hook"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "workqueue_adds_total{"):
+			q.adds, found = v, true
+		case strings.HasPrefix(line, "workqueue_retries_total{"):
+			q.delayed = v
+		case strings.HasPrefix(line, "workqueue_work_duration_seconds_count{"):
+			q.syncs = v
+		}
+	}
+	if !found {
+		// A report without these counts is still worth having: say so, do not fail.
+		t.Logf("Metacontroller's metrics at %s have no workqueue_adds_total of the CompositeController challenge-hook", addr)
+	}
+	return q
+}
+
+// rss is every metered process's resident memory now, largest first.
+func (m *cpuMeter) rss(t *testing.T) string {
+	t.Helper()
+	kb := map[string]float64{}
+	for name, pid := range m.pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatalf("memory of %s: %v", name, err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if fields := strings.Fields(line); len(fields) >= 2 && fields[0] == "VmRSS:" {
+				kb[name], _ = strconv.ParseFloat(fields[1], 64)
+			}
+		}
+	}
+	names := make([]string, 0, len(kb))
+	for name := range kb {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return kb[names[i]] > kb[names[j]] })
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %.0f MiB", name, kb[name]/1024)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // cpuMeter reads the CPU time of the hook and of every process hack/cluster.sh started
@@ -326,9 +521,11 @@ func loadAverage() string {
 
 // auditEvent is the part of an API server audit event (level Metadata) the report needs.
 type auditEvent struct {
+	Stage     string `json:"stage"`
 	Verb      string `json:"verb"`
 	UserAgent string `json:"userAgent"`
 	ObjectRef struct {
+		Name        string `json:"name"`
 		Resource    string `json:"resource"`
 		Namespace   string `json:"namespace"`
 		Subresource string `json:"subresource"`
@@ -345,9 +542,14 @@ func (e auditEvent) component() string {
 	return strings.SplitN(e.UserAgent, "/", 2)[0]
 }
 
-type auditLog struct{ events []auditEvent }
+// auditLog holds the successful writes in one namespace (events) and every request in any namespace
+// (all; reads too, when hack/bench-cluster.sh's policy records them).
+type auditLog struct {
+	ns          string
+	events, all []auditEvent
+}
 
-// readAudit reads the successful writes in namespace ns.
+// readAudit reads the audit log: the successful writes in namespace ns, and every request.
 func readAudit(t *testing.T, path, ns string) auditLog {
 	t.Helper()
 	f, err := os.Open(path)
@@ -355,7 +557,7 @@ func readAudit(t *testing.T, path, ns string) auditLog {
 		t.Fatalf("audit log: %v", err)
 	}
 	defer f.Close()
-	var log auditLog
+	log := auditLog{ns: ns}
 	dec := json.NewDecoder(f)
 	for {
 		var e auditEvent
@@ -364,7 +566,13 @@ func readAudit(t *testing.T, path, ns string) auditLog {
 		} else if err != nil {
 			t.Fatalf("audit log %s: %v", path, err)
 		}
-		if e.ObjectRef.Namespace == ns && e.ResponseStatus.Code < 300 {
+		// A watch is counted once, when it starts (its ResponseComplete comes when it ends); every
+		// other request once, complete.
+		if (e.Verb == "watch") != (e.Stage == "ResponseStarted") {
+			continue
+		}
+		log.all = append(log.all, e)
+		if e.ObjectRef.Namespace == ns && e.ResponseStatus.Code < 300 && isWrite(e.Verb) {
 			log.events = append(log.events, e)
 		}
 	}
@@ -379,6 +587,53 @@ func (l auditLog) components() []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+func isWrite(verb string) bool {
+	return verb != "get" && verb != "list" && verb != "watch"
+}
+
+// getters are the names of the objects of resource in namespace ns that comp read (get) since from.
+func (l auditLog) getters(comp, resource string, from time.Time) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range l.all {
+		if e.component() == comp && e.Verb == "get" && e.ObjectRef.Resource == resource && e.ObjectRef.Subresource == "" &&
+			e.ObjectRef.Namespace == l.ns && !e.Received.Time.Before(from) {
+			out[e.ObjectRef.Name] = true
+		}
+	}
+	return out
+}
+
+// allComponents are the clients of any request in the log.
+func (l auditLog) allComponents() []string {
+	var out []string
+	for _, e := range l.all {
+		if !slices.Contains(out, e.component()) {
+			out = append(out, e.component())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// requests counts comp's requests in [from, to), any namespace and outcome, by "verb resource".
+func (l auditLog) requests(comp string, from, to time.Time) map[string]int {
+	out := map[string]int{}
+	for _, e := range l.all {
+		if e.component() != comp || e.Received.Time.Before(from) || !e.Received.Time.Before(to) {
+			continue
+		}
+		key := e.Verb + " " + e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			key += "/" + e.ObjectRef.Subresource
+		}
+		if e.ObjectRef.Resource == "" {
+			key = e.Verb + " (non-resource)"
+		}
+		out[key]++
+	}
 	return out
 }
 

@@ -125,6 +125,30 @@ start_metacontroller() {
     --health-probe-bind-address="127.0.0.1:${MC_HEALTH_PORT:-8081}" \
     ${MC_FLAGS:---workers=5 --client-go-qps=100 --client-go-burst=200}
   wait_for metacontroller 60 curl -sf "http://127.0.0.1:${MC_HEALTH_PORT:-8081}/readyz"
+  if [[ -n ${MC_RESTART:-} ]]; then
+    start_proc metacontroller-restarter bash "${BASH_SOURCE[0]}" restart-metacontroller "$RUN"
+  fi
+}
+
+# cmd_restart_metacontroller runs (as the process metacontroller-restarter) for as long as the
+# control plane does: when Metacontroller exits (v4.17.2 panics, rarely, on a parent deleted while
+# it syncs it: a nil parent in syncParentObject), it starts it again a second later, its log
+# appended, as the Deployment of a real install restarts it; each restart is logged, and make e2e
+# prints them. Stopped before everything else (cmd_stop), so that it restarts nothing on the way down.
+cmd_restart_metacontroller() {
+  local pid cmd=()
+  # The command line of the Metacontroller it watches, exactly as started.
+  mapfile -d '' cmd < "/proc/$(cat "$PIDS/metacontroller.pid")/cmdline"
+  trap 'exit 0' TERM
+  while sleep 1; do
+    pid=$(cat "$PIDS/metacontroller.pid")
+    # Alive, and not a zombie: a process started with setsid by a script that has exited is the
+    # child of PID 1, which in a container may never reap it.
+    [[ $(ps -o stat= -p "$pid" 2>/dev/null) == [^Z]* ]] && continue
+    log "RESTART: metacontroller (pid $pid) exited; starting it again; its log: $LOGS/metacontroller.log"
+    setsid "${cmd[@]}" >> "$LOGS/metacontroller.log" 2>&1 < /dev/null &
+    echo $! > "$PIDS/metacontroller.pid"
+  done
 }
 
 cmd_start() {
@@ -226,6 +250,7 @@ ours() {
 cmd_stop() {
   [[ -f $PIDS/order ]] || { log "nothing to stop"; return 0; }
   local name pid pids=()
+  if pid=$(ours metacontroller-restarter); then stop_pids "$pid"; fi
   # everything except etcd first (in parallel), then etcd
   for name in $(tac "$PIDS/order"); do
     [[ $name == etcd ]] && continue
@@ -248,6 +273,7 @@ cmd_status() {
 case "${1:-}" in
   start) cmd_start ;;
   stop) cmd_stop ;;
+  restart-metacontroller) cmd_restart_metacontroller ;;
   status) cmd_status ;;
   *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
 esac

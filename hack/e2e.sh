@@ -42,6 +42,9 @@ export BIN=$K8S_BINS_DIR RUN EXTRA="kcm scheduler kwok metacontroller" KWOK_STAG
 export ETCD_PORT=24790 API_PORT=26443 KCM_PORT=20257 SCHED_PORT=20259 KWOK_PORT=20247
 export MC_METRICS_PORT=29999 MC_HEALTH_PORT=28081 MC_LOG_LEVEL=4
 export MC_FLAGS="--workers=5 --client-go-qps=100 --client-go-burst=200"
+# Restart Metacontroller when it exits, as its Deployment would (hack/cluster.sh); each restart is
+# printed at the end.
+export MC_RESTART=1
 # The hook the tests serve, at the address the CompositeController's webhook urls name, and the
 # CompositeController's resync period: short, so that a test can watch three of them.
 HOOK_ADDR=127.0.0.1:28080 RESYNC_SECONDS=${E2E_RESYNC_SECONDS:-5}
@@ -58,6 +61,11 @@ bash hack/cluster.sh stop >/dev/null 2>&1 9>&- || true
 status=1
 stop_plane() {
   bash hack/cluster.sh stop || true
+  if grep -q RESTART "$RUN/logs/metacontroller-restarter.log" 2>/dev/null; then
+    log "Metacontroller exited during the run and was restarted:"
+    grep RESTART "$RUN/logs/metacontroller-restarter.log" >&2
+    grep -m3 '^panic:' "$RUN/logs/metacontroller.log" >&2 || true
+  fi
   if [[ $status != 0 || ${E2E_KEEP_LOGS:-0} == 1 ]]; then
     for f in "$RUN"/logs/*.log; do
       [[ -f $f ]] || continue

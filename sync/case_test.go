@@ -311,18 +311,48 @@ func appliedChildren(t testing.TB, c caseFile, controller, stored map[string]any
 		"controller": controller, "parent": parent, "related": relatedObjects(t, parent, related), "finalizing": false,
 		"children": observedChildren(t, controller, parent, nil, nil),
 	}
-	c0 := goldenCase{name: "applied", request: marshal(t, first), flags: flags}
-	body := answerAt(t, c0, cfg, created)
-	second := applyAnswer(t, c0.request, body, applied{create: true, delete: true})
-	var resp struct {
-		Children []map[string]any `json:"children"`
-	}
-	require.NoError(t, json.Unmarshal(answerAt(t, c0.with(second), cfg, created), &resp))
+	applying := goldenCase{name: "applied", request: marshal(t, first), flags: flags}
+	body := answerAt(t, applying, cfg, created)
 	out := map[string]map[string]any{}
-	for _, child := range resp.Children {
-		out[fmt.Sprint(child["kind"], "/", child["metadata"].(map[string]any)["name"])] = child
+	// A Pod waits for its NetworkPolicy, and in an instance of several pods for the Services of
+	// the peers it resolves by name: each round is one more answer applied, until every child
+	// of the instance has been declared.
+	for range 3 {
+		next := withAllocatedServiceIPs(t, applyAnswer(t, applying.request, body, applied{create: true, delete: true}), c.Children)
+		applying = applying.with(next)
+		body = answerAt(t, applying, cfg, created)
+		var resp struct {
+			Children []map[string]any `json:"children"`
+		}
+		require.NoError(t, json.Unmarshal(body, &resp))
+		for _, child := range resp.Children {
+			out[fmt.Sprint(child["kind"], "/", child["metadata"].(map[string]any)["name"])] = child
+		}
 	}
 	return out
+}
+
+// withAllocatedServiceIPs gives each observed Service of request what the API server allocates at
+// its creation: the spec of the case's Service of the same name (its ClusterIP, node ports), or
+// else a ClusterIP of its own.
+func withAllocatedServiceIPs(t testing.TB, request []byte, children []map[string]any) []byte {
+	var req map[string]any
+	require.NoError(t, json.Unmarshal(request, &req))
+	services, _ := mapAt(req, "children")[ChildKind{APIVersion: "v1", Kind: "Service"}.Key()].(map[string]any)
+	for i, key := range slices.Sorted(maps.Keys(services)) {
+		obj := services[key].(map[string]any)
+		spec := mapAt(obj, "spec")
+		for _, child := range children {
+			if child["kind"] == "Service" && mapAt(child, "metadata")["name"] == mapAt(obj, "metadata")["name"] {
+				spec = mergeObjects(spec, mapAt(child, "spec"))
+			}
+		}
+		if spec["clusterIP"] == nil {
+			spec["clusterIP"] = fmt.Sprintf("10.96.0.%d", 10+i)
+		}
+		obj["spec"] = spec
+	}
+	return marshal(t, req)
 }
 
 // patchedObjects are objs with each patch merged into the object of the same kind and name, or

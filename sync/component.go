@@ -142,12 +142,3 @@ func receivesFlag(t v1alpha1.DefinitionSpec, c v1alpha1.Container) bool {
 func (in *instance) mountsFlag(c *component) bool {
 	return slices.ContainsFunc(c.spec.Containers, func(ct v1alpha1.Container) bool { return receivesFlag(in.template, ct) })
 }
-
-// templateContainers are every container of a template, in the order of its pods.
-func templateContainers(t v1alpha1.DefinitionSpec) []v1alpha1.Container {
-	out := slices.Clone(t.Containers)
-	for _, p := range t.Pods {
-		out = append(out, p.Containers...)
-	}
-	return out
-}

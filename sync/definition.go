@@ -44,7 +44,8 @@ func resolveTemplate(in *instance, related Related) *problem {
 				"spec.template: this hook refuses inline templates (--inline-templates=false): reference a ChallengeDefinition with spec.definitionRef instead", nil}
 		}
 		in.template = *parent.Spec.Template
-		if errs := ValidateDefinition(in.template, field.NewPath("spec", "template")); len(errs) > 0 {
+		templatePath := field.NewPath("spec", "template")
+		if errs := append(ValidateDefinition(in.template, templatePath), ValidateComponentNames(in.name, in.template, templatePath)...); len(errs) > 0 {
 			return &problem{v1alpha1.ReasonInvalidSpec, errs.ToAggregate().Error(), &in.template}
 		}
 	} else {
@@ -66,6 +67,10 @@ func resolveTemplate(in *instance, related Related) *problem {
 		in.template = def.Spec
 		if errs := ValidateDefinition(in.template, field.NewPath("spec")); len(errs) > 0 {
 			return &problem{v1alpha1.ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, errs.ToAggregate()), &in.template}
+		}
+		// The definition is valid; the Challenge's name is what makes its children's names too long.
+		if errs := ValidateComponentNames(in.name, in.template, field.NewPath("spec")); len(errs) > 0 {
+			return &problem{v1alpha1.ReasonInvalidSpec, fmt.Sprintf("metadata.name: too long for the pods of ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, errs.ToAggregate()), &in.template}
 		}
 	}
 	if flag := in.template.Flag; flag != nil && flag.Dynamic && len(cfg.FlagKey) == 0 && cfg.DynamicFlagPlaceholder == "" {
@@ -152,6 +157,11 @@ const (
 	maxExposeFrom = 8
 	maxPeerLabels = 16
 	maxFlagPrefix = 32
+	maxPods       = 8
+	maxPodName    = 20
+	maxInternal   = 16
+	// An internal port admits the other pods of the template, so at most all of them.
+	maxInternalFrom = maxPods - 1
 )
 
 var flagPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
@@ -161,50 +171,34 @@ var validProtocols = map[string]bool{"TCP": true, "UDP": true, "SCTP": true}
 // ValidateDefinition checks a template, at path (spec of a ChallengeDefinition, spec.template of a
 // Challenge). Each error names its field and says what is expected; their order is the same on
 // every call, as the status message shows them.
+//
+// A template is one Pod (containers) or several (pods). Either form is "set" when its list is not
+// nil, as for the CRD's has(): an empty list is set, and refused for having no entry.
 func ValidateDefinition(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if len(spec.Pods) > 0 {
-		return nil // TEMPORARY(i22-valid): the pods form's checks come from branch i22-valid; never land this
-	}
-	containersPath := fldPath.Child("containers")
-	switch n := len(spec.Containers); {
-	case n == 0:
-		errs = append(errs, field.Required(containersPath, fmt.Sprintf("need 1 to %d containers", maxContainers)))
-	case n > maxContainers:
-		errs = append(errs, field.TooMany(containersPath, n, maxContainers))
-	}
-	portProtocol := map[int32]string{}
-	containerNames := map[string]bool{}
-	portNames := map[string]bool{}
-	for i, c := range spec.Containers {
-		containerPath := containersPath.Index(i)
-		errs = append(errs, validateContainer(c, containerPath)...)
-		if containerNames[c.Name] {
-			errs = append(errs, field.Duplicate(containerPath.Child("name"), c.Name))
+	withPods := spec.Pods != nil
+	// At most one exposure of each routed type in the whole instance: it has one host.
+	routedCount := map[string]int{}
+	if !withPods {
+		errs = append(errs, validatePod(spec.Containers, spec.Expose, fldPath.Child("containers"), fldPath.Child("expose"), spec.Flag != nil, routedCount)...)
+	} else {
+		if spec.Containers != nil {
+			errs = append(errs, field.Forbidden(fldPath.Child("pods"), "set exactly one of containers (an instance of one Pod) and pods (an instance of several)"))
 		}
-		containerNames[c.Name] = true
-		for j, p := range c.Ports {
-			portPath := containerPath.Child("ports").Index(j)
-			if _, taken := portProtocol[p.ContainerPort]; taken {
-				errs = append(errs, field.Duplicate(portPath.Child("containerPort"), p.ContainerPort))
-			} else {
-				portProtocol[p.ContainerPort] = protocolOf(p)
-			}
-			if p.Name != "" {
-				if portNames[p.Name] {
-					errs = append(errs, field.Duplicate(portPath.Child("name"), p.Name))
-				}
-				portNames[p.Name] = true
-			}
+		errs = append(errs, validatePods(spec.Pods, fldPath.Child("pods"), spec.Flag != nil, routedCount)...)
+		if spec.Expose != nil {
+			errs = append(errs, field.Forbidden(fldPath.Child("expose"), "with pods, set expose on each pod, not on the template"))
 		}
 	}
-	errs = append(errs, validateExpose(spec.Expose, portProtocol, fldPath.Child("expose"))...)
 	timeout := validDuration(spec.Timeout, fldPath.Child("timeout"), &errs)
 	maxLifetime := validDuration(spec.MaxLifetime, fldPath.Child("maxLifetime"), &errs)
 	if timeout > 0 && maxLifetime > 0 && timeout > maxLifetime {
 		errs = append(errs, field.Invalid(fldPath.Child("timeout"), spec.Timeout, "longer than maxLifetime "+spec.MaxLifetime))
 	}
-	errs = append(errs, validateFlag(spec.Flag, spec.Containers, fldPath.Child("flag"))...)
+	if withPods && spec.Egress {
+		errs = append(errs, field.Forbidden(fldPath.Child("egress"), "with pods, set egress on each pod, not on the template"))
+	}
+	errs = append(errs, validateFlag(spec, fldPath.Child("flag"))...)
 	if spec.RuntimeClassName != "" {
 		if msgs := validation.IsDNS1123Subdomain(spec.RuntimeClassName); len(msgs) > 0 {
 			errs = append(errs, field.Invalid(fldPath.Child("runtimeClassName"), spec.RuntimeClassName, strings.Join(msgs, "; ")))
@@ -213,13 +207,194 @@ func ValidateDefinition(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field
 	if g := spec.TerminationGracePeriodSeconds; g != nil && (*g < 1 || *g > maxTerminationGracePeriod) {
 		errs = append(errs, field.Invalid(fldPath.Child("terminationGracePeriodSeconds"), *g, fmt.Sprintf("not between 1 and %d", maxTerminationGracePeriod)))
 	}
-	if sec := spec.Security; sec != nil && sec.RunAsUser != nil {
-		runAsUser := fldPath.Child("security", "runAsUser")
-		if *sec.RunAsUser < 0 {
-			errs = append(errs, field.Invalid(runAsUser, *sec.RunAsUser, "negative"))
+	switch {
+	case withPods && spec.Security != nil:
+		errs = append(errs, field.Forbidden(fldPath.Child("security"), "with pods, set security on each pod, not on the template"))
+	case !withPods:
+		errs = append(errs, validateSecurity(spec.Security, fldPath.Child("security"))...)
+	}
+	return errs
+}
+
+// validatePod checks what one Pod of an instance is built from, in either form: its containers
+// (names, ports, each container on its own) and its exposures. routedCount counts the HTTP and TLS
+// exposures of the whole instance, across calls.
+func validatePod(containers []v1alpha1.Container, expose []v1alpha1.Expose, containersPath, exposePath *field.Path, templateHasFlag bool, routedCount map[string]int) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateCount(len(containers), maxContainers, containersPath, "containers")...)
+	portProtocol := podPorts(containers)
+	containerNames := map[string]bool{}
+	portsSeen := map[int32]bool{}
+	portNames := map[string]bool{}
+	for i, c := range containers {
+		containerPath := containersPath.Index(i)
+		errs = append(errs, validateContainer(c, containerPath)...)
+		if containerNames[c.Name] {
+			errs = append(errs, field.Duplicate(containerPath.Child("name"), c.Name))
 		}
-		if *sec.RunAsUser == 0 && !sec.RunAsRoot {
-			errs = append(errs, field.Invalid(runAsUser, *sec.RunAsUser, "that is root: set security.runAsRoot: true to run as root"))
+		containerNames[c.Name] = true
+		for j, p := range c.Ports {
+			portPath := containerPath.Child("ports").Index(j)
+			if portsSeen[p.ContainerPort] {
+				errs = append(errs, field.Duplicate(portPath.Child("containerPort"), p.ContainerPort))
+			}
+			portsSeen[p.ContainerPort] = true
+			if p.Name != "" {
+				if portNames[p.Name] {
+					errs = append(errs, field.Duplicate(portPath.Child("name"), p.Name))
+				}
+				portNames[p.Name] = true
+			}
+		}
+		if c.Flag && !templateHasFlag {
+			errs = append(errs, field.Forbidden(containerPath.Child("flag"), "the template has no flag to deliver: set flag, or remove flag: true"))
+		}
+	}
+	return append(errs, validateExpose(expose, portProtocol, routedCount, exposePath)...)
+}
+
+// podPorts maps each containerPort of a Pod's containers to its protocol; of a port listed twice
+// (an error), the first.
+func podPorts(containers []v1alpha1.Container) map[int32]string {
+	portProtocol := map[int32]string{}
+	for _, c := range containers {
+		for _, p := range c.Ports {
+			if _, taken := portProtocol[p.ContainerPort]; !taken {
+				portProtocol[p.ContainerPort] = protocolOf(p)
+			}
+		}
+	}
+	return portProtocol
+}
+
+// validateCount checks that a list has 1 to limit entries of what.
+func validateCount(n, limit int, fldPath *field.Path, what string) field.ErrorList {
+	switch {
+	case n == 0:
+		return field.ErrorList{field.Required(fldPath, fmt.Sprintf("need 1 to %d %s", limit, what))}
+	case n > limit:
+		return field.ErrorList{field.TooMany(fldPath, n, limit)}
+	}
+	return nil
+}
+
+// validatePods checks the pods of a template of several: each as a Pod of its own (validatePod),
+// its name, by which its peers reach it and after which its children are named, and its internal
+// ports, which only the other pods it names reach.
+func validatePods(pods []v1alpha1.PodTemplate, fldPath *field.Path, templateHasFlag bool, routedCount map[string]int) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateCount(len(pods), maxPods, fldPath, "pods")...)
+	names := map[string]bool{}
+	for _, p := range pods {
+		names[p.Name] = true
+	}
+	seen := map[string]bool{}
+	for i, p := range pods {
+		podPath := fldPath.Index(i)
+		errs = append(errs, validatePodName(p.Name, podPath.Child("name"))...)
+		if seen[p.Name] {
+			errs = append(errs, field.Duplicate(podPath.Child("name"), p.Name))
+		}
+		seen[p.Name] = true
+		errs = append(errs, validatePod(p.Containers, p.Expose, podPath.Child("containers"), podPath.Child("expose"), templateHasFlag, routedCount)...)
+		errs = append(errs, validateInternal(p, pods, names, podPath.Child("internal"))...)
+		errs = append(errs, validateSecurity(p.Security, podPath.Child("security"))...)
+	}
+	return errs
+}
+
+// validatePodName: a pod's name is its peers' host name for it and the suffix of its children's
+// names (<challenge>-<pod>, see ValidateComponentNames), hence a short DNS-1035 label.
+func validatePodName(name string, fldPath *field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	msgs := validation.IsDNS1035Label(name)
+	if len(name) > maxPodName {
+		msgs = append(msgs, fmt.Sprintf("must be no more than %d characters", maxPodName))
+	}
+	if len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(fldPath, name, "peers reach the pod by this name and its children are named after it: "+strings.Join(msgs, "; "))}
+	}
+	return nil
+}
+
+// validateInternal checks a pod's internal ports: ports of its own containers, each admitting 1 to
+// maxInternalFrom other pods of the template by name. names holds every pod name of the template.
+func validateInternal(pod v1alpha1.PodTemplate, pods []v1alpha1.PodTemplate, names map[string]bool, fldPath *field.Path) field.ErrorList {
+	if len(pod.Internal) > maxInternal {
+		return field.ErrorList{field.TooMany(fldPath, len(pod.Internal), maxInternal)}
+	}
+	var errs field.ErrorList
+	portProtocol := podPorts(pod.Containers)
+	// The names a from entry may take, in the template's order, for a message.
+	var others []string
+	for _, p := range pods {
+		if p.Name != pod.Name && !slices.Contains(others, p.Name) {
+			others = append(others, p.Name)
+		}
+	}
+	seenPorts := map[int32]bool{}
+	for i, in := range pod.Internal {
+		inPath := fldPath.Index(i)
+		portPath := inPath.Child("port")
+		if _, ok := portProtocol[in.Port]; !ok {
+			errs = append(errs, field.Invalid(portPath, in.Port, "not a containerPort of the pod's containers"))
+		} else if seenPorts[in.Port] {
+			errs = append(errs, field.Duplicate(portPath, in.Port))
+		}
+		seenPorts[in.Port] = true
+		fromPath := inPath.Child("from")
+		switch n := len(in.From); {
+		case n == 0:
+			errs = append(errs, field.Required(fromPath, fmt.Sprintf("name the 1 to %d other pods that reach this port", maxInternalFrom)))
+			continue
+		case n > maxInternalFrom:
+			errs = append(errs, field.TooMany(fromPath, n, maxInternalFrom))
+			continue
+		}
+		seenFrom := map[string]bool{}
+		for j, from := range in.From {
+			switch {
+			case from == pod.Name:
+				errs = append(errs, field.Invalid(fromPath.Index(j), from, "the pod itself: name another pod of the template (a pod always reaches its own ports)"))
+			case !names[from]:
+				errs = append(errs, field.NotSupported(fromPath.Index(j), from, others))
+			case seenFrom[from]:
+				errs = append(errs, field.Duplicate(fromPath.Index(j), from))
+			}
+			seenFrom[from] = true
+		}
+	}
+	return errs
+}
+
+func validateSecurity(sec *v1alpha1.Security, fldPath *field.Path) field.ErrorList {
+	if sec == nil || sec.RunAsUser == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	runAsUser := fldPath.Child("runAsUser")
+	if *sec.RunAsUser < 0 {
+		errs = append(errs, field.Invalid(runAsUser, *sec.RunAsUser, "negative"))
+	}
+	if *sec.RunAsUser == 0 && !sec.RunAsRoot {
+		errs = append(errs, field.Invalid(runAsUser, *sec.RunAsUser, "that is root: set security.runAsRoot: true to run as root"))
+	}
+	return errs
+}
+
+// ValidateComponentNames checks that the children of a template of several pods, named
+// <challengeName>-<pod> (Pod, Service, NetworkPolicy), are DNS-1035 labels: at most 63
+// characters. A template of one Pod names its children after the Challenge alone. fldPath is the
+// template's (spec, spec.template).
+func ValidateComponentNames(challengeName string, spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, p := range spec.Pods {
+		if child := challengeName + "-" + p.Name; len(child) > validation.DNS1035LabelMaxLength {
+			errs = append(errs, field.Invalid(fldPath.Child("pods").Index(i).Child("name"), p.Name, fmt.Sprintf(
+				"the pod's children are named %s-%s, %d characters: a name is at most %d, so shorten the Challenge's name (%d) or the pod's",
+				challengeName, p.Name, len(child), validation.DNS1035LabelMaxLength, len(challengeName))))
 		}
 	}
 	return errs
@@ -343,14 +518,15 @@ func validatePort(port int32, fldPath *field.Path) field.ErrorList {
 	return nil
 }
 
-func validateExpose(expose []v1alpha1.Expose, portProtocol map[int32]string, fldPath *field.Path) field.ErrorList {
+// validateExpose checks a Pod's exposures; routedCount counts the HTTP and TLS exposures of the
+// whole instance (it has one host), across the calls for its pods.
+func validateExpose(expose []v1alpha1.Expose, portProtocol map[int32]string, routedCount map[string]int, fldPath *field.Path) field.ErrorList {
 	if len(expose) > maxExpose {
 		return field.ErrorList{field.TooMany(fldPath, len(expose), maxExpose)}
 	}
 	var errs field.ErrorList
 	seen := map[int32]bool{}
 	serviceType := ""
-	routedCount := map[string]int{}
 	for i, e := range expose {
 		exposePath := fldPath.Index(i)
 		protocol, ok := portProtocol[e.Port]
@@ -429,7 +605,10 @@ func validateExposeFrom(e v1alpha1.Expose, kind exposureKind, fldPath *field.Pat
 	return errs
 }
 
-func validateFlag(flag *v1alpha1.Flag, containers []v1alpha1.Container, fldPath *field.Path) field.ErrorList {
+// validateFlag checks the template's flag, and which containers receive it: with pods, those that
+// set flag: true, at least one; in a template of one Pod, those, or every container when none does.
+func validateFlag(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.ErrorList {
+	flag := spec.Flag
 	if flag == nil {
 		return nil
 	}
@@ -440,14 +619,31 @@ func validateFlag(flag *v1alpha1.Flag, containers []v1alpha1.Container, fldPath 
 	if flag.Env == "" && flag.Path == "" {
 		errs = append(errs, field.Required(fldPath, "set env, path or both, to say how the flag reaches the containers"))
 	}
+	if spec.Pods != nil && !slices.ContainsFunc(spec.Pods, func(p v1alpha1.PodTemplate) bool {
+		return slices.ContainsFunc(p.Containers, func(c v1alpha1.Container) bool { return c.Flag })
+	}) {
+		errs = append(errs, field.Invalid(fldPath, field.OmitValueType{}, "no container receives it: with pods, set flag: true on each container that receives the flag"))
+	}
 	if flag.Env != "" {
 		env := fldPath.Child("env")
 		if msgs := validation.IsEnvVarName(flag.Env); len(msgs) > 0 {
 			errs = append(errs, field.Invalid(env, flag.Env, strings.Join(msgs, "; ")))
 		}
-		for _, c := range containers {
-			if slices.ContainsFunc(c.Env, func(e v1alpha1.EnvVar) bool { return e.Name == flag.Env }) {
+		setsEnv := func(c v1alpha1.Container) bool {
+			return slices.ContainsFunc(c.Env, func(e v1alpha1.EnvVar) bool { return e.Name == flag.Env })
+		}
+		// Any container, receiving the flag or not: which ones do may change with the template,
+		// and a variable that means the flag in one container and not in its neighbour misleads.
+		for _, c := range spec.Containers {
+			if setsEnv(c) {
 				errs = append(errs, field.Invalid(env, flag.Env, fmt.Sprintf("container %q already sets it", c.Name)))
+			}
+		}
+		for _, p := range spec.Pods {
+			for _, c := range p.Containers {
+				if setsEnv(c) {
+					errs = append(errs, field.Invalid(env, flag.Env, fmt.Sprintf("container %q of pod %q already sets it", c.Name, p.Name)))
+				}
 			}
 		}
 	}

@@ -1,5 +1,6 @@
 package sync
 
-// SecondAnswer lets the external tests (package sync_test) sync an instance past its first
-// request, the one that creates its NetworkPolicy before its Pod.
-var SecondAnswer = secondAnswer
+// AnswerWithEveryPod lets the external tests (package sync_test) sync an instance past the
+// requests that create its NetworkPolicies and Services before its Pods, until every Pod of it is
+// declared.
+var AnswerWithEveryPod = answerWithEveryPod

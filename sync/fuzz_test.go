@@ -193,7 +193,7 @@ func FuzzValidateDefinition(f *testing.F) {
 			Metadata:   hooksync.ObjectMeta{Name: "fuzz", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000000", Generation: 1},
 			Spec:       v1alpha1.ChallengeSpec{Owner: "team-1", Template: &spec},
 		}}
-		resp := hooksync.SecondAnswer(t, req, fuzzNow, cfg)
+		resp := hooksync.AnswerWithEveryPod(t, req, fuzzNow, cfg)
 		if resp.Status.Phase == v1alpha1.PhaseError {
 			t.Fatalf("ValidateDefinition accepts the template but sync answers Error %s: %s", resp.Status.Reason, resp.Status.Message)
 		}
@@ -206,8 +206,14 @@ func FuzzValidateDefinition(f *testing.F) {
 		if err := json.Unmarshal(out, &wire); err != nil {
 			t.Fatal(err)
 		}
-		if len(wire.Children) == 0 || wire.Children[0].Kind != "Pod" {
-			t.Fatalf("a valid template built no Pod: %s", out)
+		pods := 0
+		for _, c := range wire.Children {
+			if c.Kind == "Pod" {
+				pods++
+			}
+		}
+		if want := max(1, len(spec.Pods)); pods != want {
+			t.Fatalf("a valid template of %d pods built %d Pods: %s", want, pods, out)
 		}
 	})
 }

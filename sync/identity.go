@@ -39,15 +39,15 @@ type instance struct {
 	labels              map[string]string // see setLabels
 	selector            map[string]string
 
-	cfg        Config
-	now        time.Time
-	parent     Challenge // the previous status is read from it
-	observed   ObservedChildren
-	deleting   bool      // the Challenge is being deleted (finalize)
-	problem    *problem  // why the hook cannot build the instance; nil when it can
-	started    time.Time // see startedAt
-	expires    time.Time // see deadline and expiry
-	expired    bool
+	cfg      Config
+	now      time.Time
+	parent   Challenge // the previous status is read from it
+	observed ObservedChildren
+	deleting bool      // the Challenge is being deleted (finalize)
+	problem  *problem  // why the hook cannot build the instance; nil when it can
+	started  time.Time // see startedAt
+	expires  time.Time // see deadline and expiry
+	expired  bool
 	// components are the instance's Pods and what surrounds each (resolveComponents), when
 	// problem is nil.
 	components []*component
@@ -91,9 +91,6 @@ func resolve(req Request, now time.Time, cfg Config) *instance {
 }
 
 func (in *instance) flagSecretName() string { return in.name + "-flag" }
-
-// severalPods: the template declares pods, and each component is named.
-func (in *instance) severalPods() bool { return len(in.template.Pods) > 0 }
 
 // inlineDefinitionPrefix starts the definition key of an inline template.
 const inlineDefinitionPrefix = "inline"

@@ -3,7 +3,9 @@ package sync
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,9 +42,12 @@ type peer struct {
 	namespace string // empty: not a Pod
 	labels    map[string]string
 	role      role
-	exposure  *truthExposure // the instance's exposure, for instance Pods
-	egress    bool           // the instance's template asks for internet egress
-	ports     []port         // the ports a platform peer is tried on as a destination
+	exposure  *truthExposure    // the instance's exposure, for instance Pods (nil: none)
+	egress    bool              // the instance's template asks for internet egress
+	ports     []port            // the ports a platform peer is tried on as a destination
+	instance  string            // the Challenge an instance Pod belongs to
+	component string            // the pod's name, in an instance of several pods
+	internal  map[port][]string // the pod's internal ports and the pods of its instance they admit
 }
 
 type role int
@@ -129,11 +134,90 @@ func modelPolicies(t *testing.T, cfg Config) ([]peer, []*networkingapiv1.Network
 			instances = append(instances, peer{
 				name: fmt.Sprintf("%s/%s (egress: %t)", team, strings.ToLower(e.typ), team == "team-b"),
 				ip:   fmt.Sprintf("10.244.%d.%d", 3+teamIndex, 11+i), namespace: "ctf", labels: podLabels,
-				role: roleInstance, exposure: &exposure, egress: team == "team-b",
+				role: roleInstance, exposure: &exposure, egress: team == "team-b", instance: name,
 			})
 		}
+		components, componentPolicies := modelComponents(t, cfg, team, teamIndex)
+		instances, policies = append(instances, components...), append(policies, componentPolicies...)
 	}
 	return instances, policies
+}
+
+// modelComponents syncs a team's instance of three pods, as the golden cases components-* have it:
+// web (HTTP on 8080, which bot reaches too), db (5432, which web reaches), bot (no port), and
+// returns its Pods (as peers) and their NetworkPolicies.
+func modelComponents(t *testing.T, cfg Config, team string, teamIndex int) ([]peer, []*networkingapiv1.NetworkPolicy) {
+	name := "xss-" + team
+	container := func(name string, ports ...int32) []v1alpha1.Container {
+		c := v1alpha1.Container{Name: name, Image: "registry.ctf.example/xss-" + name + ":1"}
+		for _, p := range ports {
+			c.Ports = append(c.Ports, v1alpha1.ContainerPort{ContainerPort: p, Protocol: "TCP"})
+		}
+		return []v1alpha1.Container{c}
+	}
+	parent := Challenge{
+		Metadata: ObjectMeta{Name: name, Namespace: "ctf", UID: fmt.Sprintf("00000000-0000-0000-0001-%012d", teamIndex), Generation: 1},
+		Spec: v1alpha1.ChallengeSpec{Owner: team, Template: &v1alpha1.DefinitionSpec{Pods: []v1alpha1.PodTemplate{
+			{Name: "web", Containers: container("app", 8080), Expose: []v1alpha1.Expose{{Port: 8080, Type: v1alpha1.ExposeHTTP}},
+				Internal: []v1alpha1.InternalPort{{Port: 8080, From: []string{"bot"}}}},
+			{Name: "db", Containers: container("postgres", 5432), Internal: []v1alpha1.InternalPort{{Port: 5432, From: []string{"web"}}}},
+			{Name: "bot", Containers: container("chrome")},
+		}}},
+	}
+	resp := answerWithEveryPod(t, Request{Parent: parent}, goldenNow, cfg)
+	require.NotEqual(t, v1alpha1.PhaseError, resp.Status.Phase, resp.Status.Message)
+	body, err := EncodeResponse(resp)
+	require.NoError(t, err)
+	var answer struct {
+		Children []json.RawMessage `json:"children"`
+	}
+	require.NoError(t, json.Unmarshal(body, &answer))
+	var peers []peer
+	var policies []*networkingapiv1.NetworkPolicy
+	for _, p := range parent.Spec.Template.Pods {
+		podLabels, policy := childrenNamed(t, answer.Children, name+"-"+p.Name)
+		policies = append(policies, policy)
+		pr := peer{
+			name: fmt.Sprintf("%s/xss %s", team, p.Name), ip: fmt.Sprintf("10.244.%d.%d", 5+teamIndex, 11+len(peers)),
+			namespace: "ctf", labels: podLabels, role: roleInstance, instance: name, component: p.Name,
+			internal: map[port][]string{},
+		}
+		for _, e := range p.Expose {
+			pr.exposure = &truthExposure{e.Type, e.Port, "TCP"}
+		}
+		for _, i := range p.Internal {
+			pr.internal[port{i.Port, "TCP"}] = i.From
+		}
+		peers = append(peers, pr)
+	}
+	return peers, policies
+}
+
+// childrenNamed finds, among encoded children, the labels of the Pod and the NetworkPolicy named name.
+func childrenNamed(t *testing.T, children []json.RawMessage, name string) (map[string]string, *networkingapiv1.NetworkPolicy) {
+	var labels map[string]string
+	var policy *networkingapiv1.NetworkPolicy
+	for _, raw := range children {
+		var child struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name   string            `json:"name"`
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &child))
+		switch {
+		case child.Metadata.Name != name:
+		case child.Kind == "Pod":
+			labels = child.Metadata.Labels
+		case child.Kind == "NetworkPolicy":
+			policy = &networkingapiv1.NetworkPolicy{}
+			require.NoError(t, json.Unmarshal(raw, policy))
+		}
+	}
+	require.NotEmpty(t, labels, "no Pod %s", name)
+	require.NotNil(t, policy, "no NetworkPolicy %s", name)
+	return labels, policy
 }
 
 // podAndPolicy finds, in an encoded sync answer, the labels of the instance's Pod (on a Pod
@@ -205,12 +289,22 @@ var platformPeers = []peer{
 	{name: "public dns 8.8.8.8", ip: "8.8.8.8", role: rolePublicHost, ports: []port{{53, "UDP"}, {53, "TCP"}}},
 }
 
-// instancePorts are the ports each instance is tried on: its exposed port, an unexposed one and,
-// for a UDP exposure, the same number on TCP (a port admits only its own protocol).
+// instancePorts are the ports each instance Pod is tried on: its exposed port, its internal ports,
+// an unexposed one and, for a UDP exposure, the same number on TCP (a port admits only its own
+// protocol).
 func instancePorts(p peer) []port {
-	ports := []port{{p.exposure.port, p.exposure.protocol}, {22, "TCP"}}
-	if p.exposure.protocol == "UDP" {
-		ports = append(ports, port{p.exposure.port, "TCP"})
+	var ports []port
+	if e := p.exposure; e != nil {
+		ports = append(ports, port{e.port, e.protocol})
+	}
+	for _, pt := range slices.SortedFunc(maps.Keys(p.internal), func(a, b port) int { return int(a.number - b.number) }) {
+		if !slices.Contains(ports, pt) {
+			ports = append(ports, pt)
+		}
+	}
+	ports = append(ports, port{22, "TCP"})
+	if e := p.exposure; e != nil && e.protocol == "UDP" {
+		ports = append(ports, port{e.port, "TCP"})
 	}
 	return ports
 }
@@ -231,9 +325,13 @@ func expectedVerdict(src peer, dst target) (bool, string) {
 	if dst.peer.role == roleInstance {
 		e := dst.peer.exposure
 		switch {
-		case src.role == roleInstance:
+		case src.role == roleInstance && src.instance != dst.peer.instance:
 			return false, "another instance"
-		case dst.port != port{e.port, e.protocol}:
+		case src.role == roleInstance && slices.Contains(dst.peer.internal[dst.port], src.component):
+			return true, "pod of the same instance on an internal port that admits it"
+		case src.role == roleInstance:
+			return false, "pod of the same instance on a port, or from a pod, the definition does not name"
+		case e == nil || dst.port != port{e.port, e.protocol}:
 			return false, "not the exposed port"
 		case e.typ == v1alpha1.ExposeHTTP && src.role == roleIngressController:
 			return true, "HTTP through the ingress controller"
@@ -280,6 +378,8 @@ func expectedVerdict(src peer, dst target) (bool, string) {
 // legitimate path, each at least once.
 var requiredReasons = []string{
 	"another instance",
+	"pod of the same instance on an internal port that admits it",
+	"pod of the same instance on a port, or from a pod, the definition does not name",
 	"not the exposed port",
 	"HTTP through the ingress controller",
 	"HTTP only through the ingress controller",
@@ -349,7 +449,8 @@ func truthTable(t *testing.T) []truthRow {
 
 func formatTruthTable(rows []truthRow) string {
 	var b strings.Builder
-	b.WriteString("# NetworkPolicy truth table: the hook's policies for two teams' instances of each exposure,\n")
+	b.WriteString("# NetworkPolicy truth table: the hook's policies for two teams' instances of each exposure, and\n")
+	b.WriteString("# of three pods (web: HTTP 8080, reached by bot; db: 5432, reached by web; bot),\n")
 	b.WriteString("# judged by cyclonus's matcher. Regenerate with go test ./sync -run TestNetworkPolicyTruthTable -update.\n")
 	b.WriteString("# Pod CIDR 10.244.0.0/16, Service CIDR 10.96.0.0/12, nodes 172.18.0.0/16, --api-server-cidrs=203.0.113.10/32,\n")
 	b.WriteString("# --node-local-dns=169.254.20.10; instances in namespace ctf, team-a without egress, team-b with it.\n")

@@ -32,7 +32,7 @@ const (
 	prePullSuffix = ".prepull"
 	// labelAppComponent tells the pre-pull Pods from the instances of the same definition.
 	labelAppComponent = "app.kubernetes.io/component"
-	prePullValue   = "prepull"
+	prePullValue      = "prepull"
 	// PrePullComponent is the kustomize component that installs the pre-pull controller.
 	PrePullComponent = "prepull"
 

@@ -34,6 +34,9 @@ type verdict struct {
 // is not ready yet; a verdict about one pod of several names it.
 func (in *instance) observe(endpoints []v1alpha1.Endpoint, missing, refused string) (verdict, time.Time) {
 	if in.observed.Count() == 0 {
+		if len(in.template.Pods) > 0 {
+			return verdict{v1alpha1.PhaseNone, v1alpha1.ReasonPending, "creating the instance's NetworkPolicies and Services first, then its Pods"}, time.Time{}
+		}
 		return verdict{v1alpha1.PhaseNone, v1alpha1.ReasonPending, "creating the instance's NetworkPolicy first, then its Pod"}, time.Time{}
 	}
 	var wake time.Time
@@ -110,10 +113,10 @@ func (in *instance) observePod(c *component) podVerdict {
 		if c.hasPod {
 			return starting(verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, c.waitingFor + " is missing: the Pod is removed until it exists again, so that it never runs unisolated"})
 		}
-		deadline := in.started.Add(progressDeadline)
+		deadline := in.notReadySince().Add(progressDeadline)
 		if !in.now.Before(deadline) {
 			return starting(verdict{v1alpha1.PhaseError, v1alpha1.ReasonProgressDeadlineExceeded, fmt.Sprintf(
-				"%s does not exist %ds after the instance started, and the Pod is created only after it: the API server may refuse it (see the SyncError events: kubectl describe challenge -n %s %s)",
+				"%s does not exist %ds after it was declared, and the Pod is created only after it: the API server may refuse it (see the SyncError events: kubectl describe challenge -n %s %s)",
 				c.waitingFor, int(progressDeadline.Seconds()), in.namespace, in.name)})
 		}
 		return podVerdict{verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for " + c.waitingFor + " before creating the Pod, so that it never runs unisolated"}, podStarting, deadline}
@@ -154,6 +157,23 @@ func (in *instance) observePod(c *component) podVerdict {
 			pod.Metadata.Name, int(progressDeadline.Seconds()), formatTime(since), in.namespace, pod.Metadata.Name)}, stage: podUnready}
 	}
 	return podVerdict{verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for the pod to become ready"}, podUnready, deadline}
+}
+
+// notReadySince is when the instance last stopped being ready, or started: what a Pod waiting for
+// its prerequisites has waited since at most. A running instance whose template changes its pods
+// declares the new pods' policies in the same answer that turns it Creating: they count from then,
+// not from the instance's start.
+func (in *instance) notReadySince() time.Time {
+	ready := meta.FindStatusCondition(in.parent.Status.Conditions, ConditionReady)
+	switch {
+	case ready == nil:
+		return in.started
+	case ready.Status == metav1.ConditionTrue:
+		return in.now // this answer turns it not ready
+	case ready.LastTransitionTime.After(in.started):
+		return ready.LastTransitionTime.UTC()
+	}
+	return in.started
 }
 
 // podFinished says the Pod will not run again by itself: with restartPolicy Always a Pod ends in

@@ -77,16 +77,20 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
-	first := hooksync.Sync(req, syncTime, hook.sync)
-	// The first answer holds the Pod back until its NetworkPolicy exists: print the answer that
-	// follows once Metacontroller created what the first declared, the instance's whole set.
-	if body, err = withChildrenCreated(body, first); err != nil {
-		return fmt.Errorf("render: %w", err)
-	}
-	if req, err = hooksync.DecodeRequest(body); err != nil {
-		return fmt.Errorf("render: %w", err)
-	}
 	resp := hooksync.Sync(req, syncTime, hook.sync)
+	// The first answer holds each Pod back until its NetworkPolicy exists, and in an instance of
+	// several pods until the Services of the peers it resolves by name have ClusterIPs: print the
+	// answer once Metacontroller created everything but the Pods that the answers before declared,
+	// the instance's whole set, the Pods about to be created.
+	for range 2 {
+		if body, err = withChildrenCreated(body, resp); err != nil {
+			return fmt.Errorf("render: %w", err)
+		}
+		if req, err = hooksync.DecodeRequest(body); err != nil {
+			return fmt.Errorf("render: %w", err)
+		}
+		resp = hooksync.Sync(req, syncTime, hook.sync)
+	}
 	out, err := yamlDocuments(resp)
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
@@ -211,7 +215,8 @@ func buildFirstSyncRequest(files []string, now time.Time, gateway bool, stderr i
 }
 
 // withChildrenCreated is the request Metacontroller sends after it applied answer to request: the
-// answer's status on the parent, and each child it declared observed.
+// answer's status on the parent, and each child it declared observed but its Pods (printed as
+// declared, about to be created).
 func withChildrenCreated(request []byte, answer hooksync.Response) ([]byte, error) {
 	var req map[string]json.RawMessage
 	var parent map[string]any
@@ -235,11 +240,22 @@ func withChildrenCreated(request []byte, answer hooksync.Response) ([]byte, erro
 		if err := json.Unmarshal(raw, &meta); err != nil {
 			return nil, err
 		}
+		if meta.Kind == "Pod" {
+			continue // printed as declared, not yet created
+		}
 		group := meta.Kind + "." + meta.APIVersion
 		if children[group] == nil {
 			children[group] = map[string]json.RawMessage{}
 		}
-		children[group][meta.Metadata.Namespace+"/"+meta.Metadata.Name] = raw
+		key := meta.Metadata.Namespace + "/" + meta.Metadata.Name
+		if meta.Kind == "Service" {
+			// The API server gives a Service its ClusterIP at creation; the hook's hostAliases
+			// name it. render makes one up, keeping the one an earlier round gave.
+			if raw, err = withClusterIP(raw, children[group][key], len(children[group])); err != nil {
+				return nil, err
+			}
+		}
+		children[group][key] = raw
 	}
 	var err error
 	if req["parent"], err = json.Marshal(parent); err != nil {
@@ -249,6 +265,35 @@ func withChildrenCreated(request []byte, answer hooksync.Response) ([]byte, erro
 		return nil, err
 	}
 	return json.Marshal(req)
+}
+
+// exampleServiceIPs is where render's made-up ClusterIPs come from: TEST-NET-2, which no cluster
+// allocates, so that a rendered hostAlias is plainly an example.
+const exampleServiceIPs = "198.51.100."
+
+// withClusterIP sets a Service's spec.clusterIP: the one it had when observed before, else the
+// n-th example address.
+func withClusterIP(service, observed json.RawMessage, n int) (json.RawMessage, error) {
+	var svc, before map[string]any
+	if err := json.Unmarshal(service, &svc); err != nil {
+		return nil, err
+	}
+	ip := fmt.Sprintf("%s%d", exampleServiceIPs, 10+n)
+	if observed != nil {
+		if err := json.Unmarshal(observed, &before); err != nil {
+			return nil, err
+		}
+		if spec, _ := before["spec"].(map[string]any); spec != nil && spec["clusterIP"] != nil {
+			ip, _ = spec["clusterIP"].(string)
+		}
+	}
+	spec, _ := svc["spec"].(map[string]any)
+	if spec == nil {
+		spec = map[string]any{}
+		svc["spec"] = spec
+	}
+	spec["clusterIP"] = ip
+	return json.Marshal(svc)
 }
 
 // readYAMLDocuments returns every non-empty document of a YAML file, as JSON.
