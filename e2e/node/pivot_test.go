@@ -179,7 +179,7 @@ spec:
 
 	reached, done := tl.spans("reached")[0][0], tl.spans("done")[0][0]
 	// fromStart: a denied target must never answer, from the prober's first attempt; else only in
-	// the window, an earlier answer logged (the policy agent's start window: docs/security.md).
+	// the window, an earlier answer logged.
 	judge := func(who string, c *collector, target string, allowed, fromStart bool) {
 		all := c.results(target, time.Time{}, time.Now().Add(time.Hour))
 		var judged, answered int
@@ -201,7 +201,7 @@ spec:
 			if fromStart {
 				t.Errorf("%s -> %s: answered at %s, want never", who, target, all[first].T.Format("15:04:05.000"))
 			} else {
-				t.Logf("%s -> %s: answered at %s, before the window (%s): the policy agent's start window", who, target, all[first].T.Format("15:04:05.000"), reached.Format("15:04:05.000"))
+				t.Logf("%s -> %s: answered at %s, before the window (%s; docs/security.md)", who, target, all[first].T.Format("15:04:05.000"), reached.Format("15:04:05.000"))
 			}
 		}
 		if !allowed && answered > 0 {
@@ -214,8 +214,8 @@ spec:
 			judge(prober, c, tn, tg.allowed, true)
 		}
 	}
-	// The node's own connections to a Pod that started a moment ago may pass before the policy
-	// agent has the Pod (seen once: the first connection through target's Service).
+	// The node's own first connection through target's Service answered in every run so far, then
+	// never again (docs/security.md, "What is not covered"): judged in the window, logged before it.
 	judge("player (host, uid 65534)", player, "entry-nodeport", true, false)
 	judge("player (host, uid 65534)", player, "target-pod", false, false)
 	judge("player (host, uid 65534)", player, "target-svc", false, false)
