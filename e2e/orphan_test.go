@@ -101,12 +101,23 @@ func TestOrphanDeletionRefused(t *testing.T) {
 // API server has type-checked the policy, failing on any expression warning.
 func applyDeletionPolicy(ctx context.Context, t *testing.T, c *cluster) {
 	t.Helper()
-	objs, err := readYAMLObjects(filepath.Join(c.root, deletionPolicyFile))
+	applyAdmissionPolicy(ctx, t, c, deletionPolicyFile, nil)
+}
+
+// applyAdmissionPolicy creates or updates the objects of a file holding a ValidatingAdmissionPolicy
+// and its binding, each changed by edit first when edit is not nil, and waits until the API server
+// has type-checked the policy, failing on any warning.
+func applyAdmissionPolicy(ctx context.Context, t *testing.T, c *cluster, file string, edit func(*unstructured.Unstructured)) {
+	t.Helper()
+	objs, err := readYAMLObjects(filepath.Join(c.root, file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var policy *unstructured.Unstructured
 	for _, obj := range objs {
+		if edit != nil {
+			edit(obj)
+		}
 		client, err := c.resourceFor(obj)
 		if err != nil {
 			t.Fatal(err)
@@ -119,7 +130,7 @@ func applyDeletionPolicy(ctx context.Context, t *testing.T, c *cluster) {
 		}
 	}
 	if policy == nil {
-		t.Fatalf("%s has no ValidatingAdmissionPolicy", deletionPolicyFile)
+		t.Fatalf("%s has no ValidatingAdmissionPolicy", file)
 	}
 	client, err := c.resourceFor(policy)
 	if err != nil {
@@ -136,7 +147,7 @@ func applyDeletionPolicy(ctx context.Context, t *testing.T, c *cluster) {
 		return observed == got.GetGeneration(), nil
 	})
 	if warnings, _, _ := unstructured.NestedSlice(checked.Object, "status", "typeChecking", "expressionWarnings"); len(warnings) > 0 {
-		t.Errorf("%s: type-checking warnings: %v", deletionPolicyFile, warnings)
+		t.Errorf("%s: type-checking warnings: %v", file, warnings)
 	}
 	if conditions, _, _ := unstructured.NestedSlice(checked.Object, "status", "conditions"); len(conditions) > 0 {
 		t.Logf("%s conditions: %v", policy.GetName(), conditions)
