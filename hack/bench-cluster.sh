@@ -39,6 +39,12 @@ export BIN=$K8S_BINS_DIR RUN EXTRA="kcm scheduler kwok metacontroller" KWOK_STAG
 export ETCD_PORT=34790 API_PORT=36443 KCM_PORT=30257 SCHED_PORT=30259 KWOK_PORT=30247
 export MC_METRICS_PORT=39999 MC_HEALTH_PORT=38081 MC_LOG_LEVEL=info
 export MC_FLAGS=${BENCH_MC_FLAGS:---workers=5 --client-go-qps=100 --client-go-burst=200}
+# BENCH_SHARDS=2: manifests/components/sharding's two shards, each its own Metacontroller with the
+# same flags: shard 0 (this one) runs the CompositeControllers not labelled shard 1, shard 1 (started
+# below) the others; the test registers shard 1's CompositeController and labels every other
+# Challenge ctf.challenge-hook.dev/shard=1.
+SHARDS=${BENCH_SHARDS:-1}
+if [[ $SHARDS == 2 ]]; then MC_FLAGS="$MC_FLAGS --target-label-selector=ctf.challenge-hook.dev/shard!=1"; fi
 export KCM_FLAGS=${BENCH_KCM_FLAGS:-}
 export KUBECACHEDIR=$RUN/kubecache
 cat >"$RUN/audit-policy.yaml" <<'EOF'
@@ -55,9 +61,20 @@ export APISERVER_EXTRA_FLAGS="--audit-policy-file=$RUN/audit-policy.yaml --audit
 bash hack/cluster.sh stop >/dev/null 2>&1 || true
 trap 'bash hack/cluster.sh stop || true' EXIT
 bash hack/cluster.sh start
+if [[ $SHARDS == 2 ]]; then
+  # Shard 1's Metacontroller: a PID file in $RUN/pids, so that the test meters its CPU and
+  # hack/cluster.sh stop stops it.
+  log "starting metacontroller-1 (shard 1)"
+  setsid "$MC_DIR/metacontroller" --kubeconfig="$RUN/kubeconfig" --discovery-interval=2s --zap-log-level=info \
+    --metrics-address=127.0.0.1:39998 --health-probe-bind-address=127.0.0.1:38082 \
+    ${BENCH_MC_FLAGS:---workers=5 --client-go-qps=100 --client-go-burst=200} \
+    --target-label-selector=ctf.challenge-hook.dev/shard=1 > "$RUN/logs/metacontroller-1.log" 2>&1 < /dev/null &
+  echo $! > "$RUN/pids/metacontroller-1.pid"
+  echo metacontroller-1 >> "$RUN/pids/order"
+fi
 
 log "Metacontroller $MC_FLAGS; controller-manager ${KCM_FLAGS:-(defaults)}; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 (cd e2e && env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" \
   E2E_HOOK_ADDR=127.0.0.1:38080 E2E_RESYNC_SECONDS="${BENCH_RESYNC_SECONDS:-$(awk '/^  resyncPeriodSeconds:/ {print $2}' "$ROOT/compositecontroller.yaml")}" \
-  E2E_METACONTROLLER_LOG="$RUN/logs/metacontroller.log" BENCH_MC_METRICS=127.0.0.1:$MC_METRICS_PORT BENCH_AUDIT_LOG="$RUN/audit.log" BENCH_PIDS_DIR="$RUN/pids" \
+  E2E_METACONTROLLER_LOG="$RUN/logs/metacontroller.log" BENCH_SHARDS=$SHARDS BENCH_MC_METRICS=127.0.0.1:$MC_METRICS_PORT BENCH_AUDIT_LOG="$RUN/audit.log" BENCH_PIDS_DIR="$RUN/pids" \
   "$RUN/scale.test" -test.run='^TestScale$' -test.v -test.count=1 -test.timeout=30m)
