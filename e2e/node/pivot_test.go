@@ -177,48 +177,16 @@ spec:
 	tl.mark(t, "done")
 	stopPlayer()
 
-	reached, done := tl.spans("reached")[0][0], tl.spans("done")[0][0]
-	// fromStart: a denied target must never answer, from the prober's first attempt; else only in
-	// the window, an earlier answer logged.
-	judge := func(who string, c *collector, target string, allowed, fromStart bool) {
-		all := c.results(target, time.Time{}, time.Now().Add(time.Hour))
-		var judged, answered int
-		for _, p := range all {
-			if !p.T.Before(reached) && p.end().Before(done) {
-				judged++
-				if p.OK {
-					answered++
-				}
-			}
-		}
-		switch {
-		case judged < 10:
-			t.Errorf("%s -> %s: %d attempts in 5 s, want 10 or more (the prober did not run)", who, target, judged)
-		case allowed && answered < judged:
-			t.Errorf("%s -> %s: %d of %d attempts answered, want all", who, target, answered, judged)
-		}
-		if first := slices.IndexFunc(all, func(p probeResult) bool { return p.OK }); !allowed && first >= 0 {
-			if fromStart {
-				t.Errorf("%s -> %s: answered at %s, want never", who, target, all[first].T.Format("15:04:05.000"))
-			} else {
-				t.Logf("%s -> %s: answered at %s, before the window (%s; docs/security.md)", who, target, all[first].T.Format("15:04:05.000"), reached.Format("15:04:05.000"))
-			}
-		}
-		if !allowed && answered > 0 {
-			t.Errorf("%s -> %s: %d attempts answered in the window, want none", who, target, answered)
-		}
-		t.Logf("%s -> %s: %d of %d attempts answered in the window (allowed: %t)", who, target, answered, judged, allowed)
-	}
 	for prober, c := range readLogs() {
 		for tn, tg := range plan[prober] {
-			judge(prober, c, tn, tg.allowed, true)
+			judgeTarget(t, tl, prober, tn, c, tg.allowed, true)
 		}
 	}
 	// The node's own first connection through target's Service answered in every run so far, then
 	// never again (docs/security.md, "What is not covered"): judged in the window, logged before it.
-	judge("player (host, uid 65534)", player, "entry-nodeport", true, false)
-	judge("player (host, uid 65534)", player, "target-pod", false, false)
-	judge("player (host, uid 65534)", player, "target-svc", false, false)
+	for target, allowed := range map[string]bool{"entry-nodeport": true, "target-pod": false, "target-svc": false} {
+		judgeTarget(t, tl, "player (host, uid 65534)", target, player, allowed, false)
+	}
 
 	// What a player sees through the node port: entry's server, which has no flag.
 	if conn, err := net.DialTimeout("tcp", hostPort(host, nodePort), 2*time.Second); err != nil {
