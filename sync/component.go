@@ -19,6 +19,9 @@ type component struct {
 	labels   map[string]string // the instance's labels, and the component's
 	selector map[string]string // its Pods: the instance id, and the component's name
 
+	peers      []peerPorts // the components it reaches (reachedPeers)
+	mountsFlag bool        // a container of its Pod receives the flag (receivesFlag)
+
 	pod        ObservedPod // the component's observed Pod, when hasPod
 	hasPod     bool
 	waitingFor string // see podPrerequisite
@@ -48,6 +51,8 @@ func (in *instance) resolveComponents() {
 		}
 	}
 	for _, c := range in.components {
+		c.peers = in.reachedPeers(c)
+		c.mountsFlag = slices.ContainsFunc(c.spec.Containers, func(ct v1alpha1.Container) bool { return receivesFlag(t, ct) })
 		c.pod, c.hasPod = findByName(in.observed.Pods, c.child)
 		c.waitingFor = podPrerequisite(in, c)
 	}
@@ -136,9 +141,4 @@ func receivesFlag(t v1alpha1.DefinitionSpec, c v1alpha1.Container) bool {
 		return c.Flag
 	}
 	return !slices.ContainsFunc(t.Containers, func(c v1alpha1.Container) bool { return c.Flag })
-}
-
-// mountsFlag says whether a component's Pod has a container that receives the flag.
-func (in *instance) mountsFlag(c *component) bool {
-	return slices.ContainsFunc(c.spec.Containers, func(ct v1alpha1.Container) bool { return receivesFlag(in.template, ct) })
 }

@@ -138,7 +138,7 @@ func egressRules(in *instance, c *component) []*networkingv1.NetworkPolicyEgress
 	}
 	dns.WithPorts(policyPort("UDP", dnsPort), policyPort("TCP", dnsPort))
 	rules := []*networkingv1.NetworkPolicyEgressRuleApplyConfiguration{dns}
-	for _, p := range in.reachedPeers(c) {
+	for _, p := range c.peers {
 		rule := networkingv1.NetworkPolicyEgressRule().
 			WithTo(networkingv1.NetworkPolicyPeer().WithPodSelector(metav1.LabelSelector().WithMatchLabels(p.peer.selector)))
 		for _, port := range p.ports {

@@ -55,7 +55,7 @@ func buildPod(in *instance, c *component) *corev1ac.PodApplyConfiguration {
 			WithRestartPolicy(corev1.RestartPolicyAlways).
 			WithActiveDeadlineSeconds(activeDeadline(in.template, in.cfg)))
 	annotations := map[string]string{}
-	if in.mountsFlag(c) {
+	if c.mountsFlag {
 		annotations[AnnotationFlagHash] = flagHash(in)
 	}
 	if in.restartedAt != "" {
@@ -118,7 +118,7 @@ func buildPodSpec(in *instance, c *component) *corev1ac.PodSpecApplyConfiguratio
 	}
 	var flagEnv *corev1ac.EnvVarApplyConfiguration
 	var flagMount *corev1ac.VolumeMountApplyConfiguration
-	if f := t.Flag; f != nil && in.mountsFlag(c) {
+	if f := t.Flag; f != nil && c.mountsFlag {
 		if f.Path != "" {
 			base := pathBase(f.Path)
 			pod.WithVolumes(corev1ac.Volume().WithName(flagVolumeName).WithSecret(corev1ac.SecretVolumeSource().
@@ -276,7 +276,7 @@ func orDefault(v, def int32) int32 {
 // changes the Pod, which Metacontroller then replaces.
 func (in *instance) peerAliases(c *component) []*corev1ac.HostAliasApplyConfiguration {
 	var aliases []*corev1ac.HostAliasApplyConfiguration
-	for _, p := range in.reachedPeers(c) {
+	for _, p := range c.peers {
 		if svc, found := findByName(in.observed.Services, p.peer.child); found && hasClusterIP(svc) {
 			aliases = append(aliases, corev1ac.HostAlias().WithIP(svc.Spec.ClusterIP).WithHostnames(p.peer.name))
 		}

@@ -104,12 +104,12 @@ func podPrerequisite(in *instance, c *component) string {
 	if _, found := findByName(in.observed.NetworkPolicies, c.child); !found {
 		return "NetworkPolicy " + c.child
 	}
-	if in.mountsFlag(c) {
+	if c.mountsFlag {
 		if _, found := findByName(in.observed.Secrets, in.flagSecretName()); !found {
 			return "Secret " + in.flagSecretName()
 		}
 	}
-	for _, p := range in.reachedPeers(c) {
+	for _, p := range c.peers {
 		if svc, found := findByName(in.observed.Services, p.peer.child); !found || !hasClusterIP(svc) {
 			return "Service " + p.peer.child
 		}
