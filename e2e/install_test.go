@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,11 @@ func TestKustomizeInstall(t *testing.T) {
 	// Metacontroller that runs here (docs/operations.md shows the same patch).
 	username := metacontrollerUsername(ctx, t)
 	overlay := t.TempDir()
+	// kustomize takes a base by a relative path only.
+	base, err := filepath.Rel(overlay, filepath.Join(c.root, "manifests"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
@@ -47,7 +53,7 @@ patches:
       data:
         %s: |
           %s
-`, filepath.Join(c.root, "manifests"), metacontrollersConfigMap, usernamesKey, username)
+`, base, metacontrollersConfigMap, usernamesKey, username)
 	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +67,8 @@ patches:
 	}
 	for _, obj := range objs {
 		if obj.GetKind() == "ConfigMap" && obj.GetName() == metacontrollersConfigMap {
-			if got, _, _ := unstructured.NestedString(obj.Object, "data", usernamesKey); got != username+"\n" {
-				t.Fatalf("the overlay's ConfigMap %s lists %q, want %q", metacontrollersConfigMap, got, username+"\n")
+			if got, _, _ := unstructured.NestedString(obj.Object, "data", usernamesKey); strings.TrimSpace(got) != username {
+				t.Fatalf("the overlay's ConfigMap %s lists %q, want %q", metacontrollersConfigMap, got, username)
 			}
 		}
 	}
