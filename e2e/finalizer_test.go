@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 )
 
 // metacontrollersConfigMap is the parameter of the deletion policy's finalizer rule: the usernames
@@ -56,7 +55,7 @@ func withMetacontrollerUsername(username string) func(*unstructured.Unstructured
 // naming the e2e Metacontroller), the platform's ServiceAccount (manifests/platform-rbac.yaml,
 // impersonated) cannot remove Metacontroller's finalizer from a Challenge, neither from a running
 // one nor from one it deleted whose Pod is still Terminating, by kubectl patch (merge or JSON) or
-// an update, and each refusal says what to do instead; the instance's NetworkPolicy stays with
+// its client's JSON patch of that finalizer alone, and each refusal says what to do instead; the instance's NetworkPolicy stays with
 // its Pod. Metacontroller, the identity the ConfigMap names, still removes it: the deletion
 // completes once the Pod is gone. The finalizer of another CompositeController (the sharding
 // component's shard 1) is protected the same way, and the identity the ConfigMap names may remove it.
@@ -102,19 +101,21 @@ func TestFinalizerRemovalRefused(t *testing.T) {
 			t.Logf("%s: refused: %s", what, strings.TrimSpace(out))
 		}
 	}
-	refusedUpdate := func(what string) {
+	// The platform may patch, not update: its client removes exactly Metacontroller's finalizer.
+	refusedClientPatch := func(what string) {
 		t.Helper()
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			chal, err := challenges.Get(ctx, in.chal.GetName(), metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			chal.SetFinalizers(slices.DeleteFunc(chal.GetFinalizers(), func(f string) bool { return f == finalizer }))
-			_, err = challenges.Update(ctx, chal, metav1.UpdateOptions{})
-			return err
-		})
+		chal, err := challenges.Get(ctx, in.chal.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.Index(chal.GetFinalizers(), finalizer)
+		if i < 0 {
+			t.Fatalf("%s: the Challenge has finalizers %v, not Metacontroller's %s", what, chal.GetFinalizers(), finalizer)
+		}
+		patch := fmt.Appendf(nil, `[{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`, i, finalizer, i)
+		_, err = challenges.Patch(ctx, in.chal.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{})
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "may not remove "+finalizer) {
-			t.Errorf("%s: the platform's update without the finalizer: %v, want refused (Invalid) naming it", what, err)
+			t.Errorf("%s: the platform's patch removing %s alone: %v, want refused (Invalid) naming it", what, finalizer, err)
 		}
 	}
 	stillHeld := func(what string) {
@@ -130,7 +131,7 @@ func TestFinalizerRemovalRefused(t *testing.T) {
 	}
 	refusedByKubectl("running, merge patch", "patch", name, "--type=merge", `-p={"metadata":{"finalizers":null}}`)
 	refusedByKubectl("running, JSON patch", "patch", name, "--type=json", `-p=[{"op":"remove","path":"/metadata/finalizers"}]`)
-	refusedUpdate("running")
+	refusedClientPatch("running")
 	stillHeld("running")
 
 	// A deletion that does not finish (the Pod held Terminating by the test's finalizer), and the
@@ -142,7 +143,7 @@ func TestFinalizerRemovalRefused(t *testing.T) {
 	in.w.phase(t, 30*time.Second, "Terminating")
 	refusedByKubectl("Terminating, merge patch", "patch", name, "--type=merge", `-p={"metadata":{"finalizers":null}}`)
 	refusedByKubectl("Terminating, JSON patch", "patch", name, "--type=json", `-p=[{"op":"remove","path":"/metadata/finalizers"}]`)
-	refusedUpdate("Terminating")
+	refusedClientPatch("Terminating")
 	stillHeld("Terminating")
 	policy, err := c.dyn.Resource(networkPolicyGVR).Namespace(in.ns).Get(ctx, in.policy.GetName(), metav1.GetOptions{})
 	if err != nil || policy.GetUID() != in.policy.GetUID() || policy.GetDeletionTimestamp() != nil {
