@@ -33,6 +33,11 @@ type grafana struct {
 	datasourceScrapeInterval, interval time.Duration
 }
 
+// grafanaAll is the dashboard as it opens: All namespaces, Grafana's default scrape interval.
+func grafanaAll() grafana {
+	return grafana{allValue: ".*", datasourceScrapeInterval: 15 * time.Second, interval: 15 * time.Second}
+}
+
 // rateInterval is Grafana's $__rate_interval: max($__interval + scrape interval, 4 × scrape
 // interval).
 func (g grafana) rateInterval() time.Duration {
@@ -313,6 +318,15 @@ func dashboardTargets(t *testing.T) []dashboardTarget {
 		t.Fatal(err)
 	}
 	var d struct {
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Type       string `json:"type"`
+				Multi      bool   `json:"multi"`
+				IncludeAll bool   `json:"includeAll"`
+				AllValue   string `json:"allValue"`
+			} `json:"list"`
+		} `json:"templating"`
 		Panels []struct {
 			Title   string `json:"title"`
 			Targets []struct {
@@ -321,15 +335,24 @@ func dashboardTargets(t *testing.T) []dashboardTarget {
 				LegendFormat string `json:"legendFormat"`
 				Instant      bool   `json:"instant"`
 			} `json:"targets"`
-			Panels json.RawMessage `json:"panels"`
+			Panels []json.RawMessage `json:"panels"` // a collapsed row's
 		} `json:"panels"`
 	}
 	if err := json.Unmarshal(content, &d); err != nil {
 		t.Fatalf("dashboard.json: %v", err)
 	}
+	// The variables substitute knows: $datasource (not in queries) and $namespace as grafanaAll has it.
+	for _, v := range d.Templating.List {
+		switch {
+		case v.Name == "datasource" && v.Type == "datasource":
+		case v.Name == "namespace" && v.Multi && v.IncludeAll && v.AllValue == grafanaAll().allValue:
+		default:
+			t.Errorf("dashboard.json: variable %s (%+v) is not one grafana.substitute knows: teach it", v.Name, v)
+		}
+	}
 	var out []dashboardTarget
 	for _, p := range d.Panels {
-		if len(p.Panels) > 2 { // a collapsed row holds its panels: none does today
+		if len(p.Panels) > 0 { // none does today
 			t.Fatalf("dashboard.json: row %q holds panels; read them here too", p.Title)
 		}
 		for _, target := range p.Targets {
@@ -364,7 +387,7 @@ func TestDashboardPanelsShowTheEvent(t *testing.T) {
 	targets := dashboardTargets(t)
 	seen := map[string]bool{}
 	for _, g := range []grafana{
-		{allValue: ".*", datasourceScrapeInterval: 15 * time.Second, interval: 15 * time.Second},
+		grafanaAll(),
 		{namespaces: []string{"ctf-finals"}, datasourceScrapeInterval: 15 * time.Second, interval: 15 * time.Second},
 		{namespaces: []string{"ctf", "ctf-finals"}, datasourceScrapeInterval: 30 * time.Second, interval: 30 * time.Second},
 	} {

@@ -128,14 +128,17 @@ const (
 // Hook traffic per scrape interval. The hook's latency buckets (cmd/challenge-hook/metrics.go)
 // and Metacontroller's (client_golang's default buckets), with the cumulative share of the
 // requests in each.
+const (
+	hookSyncsPerStep = 40
+	// From 50 minutes on, 1 of the hook's /sync answers per step is a 429 (--max-concurrent-requests).
+	overloadFrom = 50 * time.Minute
+)
+
 var (
-	hookSyncsPerStep      = 40
 	hookLatencyBuckets    = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}
 	hookLatencyCumulative = []int{0, 2, 12, 24, 34, 38, 39, 40, 40, 40, 40, 40} // of 40 per step
 	mcLatencyBuckets      = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 	mcLatencyCumulative   = []int{10, 24, 36, 39, 40, 40, 40, 40, 40, 40, 40} // of 40 per step
-	// From 50 minutes on, 1 of the hook's /sync answers per step is a 429 (--max-concurrent-requests).
-	overloadFrom = 50 * time.Minute
 )
 
 // seriesValues writes one series' values in promqltest's load notation, one token per sample.
