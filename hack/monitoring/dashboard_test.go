@@ -371,7 +371,14 @@ func dashboardTargets(t *testing.T) []dashboardTarget {
 // or a wrong number fails.
 func TestDashboardPanelsShowTheEvent(t *testing.T) {
 	event := newEventModel()
-	store := promqltest.LoadedStorage(t, event.loadText())
+	load := event.loadText()
+	known := knownSeries(t)
+	for _, line := range strings.Split(load, "\n")[1:] {
+		if metric, _, ok := strings.Cut(strings.TrimSpace(line), "} "); ok {
+			checkServed(t, known, "the event", metric+"}")
+		}
+	}
+	store := promqltest.LoadedStorage(t, load)
 	engine := promql.NewEngine(promql.EngineOpts{
 		// A Prometheus server's defaults.
 		MaxSamples:               50_000_000,

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	promql "github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 )
 
@@ -19,7 +22,10 @@ import (
 type ruleTestFile struct {
 	RuleFiles []string `json:"rule_files"`
 	Tests     []struct {
-		Name          string `json:"name"`
+		Name        string `json:"name"`
+		InputSeries []struct {
+			Series string `json:"series"`
+		} `json:"input_series"`
 		AlertRuleTest []struct {
 			EvalTime  string `json:"eval_time"`
 			Alertname string `json:"alertname"`
@@ -136,8 +142,8 @@ func TestAlertRules(t *testing.T) {
 
 // TestEveryAlertIsTested: each alert has, in the test files, a case where it fires (with its
 // severity, a summary, a description and the labels docs/operating-an-event.md says it carries)
-// and one where it must stay quiet; the doc's table of alerts has its severity and for:; and the
-// tests name no alert that does not exist.
+// and one where it must stay quiet; the doc's table of alerts has its severity and for:; the tests
+// name no alert that does not exist, and feed only series the programs serve.
 func TestEveryAlertIsTested(t *testing.T) {
 	promised := promisedAlerts(t)
 	firing, quiet := map[string]bool{}, map[string]bool{}
@@ -145,8 +151,12 @@ func TestEveryAlertIsTested(t *testing.T) {
 	for _, a := range readAlerts(t) {
 		alerts[a.Alert] = a
 	}
+	known := knownSeries(t)
 	for path, f := range ruleTestFiles(t) {
 		for _, test := range f.Tests {
+			for _, in := range test.InputSeries {
+				checkServed(t, known, fmt.Sprintf("%s, test %q", path, test.Name), in.Series)
+			}
 			for _, c := range test.AlertRuleTest {
 				a, ok := alerts[c.Alertname]
 				if !ok {
@@ -189,6 +199,28 @@ func TestEveryAlertIsTested(t *testing.T) {
 				name, row.severity, row.forDuration, alerts[name].Labels["severity"], alerts[name].For)
 		}
 	}
+}
+
+// checkServed fails unless a series (name{label="value", ...}) is one a program serves, with only
+// labels it carries or its scrape adds: a test fed series that do not exist proves nothing.
+func checkServed(t *testing.T, known map[string]series, where, metric string) {
+	t.Helper()
+	lbls, err := promql.NewParser(promql.Options{}).ParseMetric(metric)
+	if err != nil {
+		t.Errorf("%s: series %s: %v", where, metric, err)
+		return
+	}
+	name := lbls.Get(model.MetricNameLabel)
+	s, ok := known[name]
+	if !ok {
+		t.Errorf("%s: series %s, which no program serves", where, name)
+		return
+	}
+	lbls.Range(func(l labels.Label) {
+		if l.Name != model.MetricNameLabel && !slices.Contains(s.labels, l.Name) && !slices.Contains(targetLabels, l.Name) {
+			t.Errorf("%s: series %s with label %s, which it does not carry (it has %v)", where, name, l.Name, s.labels)
+		}
+	})
 }
 
 // promisedAlert is a row of the table of alerts in docs/operating-an-event.md.
