@@ -81,9 +81,9 @@ func (in *instance) keepChildren() Response {
 // desiredChildren are the children of a healthy instance, in a fixed order: each component's Pod,
 // then what surrounds them. A Pod is declared only once what it needs is observed
 // (podPrerequisite): its NetworkPolicy, so that it never runs a moment unisolated, the flag Secret
-// it mounts and the Services of the peers it resolves by name. A Pod that stopped for good is left
-// out of this one answer, so that Metacontroller deletes it; once it is gone, the next answer has
-// the Pod again and Metacontroller creates a fresh one.
+// it mounts and the internal Services of the peers it resolves by name. A Pod that stopped for
+// good is left out of this one answer, so that Metacontroller deletes it; once it is gone, the
+// next answer has the Pod again and Metacontroller creates a fresh one.
 func (in *instance) desiredChildren() []any {
 	var children []any
 	for _, c := range in.components {
