@@ -218,7 +218,7 @@ func sendsOnlyTo(route routeBackends, service string) bool {
 // own Service, observed among the instance's children, then its observed route (kind), which
 // sends players to that Service and nowhere else. Until then no endpoint is published: it would
 // name a host that leads to another object, or nowhere.
-func backendPending[R routeBackends](o observedExposure, kind string, route R, routeFound bool) string {
+func backendPending(o observedExposure, kind string, route routeBackends, routeFound bool) string {
 	service := o.expose.c.child
 	switch {
 	case !o.hasService:
