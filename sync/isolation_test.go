@@ -274,17 +274,24 @@ func secondAnswer(t testing.TB, req Request, now time.Time, cfg Config) Response
 // turn, the Services given ClusterIPs as the API server would (a Pod waits for its policy, and
 // for the Services of the peers it resolves by name).
 func answerWithEveryPod(t testing.TB, req Request, now time.Time, cfg Config) Response {
+	_, resp := requestWithEveryPod(t, req, now, cfg)
+	return resp
+}
+
+// requestWithEveryPod is answerWithEveryPod's last request, and its answer.
+func requestWithEveryPod(t testing.TB, req Request, now time.Time, cfg Config) (Request, Response) {
 	resp := Sync(req, now, cfg)
 	request, err := json.Marshal(map[string]any{"parent": req.Parent, "children": map[string]any{}})
 	require.NoError(t, err)
+	var next Request
 	for range 3 {
 		answer, err := EncodeResponse(resp)
 		require.NoError(t, err)
 		request = withAllocatedServiceIPs(t, applyAnswer(t, request, answer, applied{create: true, delete: true}), nil)
-		next, err := DecodeRequest(request)
+		next, err = DecodeRequest(request)
 		require.NoError(t, err)
 		next.Related, next.DeclaredChildTypes = req.Related, req.DeclaredChildTypes
 		resp = Sync(next, now, cfg)
 	}
-	return resp
+	return next, resp
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
@@ -163,7 +164,7 @@ type ObservedChildren struct {
 	Pods            []ObservedPod
 	Services        []ObservedService
 	NetworkPolicies []ObservedObject
-	Ingresses       []ObservedObject
+	Ingresses       []ObservedIngress
 	HTTPRoutes      []ObservedRoute
 	TLSRoutes       []ObservedRoute
 	Secrets         []ObservedObject
@@ -222,13 +223,33 @@ type ObservedService struct {
 	Status corev1.ServiceStatus `json:"status"`
 }
 
-// ObservedRoute is a Gateway API HTTPRoute or TLSRoute: its status says whether each parent
-// Gateway accepted it.
+// ObservedIngress is an Ingress and the Services it sends players to.
+type ObservedIngress struct {
+	ObservedObject
+	Spec networkingv1.IngressSpec `json:"spec"`
+}
+
+// ObservedRoute is a Gateway API HTTPRoute or TLSRoute: the Services it sends players to, and its
+// status, which says whether each parent Gateway accepted it.
 type ObservedRoute struct {
 	ObservedObject
+	Spec struct {
+		Rules []struct {
+			BackendRefs []RouteBackendRef `json:"backendRefs"`
+		} `json:"rules"`
+	} `json:"spec"`
 	Status struct {
 		Parents []RouteParentStatus `json:"parents"`
 	} `json:"status"`
+}
+
+// RouteBackendRef is where a route rule sends traffic; group and kind default to a core Service,
+// the namespace to the route's.
+type RouteBackendRef struct {
+	Group     string `json:"group"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 }
 
 // RouteParentStatus is a route's status for one of its parents.
