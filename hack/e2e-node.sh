@@ -58,11 +58,12 @@ phase packages
 bash hack/build-k8s-bins.sh; phase build-control-plane
 METACONTROLLER_DIR=$MC_DIR bash hack/build-metacontroller.sh; phase build-metacontroller
 bash hack/build-node-bins.sh; phase build-node-bins
-bash hack/build-images.sh; phase build-images
 HOOK_BIN=${E2E_NODE_HOOK_BIN:-$ROOT/bin/challenge-hook}
 if [[ -z ${E2E_NODE_HOOK_BIN:-} ]]; then CGO_ENABLED=0 $GO build -o bin/challenge-hook ./cmd/challenge-hook; fi
 $GO test -tags e2enode -c -o "$NODE_ROOT/e2enode.test" ./e2e/node
 phase build-hook-and-tests
+# The hook binary is also the instances' policy gate image (local/challenge-hook:v1).
+HOOK_BIN=$HOOK_BIN bash hack/build-images.sh; phase build-images
 
 # ---------------------------------------------------------------- 3. node
 status=1
