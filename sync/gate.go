@@ -47,7 +47,8 @@ func describePolicyGateTarget(g PolicyGate) string {
 
 // buildPolicyGate is the init container: hardened like the player's containers (Pod Security
 // "restricted" on its own, whatever the template opts out of), with tiny resources, no volume and
-// no token; it only opens TCP connections to its target.
+// no token; it only opens TCP connections to its target. Its peak resident set measured 22 MiB,
+// most of it the binary's own pages, hence a limit of 64Mi.
 func buildPolicyGate(g PolicyGate) *corev1ac.ContainerApplyConfiguration {
 	quantities := func(cpu, memory, storage string) corev1.ResourceList {
 		return corev1.ResourceList{
@@ -63,7 +64,7 @@ func buildPolicyGate(g PolicyGate) *corev1ac.ContainerApplyConfiguration {
 		WithArgs("--target="+policyGateTarget(g), "--timeout="+g.Timeout.String()).
 		WithResources(corev1ac.ResourceRequirements().
 			WithRequests(quantities("10m", "16Mi", "1Mi")).
-			WithLimits(quantities("100m", "32Mi", "8Mi"))).
+			WithLimits(quantities("100m", "64Mi", "8Mi"))).
 		WithSecurityContext(corev1ac.SecurityContext().
 			WithRunAsNonRoot(true).
 			WithRunAsUser(policyGateUID).

@@ -39,7 +39,7 @@ func TestPolicyGateContainer(t *testing.T) {
 	assert.Equal(t, map[string]any{"allowPrivilegeEscalation": false, "capabilities": map[string]any{"drop": []any{"ALL"}},
 		"readOnlyRootFilesystem": true, "runAsNonRoot": true, "runAsUser": float64(65532), "runAsGroup": float64(65532)}, gate["securityContext"])
 	assert.NotContains(t, gate, "volumeMounts")
-	assert.Equal(t, map[string]any{"cpu": "100m", "memory": "32Mi", "ephemeral-storage": "8Mi"}, gate["resources"].(map[string]any)["limits"])
+	assert.Equal(t, map[string]any{"cpu": "100m", "memory": "64Mi", "ephemeral-storage": "8Mi"}, gate["resources"].(map[string]any)["limits"])
 
 	cfg.PolicyGate.Target, cfg.PolicyGate.Image = "10.96.0.20:8080", "registry.example/hook:2"
 	gate = gateOf(t, podOf(t, Sync(req, goldenNow, cfg)))
