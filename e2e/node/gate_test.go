@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ type gateStart struct {
 	self     int            // answered attempts on the control (its own port)
 	firstAt  time.Duration  // first attempt after the Challenge's creation
 	gate     float64        // the gate's own wait in seconds, from its log; -1: no gate
+	answers  int            // probes the target answered before the gate opened
 	running  time.Duration  // creation to phase Running
 }
 
@@ -47,6 +49,9 @@ type gateStart struct {
 // starts through. It prints, per start, the answers, the gate's wait and the time to Running.
 func TestPolicyGate(t *testing.T) {
 	ctx := testContext(t)
+	if gateState() == "on" {
+		gateTargetAnswersUnpolicedPods(ctx, t)
+	}
 	var (
 		mu     sync.Mutex
 		starts []gateStart
@@ -89,8 +94,8 @@ func TestPolicyGate(t *testing.T) {
 			gates = append(gates, s.gate)
 		}
 		runnings = append(runnings, s.running.Seconds())
-		t.Logf("%s: denied targets answered %d of %d attempts %v; control answered %d; first attempt %.2fs after creation; gate %.3fs; Running after %.2fs",
-			s.name, total, s.attempts, s.answered, s.self, s.firstAt.Seconds(), s.gate, s.running.Seconds())
+		t.Logf("%s: denied targets answered %d of %d attempts %v; control answered %d; first attempt %.2fs after creation; gate %.3fs (its target answered %d probes first); Running after %.2fs",
+			s.name, total, s.attempts, s.answered, s.self, s.firstAt.Seconds(), s.gate, s.answers, s.running.Seconds())
 		if s.self == 0 {
 			t.Errorf("%s: the control (the attacker's own port) never answered: the prober does not work", s.name)
 		}
@@ -107,6 +112,50 @@ func TestPolicyGate(t *testing.T) {
 		t.Errorf("a denied target answered the first moment of %d of %d new instances: their containers ran before their NetworkPolicy was enforced", leaked, len(starts))
 	}
 }
+
+// gateTargetAnswersUnpolicedPods is the control of the gate's target (docs/security.md's check): from
+// a Pod that no NetworkPolicy selects, wait-for-policy must fail because db still answers. A target
+// that never answered would open every gate at once, and the measurement would prove nothing.
+func gateTargetAnswersUnpolicedPods(ctx context.Context, t *testing.T) {
+	t.Helper()
+	const name = "gate-control"
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: nsPlatform},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: ptr(false),
+			EnableServiceLinks:           ptr(false),
+			SecurityContext:              &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "gate", Image: policyGateImage, ImagePullPolicy: corev1.PullNever,
+				Args: []string{"wait-for-policy", "--target=" + hostPort(targets["db"], 8080), "--timeout=3s"},
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+			}},
+		},
+	}
+	if _, err := kube.CoreV1().Pods(nsPlatform).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.CoreV1().Pods(nsPlatform).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
+	})
+	var done *corev1.ContainerStateTerminated
+	waitFor(ctx, t, 2*time.Minute, "the control gate's end", func() (bool, error) {
+		p, err := kube.CoreV1().Pods(nsPlatform).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, nil
+		}
+		done = p.Status.ContainerStatuses[0].State.Terminated
+		return done != nil, nil
+	})
+	t.Logf("control: wait-for-policy from a Pod no policy selects exited %d: %s", done.ExitCode, done.Message)
+	if done.ExitCode == 0 || !strings.Contains(done.Message, "still answers") {
+		t.Fatalf("the gate's target does not answer a Pod that no policy selects (exit %d, %q): every gate would open at once", done.ExitCode, done.Message)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // gateState says how the hook under test was configured.
 func gateState() string {
@@ -195,9 +244,12 @@ spec:
 		if err != nil {
 			return s, fmt.Errorf("the gate's log: %w", err)
 		}
-		if _, err := fmt.Sscanf(string(gateLog), "policy enforced after %fs", &s.gate); err != nil {
+		var target string
+		var silences, probes int
+		if _, err := fmt.Sscanf(string(gateLog), "policy enforced after %fs: %s dropped %d probes in a row (%d probes)", &s.gate, &target, &silences, &probes); err != nil {
 			return s, fmt.Errorf("the gate's log %q: %w", gateLog, err)
 		}
+		s.answers = probes - silences
 	}
 
 	if err := dyn.Resource(chalGVR).Namespace(nsCTF).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
