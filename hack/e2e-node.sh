@@ -4,7 +4,8 @@
 #   1. installs the Debian packages it needs when one is missing (apt-get update first);
 #   2. builds once per version, cached under ~/.cache: the control plane (hack/build-k8s-bins.sh),
 #      Metacontroller (hack/build-metacontroller.sh), kubelet + kube-proxy + kube-network-policies
-#      (hack/build-node-bins.sh); then the test images (hack/build-images.sh), the hook and the tests;
+#      (hack/build-node-bins.sh); then the hook and the tests, and the test images (hack/build-images.sh),
+#      the hook binary among them as the policy gate's image;
 #   3. starts the node (hack/node.sh up: containerd, control plane + Metacontroller, kubelet,
 #      kube-proxy, kube-network-policies) on loopback ports of its own (make e2e can run beside it);
 #   4. runs the Go tests of e2e/node (build tag e2enode), which serve the hook and register it;
