@@ -370,6 +370,8 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		}, "each resource request must be less than or equal to its limit"},
 		{"container name not a DNS label", validDefinition, func(o *unstructured.Unstructured) { container(o)["name"] = "Web_1" },
 			"spec.containers[0].name in body should match"},
+		{"container named like the policy gate", validDefinition, func(o *unstructured.Unstructured) { container(o)["name"] = "policy-gate" },
+			"is reserved for the hook's init container"},
 		{"nine containers", validDefinition, func(o *unstructured.Unstructured) {
 			var containers []any
 			for i := range 9 {

@@ -235,6 +235,9 @@ func validatePod(containers []v1alpha1.Container, expose []v1alpha1.Expose, cont
 	for i, c := range containers {
 		containerPath := containersPath.Index(i)
 		errs = append(errs, validateContainer(c, containerPath)...)
+		if c.Name == PolicyGateContainer {
+			errs = append(errs, field.Invalid(containerPath.Child("name"), c.Name, policyGateNameReserved))
+		}
 		if containerNames[c.Name] {
 			errs = append(errs, field.Duplicate(containerPath.Child("name"), c.Name))
 		}

@@ -107,6 +107,9 @@ func buildPodSpec(in *instance, c *component) *corev1ac.PodSpecApplyConfiguratio
 		pod.WithRuntimeClassName(t.RuntimeClassName)
 	}
 	pod.WithHostAliases(in.peerAliases(c)...)
+	if in.cfg.PolicyGate.Enabled {
+		pod.WithInitContainers(buildPolicyGate(in.cfg.PolicyGate))
+	}
 
 	var mounts []*corev1ac.VolumeMountApplyConfiguration
 	if readOnlyRoot {

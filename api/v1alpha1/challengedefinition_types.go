@@ -239,6 +239,7 @@ type Container struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self != 'policy-gate'",message="is reserved for the hook's init container, which holds the Pod until its NetworkPolicy is enforced"
 	Name string `json:"name"`
 	// Container image reference, e.g. ghcr.io/example/web-sqli:1.0.
 	//
