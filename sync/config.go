@@ -71,4 +71,14 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	flagfunc.Var(fs, "definition-namespaces", "", "the only `namespaces` (comma-separated) a spec.definitionRef may point to; others are refused (InvalidSpec) and never fetched (empty: any)",
 		flagfunc.Namespaces(&c.DefinitionNamespaces))
+	flagfunc.Var(fs, "definition-grants", joinGrants(c.DefinitionGrants), "`pairs` <challenge-namespace>=<definition-namespace> (comma-separated; * in the first stands for any run of characters, e.g. team-*=ctf): "+
+		"the Challenges of the first may use the ChallengeDefinitions of the second, and so hold every owner's dynamic flags of them; a Challenge uses its own namespace's definitions only, without a grant (refused: InvalidSpec, never fetched)",
+		func(v string) error {
+			grants, err := ParseDefinitionGrants(v)
+			if err != nil {
+				return err
+			}
+			c.DefinitionGrants = grants
+			return nil
+		})
 }

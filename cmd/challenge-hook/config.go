@@ -210,6 +210,9 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	if err := checkNetworkFlags(cfg.hook.sync); err != nil {
 		return cfg, c, err
 	}
+	if err := cfg.hook.sync.CheckTrust(); err != nil {
+		return cfg, c, err
+	}
 	verifyListenSet := false
 	c.fs.Visit(func(f *flag.Flag) { verifyListenSet = verifyListenSet || f.Name == "verify-listen" }) // the environment's too
 	if cfg.verifyTokenFile == "" && verifyListenSet {
