@@ -67,7 +67,6 @@ func shippedTrustFlags(root string) ([]string, error) {
 	return flags, nil
 }
 
-
 // TestDefinitionOfAnotherNamespace: under the real Metacontroller, with the shipped trust flags
 // (the suite's hook), a co-tenant's Challenge in another namespace that names the event's
 // definition and an event owner gets Error/InvalidSpec and nothing else: no Secret in its
