@@ -37,6 +37,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	flagfunc.Var(fs, "gateway-pod-labels", flagfunc.JoinLabels(c.GatewayDataPlane.Labels), "`labels` (k=v,...) of the Gateway's data-plane Pods (empty: gateway.networking.k8s.io/gateway-name=<the Gateway's name>)",
 		flagfunc.Labels(&c.GatewayDataPlane.Labels))
 	fs.StringVar(&c.PrePullImage, "prepull-image", c.PrePullImage, "`image` of this hook, whose /pause the pre-pull DaemonSets run (manifests/components/prepull; empty: POST /prepull/sync answers 503)")
+	flagfunc.Var(fs, "prepull-max-images-per-definition", strconv.Itoa(c.PrePullMaxImagesPerDefinition),
+		"most distinct images (`number`) one definition's pre-pull DaemonSet holds, each a container on every node; a definition with more is not pre-pulled (TooManyImages)",
+		flagfunc.PositiveInt(&c.PrePullMaxImagesPerDefinition))
+	flagfunc.Var(fs, "prepull-max-images", strconv.Itoa(c.PrePullMaxImages),
+		"most images (`number`) the pre-pull DaemonSets of every definition hold together on each node, taken by the definitions in the order they were created; one that does not fit is not pre-pulled (TooManyImages)",
+		flagfunc.PositiveInt(&c.PrePullMaxImages))
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", c.ClusterDomain, "cluster DNS `suffix`, for ClusterIP endpoints")
 	flagfunc.Var(fs, "default-timeout", c.DefaultTimeout.String(), "instance lifetime (`duration`) when neither the Challenge nor its definition sets one", flagfunc.PositiveDuration(&c.DefaultTimeout))
 	flagfunc.Var(fs, "default-max-lifetime", c.DefaultMaxLifetime.String(), "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime", flagfunc.PositiveDuration(&c.DefaultMaxLifetime))

@@ -113,6 +113,12 @@ type Config struct {
 	// DefinitionGrants are the only pairs of namespaces across which a spec.definitionRef may
 	// point: by default a Challenge uses only the definitions of its own namespace.
 	DefinitionGrants []DefinitionGrant
+
+	// PrePullMaxImagesPerDefinition caps the images (containers on every node) of one
+	// definition's pre-pull DaemonSet, PrePullMaxImages those of every definition together; a
+	// definition over either gets no DaemonSet (TooManyImages).
+	PrePullMaxImagesPerDefinition int
+	PrePullMaxImages              int
 }
 
 // PodPeer selects Pods by namespace and, optionally, labels.
@@ -134,6 +140,9 @@ func DefaultConfig() Config {
 		DNS:                PodPeer{Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
 		IngressController:  PodPeer{Namespace: "ingress-nginx"},
 		GatewayTLSPort:     443,
+
+		PrePullMaxImagesPerDefinition: defaultPrePullMaxImagesPerDefinition,
+		PrePullMaxImages:              defaultPrePullMaxImages,
 	}
 }
 

@@ -49,8 +49,10 @@ type ChallengeDefinitionStatus struct {
 
 // PrePullStatus says what the pre-pull controller keeps for a definition.
 type PrePullStatus struct {
-	// One of PrePulling (the DaemonSet is declared), Disabled (spec.prePull is false) and
-	// InvalidDefinition (the DaemonSet, if any, is kept as it was).
+	// One of PrePulling (the DaemonSet is declared), Disabled (spec.prePull is false),
+	// InvalidDefinition (the DaemonSet, if any, is kept as it was), NamespaceNotAllowed (the hook
+	// pre-pulls only the namespaces of its --definition-namespaces) and TooManyImages (over the
+	// hook's caps per definition or in total); no DaemonSet in the last two.
 	State string `json:"state"`
 	// What the controller keeps, or what to fix.
 	Message string `json:"message"`
@@ -520,4 +522,10 @@ const (
 	PrePullStatePrePulling        = "PrePulling"
 	PrePullStateDisabled          = "Disabled"
 	PrePullStateInvalidDefinition = "InvalidDefinition"
+	// PrePullStateNamespaceNotAllowed: the definition's namespace is not one the hook pre-pulls
+	// (--definition-namespaces); no DaemonSet.
+	PrePullStateNamespaceNotAllowed = "NamespaceNotAllowed"
+	// PrePullStateTooManyImages: the definition has more images than one may pre-pull, or they do
+	// not fit beside those of the definitions created before it; no DaemonSet.
+	PrePullStateTooManyImages = "TooManyImages"
 )
