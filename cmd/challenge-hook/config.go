@@ -173,7 +173,7 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	})
 	addHookFlags(c, &cfg.hook)
 	c.env(func(fs *flag.FlagSet) {
-		fs.StringVar(&cfg.tokenFile, "token-file", "", "`file` holding the bearer token Metacontroller sends to /sync, /finalize, /customize and /prepull/sync (empty: no token required); it never verifies flags")
+		fs.StringVar(&cfg.tokenFile, "token-file", "", "`file` holding the bearer token Metacontroller sends to /sync, /finalize, /customize, /prepull/sync and /prepull/customize (empty: no token required); it never verifies flags")
 		flagfunc.Var(fs, "verify-listen", cfg.verifyListen, "address of the flag-verification listener, `host:port`: POST /flags/verify only, served only with --verify-token-file", flagfunc.HostPort(&cfg.verifyListen))
 		fs.StringVar(&cfg.verifyTokenFile, "verify-token-file", "", "`file` holding the bearer token the platform sends to POST /flags/verify on --verify-listen; it opens nothing else, and must differ from --token-file's (empty: no flag verification)")
 		fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")
