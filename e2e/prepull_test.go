@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -298,6 +299,11 @@ func TestPrePullTrust(t *testing.T) {
 	waitForState(ctx, t, eventDefs, "big", "TooManyImages")
 	waitForState(ctx, t, eventDefs, "late", "TooManyImages")
 	waitForState(ctx, t, tenantDefs, "farm", "NamespaceNotAllowed")
+	// What each definition of the named namespaces adds to every pre-pull sync request.
+	if stored, err := eventDefs.Get(ctx, "big", metav1.GetOptions{}); err == nil {
+		data, _ := json.Marshal(stored.Object)
+		t.Logf("definition big (3 pods of 3 containers) as stored, managedFields and status included: %d bytes", len(data))
+	}
 
 	daemonSets := c.dyn.Resource(daemonSetGVR).Namespace(event)
 	waitFor(ctx, t, 60*time.Second, "a pre-pull Pod of joined on the kwok node", func() (bool, error) {
