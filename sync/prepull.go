@@ -171,6 +171,15 @@ func PrePull(req PrePullRequest, cfg Config) PrePullResponse {
 		message := fmt.Sprintf("the images are not pre-pulled until the definition is fixed, and what was pre-pulled stays: %v", errs.ToAggregate())
 		return prePullAnswer(v1alpha1.PrePullStateInvalidDefinition, message, "", keptChildren(req.Children))
 	}
+	if !slices.ContainsFunc(req.Related, func(d ChallengeDefinition) bool { return sameDefinition(d, def) }) {
+		// PrePullCustomize relates every definition of the parent's namespace, the parent
+		// included: without it, the related list is a customize answer Metacontroller cached under
+		// other flags (for up to 20 minutes, per generation), and the total cannot be counted.
+		message := fmt.Sprintf("waiting for Metacontroller to relate the definitions of %s, whose images count against --prepull-max-images "+
+			"(its customize answer for this definition predates the hook's flags; it asks again within 20 minutes, or when the definition changes); what was pre-pulled stays",
+			strings.Join(cfg.DefinitionNamespaces, ","))
+		return prePullAnswer(v1alpha1.PrePullStatePending, message, "", keptChildren(req.Children))
+	}
 	images := prePullImages(def.Spec)
 	if len(images) > cfg.PrePullMaxImagesPerDefinition {
 		message := fmt.Sprintf("not pre-pulled: %d distinct images, more than the %d per definition the hook's --prepull-max-images-per-definition allows "+
@@ -206,9 +215,7 @@ func prePullNamespaceRefusal(namespace string, cfg Config) string {
 // each one that fits what is left: a new definition never takes the place of an older one.
 func prePullBudget(req PrePullRequest, cfg Config) (before int, fits bool) {
 	parent := req.Parent
-	defs := slices.DeleteFunc(slices.Clone(req.Related), func(d ChallengeDefinition) bool {
-		return d.Metadata.Namespace == parent.Metadata.Namespace && d.Metadata.Name == parent.Metadata.Name
-	})
+	defs := slices.DeleteFunc(slices.Clone(req.Related), func(d ChallengeDefinition) bool { return sameDefinition(d, parent) })
 	defs = append(defs, parent)
 	slices.SortStableFunc(defs, func(a, b ChallengeDefinition) int {
 		return cmp.Or(cmp.Compare(a.Metadata.CreationTimestamp, b.Metadata.CreationTimestamp), compareMeta(a.Metadata, b.Metadata))
@@ -219,8 +226,7 @@ func prePullBudget(req PrePullRequest, cfg Config) (before int, fits bool) {
 			continue
 		}
 		n := len(prePullImages(d.Spec))
-		isParent := d.Metadata.Namespace == parent.Metadata.Namespace && d.Metadata.Name == parent.Metadata.Name
-		if isParent {
+		if sameDefinition(d, parent) {
 			return used, used+n <= cfg.PrePullMaxImages
 		}
 		if n <= cfg.PrePullMaxImagesPerDefinition && used+n <= cfg.PrePullMaxImages {
@@ -228,6 +234,11 @@ func prePullBudget(req PrePullRequest, cfg Config) (before int, fits bool) {
 		}
 	}
 	return used, false // unreachable: the parent is in defs
+}
+
+// sameDefinition: a and b are the same ChallengeDefinition (by namespace and name).
+func sameDefinition(a, b ChallengeDefinition) bool {
+	return a.Metadata.Namespace == b.Metadata.Namespace && a.Metadata.Name == b.Metadata.Name
 }
 
 // PrePullCustomize asks Metacontroller for what PrePull counts against the total: every definition

@@ -46,7 +46,7 @@ func TestPrePullRefusesWhatItCannotLabel(t *testing.T) {
 	require.Empty(t, resp.Children)
 
 	def.Metadata.Name = "web"
-	resp = PrePull(PrePullRequest{Parent: def}, cfg)
+	resp = PrePull(PrePullRequest{Parent: def, Related: []ChallengeDefinition{def}}, cfg)
 	require.Equal(t, v1alpha1.PrePullStatePrePulling, resp.Status.PrePull.State)
 	require.Len(t, resp.Children, 2)
 }
@@ -132,7 +132,8 @@ func TestPrePullOnlyInNamedNamespaces(t *testing.T) {
 	}
 
 	cfg.DefinitionNamespaces = []string{"ctf", "tenant-b"}
-	resp := PrePull(PrePullRequest{Parent: def}, cfg)
+	related := []ChallengeDefinition{def}
+	resp := PrePull(PrePullRequest{Parent: def, Related: related}, cfg)
 	assert.Equal(t, v1alpha1.PrePullStateTooManyImages, resp.Status.PrePull.State)
 	assert.Contains(t, resp.Status.PrePull.Message, "64 distinct images")
 	assert.Empty(t, resp.Children, "nothing half-built")
@@ -142,8 +143,19 @@ func TestPrePullOnlyInNamedNamespaces(t *testing.T) {
 	assert.Empty(t, rules[0].Names, "every definition of the namespace")
 
 	cfg.PrePullMaxImagesPerDefinition, cfg.PrePullMaxImages = 64, 64
-	resp = PrePull(PrePullRequest{Parent: def}, cfg)
+	resp = PrePull(PrePullRequest{Parent: def, Related: related}, cfg)
 	assert.Equal(t, v1alpha1.PrePullStatePrePulling, resp.Status.PrePull.State, "within caps the organizer raised")
+
+	// Without the related definitions (a customize answer Metacontroller cached before the
+	// namespace was named), the total cannot be counted: nothing new is built, what was is kept.
+	observed := ObservedObject{}
+	observed.Metadata.Name = "farm.prepull"
+	observed.Metadata.Annotations.LastApplied = `{"kind":"DaemonSet","metadata":{"name":"farm.prepull"}}`
+	resp = PrePull(PrePullRequest{Parent: def, Children: []ObservedObject{observed}}, cfg)
+	assert.Equal(t, v1alpha1.PrePullStatePending, resp.Status.PrePull.State)
+	assert.Contains(t, resp.Status.PrePull.Message, "--prepull-max-images")
+	require.Len(t, resp.Children, 1)
+	assert.IsType(t, keptChild{}, resp.Children[0])
 }
 
 // TestPrePullTotalInCreationOrder: the definitions take the total in the order they were created,
