@@ -245,6 +245,7 @@ func TestDefinitionOfAnotherNamespaceRefusedByDefault(t *testing.T) {
 			// A grant shares the definition, and so its flags: the same flag as in ctf, which the
 			// platform verifies with the definition key ctf/web-sqli.
 			assert.Equal(t, []string{victimFlag}, flagSecrets(t, resp))
+			assert.True(t, VerifyDynamicFlag(cfg.FlagKey, "ctf/web-sqli", req.Parent.Spec.Owner, victimFlag), "verified with the definition's key")
 		})
 	}
 	t.Run("granted, but not a definition namespace", func(t *testing.T) {
@@ -279,6 +280,10 @@ func TestInlineTemplateElsewhereGetsNoEventFlag(t *testing.T) {
 	assert.NotEqual(t, eventFlag(t, cfg, req.Parent.Spec.Owner), got[0], "not the owner's flag of the event's definition")
 	assert.Equal(t, DynamicFlag(cfg.FlagKey, "inline/tenant-b/web-sqli-team42", "team-42", "CTF"), got[0],
 		"the flag the platform verifies with the definition key inline/tenant-b/web-sqli-team42")
+	// Submitted to the event's verification, it is no event flag.
+	for _, key := range []string{"ctf/web-sqli", "inline/ctf/web-sqli-team42"} {
+		assert.False(t, VerifyDynamicFlag(cfg.FlagKey, key, "team-42", got[0]), key)
+	}
 }
 
 func TestParseDefinitionGrants(t *testing.T) {
