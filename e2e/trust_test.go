@@ -77,7 +77,11 @@ func shippedTrustFlags(root string) ([]string, error) {
 func TestDefinitionOfAnotherNamespace(t *testing.T) {
 	c := newCluster(t)
 	ctx := testContext(t)
-	t.Logf("the suite's hook runs with the shipped trust flags %v", shared.hook.flags)
+	shipped, err := shippedTrustFlags(c.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the suite's hook runs with %v: the trust flags of %s are %v", shared.hook.flags, hookDeploymentFile, shipped)
 	event := c.createNamespace(ctx, t, "trust-event", podSecurityRestricted)
 	createObject(ctx, t, c, event, validDefinition("web"))
 	const owner = "team-7"
