@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -27,7 +28,8 @@ const (
 )
 
 // TestPrePull: the pre-pull component under the real Metacontroller. Its RBAC and its
-// CompositeController (webhook pointed at a hook started with --prepull-image) are applied; a
+// CompositeController (webhooks pointed at a hook started with --prepull-image and the test's
+// namespace in --definition-namespaces) are applied; a
 // definition in a namespace enforcing Pod Security "restricted" gets its DaemonSet, whose Pod the
 // DaemonSet controller creates on the kwok node (so Pod Security admitted it), and its deny-all
 // NetworkPolicy; a changed image updates the DaemonSet; spec.prePull: false removes both, and
@@ -35,10 +37,10 @@ const (
 func TestPrePull(t *testing.T) {
 	ctx := testContext(t)
 	c := newCluster(t)
-	hook := startHook(t, c.root, "--flag-key-file=testdata/flag.key", "--prepull-image="+prePullHookImage)
+	ns := c.createNamespace(ctx, t, "prepull", "restricted")
+	hook := startHook(t, c.root, "--flag-key-file=testdata/flag.key", "--prepull-image="+prePullHookImage, "--definition-namespaces="+ns)
 	applyPrePullComponent(ctx, t, c, hook.baseURL)
 
-	ns := c.createNamespace(ctx, t, "prepull", "restricted")
 	defs := c.dyn.Resource(defGVR).Namespace(ns)
 	daemonSets := c.dyn.Resource(daemonSetGVR).Namespace(ns)
 	policies := c.dyn.Resource(networkPolicyGVR).Namespace(ns)
@@ -244,4 +246,147 @@ func updateDefinition(ctx context.Context, t *testing.T, defs dynamic.ResourceIn
 		}
 		return err == nil, err
 	})
+}
+
+// TestPrePullTrust: the pre-pull component under the real Metacontroller honours the namespaces
+// the organizer names and the caps. With the shipped trust flags (no --definition-namespaces)
+// nothing is pre-pulled: a co-tenant's definition of 8 pods of 8 images and the event's own
+// definition both get NamespaceNotAllowed and no DaemonSet. With --definition-namespaces=<event>
+// and --prepull-max-images=4: the co-tenant's still gets nothing; in the event, definitions take
+// the 4 images in creation order (web: 2, joined: 2, late: 1 does not fit), one of 9 images gets
+// nothing, and joined's pods a-b/c and a/b-c make a valid DaemonSet whose Pod runs on the node;
+// deleting web frees its share and late gets its DaemonSet.
+func TestPrePullTrust(t *testing.T) {
+	ctx := testContext(t)
+	c := newCluster(t)
+	event := c.createNamespace(ctx, t, "prepull-event", "restricted")
+	tenant := c.createNamespace(ctx, t, "prepull-tenant", "restricted")
+	trust, err := shippedTrustFlags(c.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped := startHook(t, c.root, append([]string{"--flag-key-file=testdata/flag.key", "--prepull-image=" + prePullHookImage}, trust...)...)
+	applyPrePullComponent(ctx, t, c, shipped.baseURL)
+
+	tenantDefs := c.dyn.Resource(defGVR).Namespace(tenant)
+	eventDefs := c.dyn.Resource(defGVR).Namespace(event)
+	create := func(defs dynamic.ResourceInterface, def *unstructured.Unstructured) {
+		t.Helper()
+		if _, err := defs.Create(ctx, def, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create definition %s: %v", def.GetName(), err)
+		}
+		time.Sleep(1100 * time.Millisecond) // creation timestamps have a resolution of a second
+	}
+	create(tenantDefs, imagesDefinition("farm", 8, 8))
+	create(eventDefs, imagesDefinition("web", 1, 2))
+	waitForState(ctx, t, tenantDefs, "farm", "NamespaceNotAllowed")
+	waitForState(ctx, t, eventDefs, "web", "NamespaceNotAllowed")
+	requireNoDaemonSets(ctx, t, c, tenant, event)
+
+	// The organizer names the event's namespace, and caps the total at 4 images.
+	named := startHook(t, c.root, append(append([]string{"--flag-key-file=testdata/flag.key", "--prepull-image=" + prePullHookImage}, trust...),
+		"--definition-namespaces="+event, "--prepull-max-images=4")...)
+	applyPrePullComponent(ctx, t, c, named.baseURL)
+	waitForState(ctx, t, eventDefs, "web", "PrePulling")
+	joined := imagesDefinition("joined", 2, 1)
+	pods := spec(joined)["pods"].([]any)
+	pods[0].(map[string]any)["name"], pods[0].(map[string]any)["containers"].([]any)[0].(map[string]any)["name"] = "a-b", "c"
+	pods[1].(map[string]any)["name"], pods[1].(map[string]any)["containers"].([]any)[0].(map[string]any)["name"] = "a", "b-c"
+	create(eventDefs, joined)
+	create(eventDefs, imagesDefinition("big", 3, 3))
+	create(eventDefs, imagesDefinition("late", 1, 1))
+	waitForState(ctx, t, eventDefs, "joined", "PrePulling")
+	waitForState(ctx, t, eventDefs, "big", "TooManyImages")
+	waitForState(ctx, t, eventDefs, "late", "TooManyImages")
+	waitForState(ctx, t, tenantDefs, "farm", "NamespaceNotAllowed")
+	// What each definition of the named namespaces adds to every pre-pull sync request.
+	if stored, err := eventDefs.Get(ctx, "big", metav1.GetOptions{}); err == nil {
+		data, _ := json.Marshal(stored.Object)
+		t.Logf("definition big (3 pods of 3 containers) as stored, managedFields and status included: %d bytes", len(data))
+	}
+
+	daemonSets := c.dyn.Resource(daemonSetGVR).Namespace(event)
+	waitFor(ctx, t, 60*time.Second, "a pre-pull Pod of joined on the kwok node", func() (bool, error) {
+		pods, err := c.dyn.Resource(podGVR).Namespace(event).List(ctx, metav1.ListOptions{
+			LabelSelector: "app.kubernetes.io/component=prepull,ctf.challenge-hook.dev/definition=joined"})
+		if err != nil {
+			return false, err
+		}
+		for _, pod := range pods.Items {
+			if node, _, _ := unstructured.NestedString(pod.Object, "spec", "nodeName"); node == kwokNodeName {
+				containers, _, _ := unstructured.NestedSlice(pod.Object, "spec", "containers")
+				var names []string
+				for _, ctr := range containers {
+					names = append(names, fmt.Sprint(ctr.(map[string]any)["name"]))
+				}
+				if fmt.Sprint(names) != "[a-b-c a-b-c-1]" {
+					return false, fmt.Errorf("joined's pre-pull containers %v, want [a-b-c a-b-c-1]", names)
+				}
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	time.Sleep(6 * time.Second) // a resync of the pre-pull controller (5 s)
+	list, err := daemonSets.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ds := range list.Items {
+		names = append(names, ds.GetName())
+	}
+	slices.Sort(names)
+	if fmt.Sprint(names) != "[joined.prepull web.prepull]" {
+		t.Errorf("DaemonSets in the event's namespace %v, want joined's and web's only", names)
+	}
+	requireNoDaemonSets(ctx, t, c, tenant)
+
+	// Deleting web frees its two images: late (one) fits beside joined's two.
+	if err := eventDefs.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitForState(ctx, t, eventDefs, "late", "PrePulling")
+	waitForPrePull(ctx, t, daemonSets, "late.prepull", []string{"registry.ctf.example/late-0-0:1"})
+	t.Logf("late pre-pulled %v after web's deletion", time.Since(start).Round(time.Millisecond))
+	waitForState(ctx, t, eventDefs, "big", "TooManyImages")
+}
+
+// imagesDefinition is a definition of pods pods of containers containers each, every container of
+// an image of its own.
+func imagesDefinition(name string, pods, containers int) *unstructured.Unstructured {
+	var podList []any
+	for i := range pods {
+		var ctrs []any
+		for j := range containers {
+			ctrs = append(ctrs, map[string]any{"name": fmt.Sprintf("c%d", j), "image": fmt.Sprintf("registry.ctf.example/%s-%d-%d:1", name, i, j)})
+		}
+		pod := map[string]any{"name": fmt.Sprintf("p%d", i), "containers": ctrs}
+		if i == 0 {
+			ctrs[0].(map[string]any)["ports"] = []any{map[string]any{"containerPort": int64(8080)}}
+			pod["expose"] = []any{map[string]any{"port": int64(8080), "type": "NodePort"}}
+		}
+		podList = append(podList, pod)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": ctfGroup + "/v1alpha1",
+		"kind":       "ChallengeDefinition",
+		"metadata":   map[string]any{"name": name},
+		"spec":       map[string]any{"pods": podList, "timeout": "30m"},
+	}}
+}
+
+// requireNoDaemonSets fails if any of the namespaces holds a DaemonSet.
+func requireNoDaemonSets(ctx context.Context, t *testing.T, c *cluster, namespaces ...string) {
+	t.Helper()
+	for _, ns := range namespaces {
+		list, err := c.dyn.Resource(daemonSetGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ds := range list.Items {
+			t.Errorf("DaemonSet %s/%s", ns, ds.GetName())
+		}
+	}
 }

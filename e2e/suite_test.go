@@ -96,7 +96,13 @@ func setUpSuite() (*suite, error) {
 		return nil, err
 	}
 	s := &suite{root: root, resync: time.Duration(resyncSeconds) * time.Second, metacontrollerLog: mcLog}
-	s.hook = newHookProcess(root, addr, "--flag-key-file=testdata/flag.key", "--public-host="+publicHost)
+	// The shipped Deployment's trust flags: which Challenges may use which definitions is what an
+	// install does, not a test's choice (TestDefinitionOfAnotherNamespace).
+	trust, err := shippedTrustFlags(root)
+	if err != nil {
+		return nil, err
+	}
+	s.hook = newHookProcess(root, addr, append([]string{"--flag-key-file=testdata/flag.key", "--public-host=" + publicHost}, trust...)...)
 	if err := s.hook.start(); err != nil {
 		s.hook = nil
 		return nil, err

@@ -50,10 +50,16 @@ func TestPrePullComponentDeclaresItsChildTable(t *testing.T) {
 		require.Equal(t, "InPlace", r.UpdateStrategy.Method, "%s: a changed definition must update its children", r.Resource)
 	}
 	require.Equal(t, childResources(hooksync.PrePullChildKinds()), declared)
-	require.Len(t, cc.Spec.Hooks, 1, "a sync hook only: owner references delete the children with the definition")
-	require.Equal(t, "/prepull/sync", cc.Spec.Hooks["sync"].Webhook.Path)
-	require.Equal(t, "v2", cc.Spec.Hooks["sync"].Version)
-	require.Equal(t, map[string]any{"name": "challenge-hook", "namespace": "challenge-hook", "port": float64(80)}, cc.Spec.Hooks["sync"].Webhook.Service)
+	// No finalize hook: owner references delete the children with the definition. The customize
+	// hook relates the definitions whose images count against --prepull-max-images: without it,
+	// each definition would be counted alone and the total never held (v2: a namespaced parent may
+	// relate objects of other namespaces).
+	require.Len(t, cc.Spec.Hooks, 2, "a sync and a customize hook")
+	for hook, path := range map[string]string{"sync": "/prepull/sync", "customize": "/prepull/customize"} {
+		require.Equal(t, path, cc.Spec.Hooks[hook].Webhook.Path, hook)
+		require.Equal(t, "v2", cc.Spec.Hooks[hook].Version, hook)
+		require.Equal(t, map[string]any{"name": "challenge-hook", "namespace": "challenge-hook", "port": float64(80)}, cc.Spec.Hooks[hook].Webhook.Service, hook)
+	}
 }
 
 // TestDefinitionStatusRequiredFieldsAreAlwaysSent: the pre-pull answer's status passes the CRD's

@@ -42,6 +42,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	flagfunc.Var(fs, "policy-gate-target", c.PolicyGate.Target, "IPv4 `address:port` the policy gate probes from inside each new Pod: every instance's NetworkPolicy must deny it, and it must answer (accept or refuse) a Pod no policy selects (empty: the Pod's node on the kubelet port 10250)",
 		flagfunc.IPv4AddrPort(&c.PolicyGate.Target))
 	flagfunc.Var(fs, "policy-gate-timeout", c.PolicyGate.Timeout.String(), "how long (`duration`) the policy gate waits for the NetworkPolicy to be enforced before it fails (the instance shows Error and the kubelet retries)", flagfunc.PositiveDuration(&c.PolicyGate.Timeout))
+	flagfunc.Var(fs, "prepull-max-images-per-definition", strconv.Itoa(c.PrePullMaxImagesPerDefinition),
+		"most distinct images (`number`) one definition's pre-pull DaemonSet holds, each a container on every node; a definition with more is not pre-pulled (TooManyImages)",
+		flagfunc.PositiveInt(&c.PrePullMaxImagesPerDefinition))
+	flagfunc.Var(fs, "prepull-max-images", strconv.Itoa(c.PrePullMaxImages),
+		"most images (`number`) the pre-pull DaemonSets of every definition hold together on each node, taken by the definitions in the order they were created; one that does not fit is not pre-pulled (TooManyImages)",
+		flagfunc.PositiveInt(&c.PrePullMaxImages))
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", c.ClusterDomain, "cluster DNS `suffix`, for ClusterIP endpoints")
 	flagfunc.Var(fs, "default-timeout", c.DefaultTimeout.String(), "instance lifetime (`duration`) when neither the Challenge nor its definition sets one", flagfunc.PositiveDuration(&c.DefaultTimeout))
 	flagfunc.Var(fs, "default-max-lifetime", c.DefaultMaxLifetime.String(), "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime", flagfunc.PositiveDuration(&c.DefaultMaxLifetime))
@@ -76,4 +82,14 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	flagfunc.Var(fs, "definition-namespaces", "", "the only `namespaces` (comma-separated) a spec.definitionRef may point to; others are refused (InvalidSpec) and never fetched (empty: any)",
 		flagfunc.Namespaces(&c.DefinitionNamespaces))
+	flagfunc.Var(fs, "definition-grants", joinGrants(c.DefinitionGrants), "`pairs` <challenge-namespace>=<definition-namespace> (comma-separated; * in the first stands for any run of characters, e.g. team-*=ctf): "+
+		"the Challenges of the first may use the ChallengeDefinitions of the second, and so hold every owner's dynamic flags of them; a Challenge uses its own namespace's definitions only, without a grant (refused: InvalidSpec, never fetched)",
+		func(v string) error {
+			grants, err := ParseDefinitionGrants(v)
+			if err != nil {
+				return err
+			}
+			c.DefinitionGrants = grants
+			return nil
+		})
 }

@@ -53,10 +53,10 @@ func resolveTemplate(in *instance, related Related) *problem {
 		if ref.Namespace == "" {
 			ref.Namespace = parent.Metadata.Namespace
 		}
-		if !definitionNamespaceAllowed(cfg, ref.Namespace) {
-			return &problem{v1alpha1.ReasonInvalidSpec, fmt.Sprintf(
-				"spec.definitionRef: namespace %q is not one this hook takes ChallengeDefinitions from (--definition-namespaces=%s): reference a definition in one of those",
-				ref.Namespace, strings.Join(cfg.DefinitionNamespaces, ",")), nil}
+		// Checked again here, not only in Customize: Metacontroller caches a customize answer
+		// per parent, so a definition related before the flags changed may still come.
+		if refusal := definitionRefRefusal(cfg, parent.Metadata.Namespace, ref.Namespace); refusal != "" {
+			return &problem{v1alpha1.ReasonInvalidSpec, refusal, nil}
 		}
 		def, found := findDefinition(related.Definitions, ref)
 		if !found {
@@ -78,12 +78,6 @@ func resolveTemplate(in *instance, related Related) *problem {
 			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook", &in.template}
 	}
 	return nil
-}
-
-// definitionNamespaceAllowed says whether a definitionRef may point to namespace: any, unless
-// cfg.DefinitionNamespaces lists the allowed ones.
-func definitionNamespaceAllowed(cfg Config, namespace string) bool {
-	return len(cfg.DefinitionNamespaces) == 0 || slices.Contains(cfg.DefinitionNamespaces, namespace)
 }
 
 func findDefinition(defs []ChallengeDefinition, ref v1alpha1.DefinitionRef) (ChallengeDefinition, bool) {

@@ -1,9 +1,12 @@
 package sync
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -57,6 +60,16 @@ const (
 	prePullMemoryLimit   = "16Mi"
 )
 
+// The pre-pull caps' defaults. A typical definition has one to three images, and one of several
+// pods seldom more than eight. On every node, each pre-pulled image is a pause container
+// (requesting 1m CPU and 4Mi memory, 2.2 MiB resident) and, above all, the image on disk, and each
+// definition a Pod of the node's --max-pods (110 by default): 32 images in all is at most 128 Mi
+// requested and 32 Pods, leaving most of a node to the instances.
+const (
+	defaultPrePullMaxImagesPerDefinition = 8
+	defaultPrePullMaxImages              = 32
+)
+
 // prePullChildKinds are the pre-pull CompositeController's child types, in the order its answers
 // list them (manifests' tests hold the component to it).
 var prePullChildKinds = []ChildKind{
@@ -68,11 +81,18 @@ var prePullChildKinds = []ChildKind{
 // answers list them.
 func PrePullChildKinds() []ChildKind { return slices.Clone(prePullChildKinds) }
 
-// PrePullRequest is a decoded sync request of the pre-pull controller: the definition and the
-// children Metacontroller observed (its DaemonSet and NetworkPolicy).
+// PrePullRequest is a decoded sync request of the pre-pull controller: the definition, the
+// children Metacontroller observed (its DaemonSet and NetworkPolicy), and the definitions of the
+// namespaces the hook pre-pulls (PrePullCustomize), whose images count against the total.
 type PrePullRequest struct {
 	Parent   ChallengeDefinition
 	Children []ObservedObject
+	Related  []ChallengeDefinition
+}
+
+// PrePullCustomizeRequest is a decoded customize request of the pre-pull controller.
+type PrePullCustomizeRequest struct {
+	Parent ChallengeDefinition
 }
 
 // PrePullResponse is the pre-pull controller's answer.
@@ -93,11 +113,16 @@ func DecodePrePullRequest(body []byte) (PrePullRequest, error) {
 		groups[k.Key()] = decodeInto(&lists[i], func(o *ObservedObject) string { return o.Metadata.Name })
 	}
 	var parent *ChallengeDefinition
-	// controller and related are read past; finalizing too (there is no finalize hook: owner
-	// references delete the children with the definition), once checked to be a boolean.
+	var related []ChallengeDefinition
+	relatedGroups := map[string]groupDecoder{
+		"ChallengeDefinition." + v1alpha1.APIVersion: decodeInto(&related, func(d *ChallengeDefinition) string { return d.Metadata.Name }),
+	}
+	// controller is read past; finalizing too (there is no finalize hook: owner references delete
+	// the children with the definition), once checked to be a boolean.
 	err := decodeRequestKeys(body, map[string]func(dec *json.Decoder) error{
 		"parent":   func(dec *json.Decoder) error { return decodeParent(dec, &parent) },
 		"children": func(dec *json.Decoder) error { return decodeGroups(dec, "children", "child", groups) },
+		"related":  func(dec *json.Decoder) error { return decodeGroups(dec, "related", "related", relatedGroups) },
 		"finalizing": func(dec *json.Decoder) error {
 			var finalizing bool
 			if err := dec.Decode(&finalizing); err != nil {
@@ -112,7 +137,8 @@ func DecodePrePullRequest(body []byte) (PrePullRequest, error) {
 	if parent == nil || parent.Metadata.Name == "" {
 		return PrePullRequest{}, badRequest("request has no parent with a metadata.name")
 	}
-	req := PrePullRequest{Parent: *parent}
+	slices.SortStableFunc(related, func(a, b ChallengeDefinition) int { return compareMeta(a.Metadata, b.Metadata) })
+	req := PrePullRequest{Parent: *parent, Related: related}
 	for _, list := range lists {
 		slices.SortStableFunc(list, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
 		req.Children = append(req.Children, list...)
@@ -120,25 +146,126 @@ func DecodePrePullRequest(body []byte) (PrePullRequest, error) {
 	return req, nil
 }
 
-// PrePull answers for one definition, a pure function of it and cfg.PrePullImage (which must be
-// set): its DaemonSet and NetworkPolicy while it wants pre-pull; none once it opts out
-// (spec.prePull: false), so that Metacontroller deletes them; and, for a definition the hook
-// cannot use, the observed children exactly as they are. An invalid definition keeps its DaemonSet
-// because its running instances keep their Pods too (the Challenge hook keeps them): their images
-// stay pinned until the definition is fixed, and a typo never makes every node pull again.
+// PrePull answers for one definition, a pure function of it, the definitions related with it and
+// cfg (whose PrePullImage must be set): its DaemonSet and NetworkPolicy while it wants pre-pull and
+// fits the caps; none once it opts out (spec.prePull: false), outside the namespaces the organizer
+// named, or over a cap, so that Metacontroller deletes them (never a DaemonSet of some of its
+// images); and, for a definition the hook cannot use, the observed children exactly as they are.
+// An invalid definition keeps its DaemonSet because its running instances keep their Pods too (the
+// Challenge hook keeps them): their images stay pinned until the definition is fixed, and a typo
+// never makes every node pull again.
+//
+// A DaemonSet is a container per image on every node, a cost every team's instances share, so only
+// the organizer's namespaces (--definition-namespaces) claim it, and within them the definitions
+// take the --prepull-max-images the nodes hold in the order they were created.
 func PrePull(req PrePullRequest, cfg Config) PrePullResponse {
 	def := req.Parent
 	name := prePullName(def.Metadata.Name)
-	if def.Spec.PrePull != nil && !*def.Spec.PrePull {
+	if !slices.Contains(cfg.DefinitionNamespaces, def.Metadata.Namespace) {
+		return prePullAnswer(v1alpha1.PrePullStateNamespaceNotAllowed, prePullNamespaceRefusal(def.Metadata.Namespace, cfg), "", []any{})
+	}
+	if !wantsPrePull(def) {
 		return prePullAnswer(v1alpha1.PrePullStateDisabled, "spec.prePull is false: no DaemonSet", "", []any{})
 	}
 	if errs := validatePrePull(def); len(errs) > 0 {
 		message := fmt.Sprintf("the images are not pre-pulled until the definition is fixed, and what was pre-pulled stays: %v", errs.ToAggregate())
 		return prePullAnswer(v1alpha1.PrePullStateInvalidDefinition, message, "", keptChildren(req.Children))
 	}
+	if !slices.ContainsFunc(req.Related, func(d ChallengeDefinition) bool { return sameDefinition(d, def) }) {
+		// PrePullCustomize relates every definition of the parent's namespace, the parent
+		// included: without it, the related list is a customize answer Metacontroller cached under
+		// other flags (for up to 20 minutes, per generation), and the total cannot be counted.
+		message := fmt.Sprintf("waiting for Metacontroller to relate the definitions of %s, whose images count against --prepull-max-images "+
+			"(its customize answer for this definition predates the hook's flags; it asks again within 20 minutes, or when the definition changes); what was pre-pulled stays",
+			strings.Join(cfg.DefinitionNamespaces, ","))
+		return prePullAnswer(v1alpha1.PrePullStatePending, message, "", keptChildren(req.Children))
+	}
 	images := prePullImages(def.Spec)
+	if len(images) > cfg.PrePullMaxImagesPerDefinition {
+		message := fmt.Sprintf("not pre-pulled: %d distinct images, more than the %d per definition the hook's --prepull-max-images-per-definition allows "+
+			"(each is a container on every node): share images between containers, or raise the flag", len(images), cfg.PrePullMaxImagesPerDefinition)
+		return prePullAnswer(v1alpha1.PrePullStateTooManyImages, message, "", []any{})
+	}
+	if before, fits := prePullBudget(req, cfg); !fits {
+		message := fmt.Sprintf("not pre-pulled: the definitions of %s created before it pre-pull %d images on every node, and its %d would pass the %d "+
+			"the hook's --prepull-max-images allows: raise the flag, or opt a definition out with spec.prePull: false",
+			strings.Join(cfg.DefinitionNamespaces, ","), before, len(images), cfg.PrePullMaxImages)
+		return prePullAnswer(v1alpha1.PrePullStateTooManyImages, message, "", []any{})
+	}
 	message := fmt.Sprintf("DaemonSet %s pulls and keeps %d image(s) on every node where instances run", name, len(images))
 	return prePullAnswer(v1alpha1.PrePullStatePrePulling, message, name, []any{buildPrePullDaemonSet(def, name, images, cfg), buildPrePullNetworkPolicy(def, name)})
+}
+
+func wantsPrePull(def ChallengeDefinition) bool { return def.Spec.PrePull == nil || *def.Spec.PrePull }
+
+// prePullNamespaceRefusal says why a definition of namespace is not pre-pulled.
+func prePullNamespaceRefusal(namespace string, cfg Config) string {
+	named := "none set"
+	if len(cfg.DefinitionNamespaces) > 0 {
+		named = strings.Join(cfg.DefinitionNamespaces, ",")
+	}
+	return fmt.Sprintf("not pre-pulled: namespace %q is not one of the hook's --definition-namespaces (%s); a pre-pull DaemonSet runs on every node, "+
+		"so only the namespaces the organizer names there have their definitions pre-pulled", namespace, named)
+}
+
+// prePullBudget says how many images the definitions pre-pulled before req's parent take on every
+// node, and whether the parent's fit beside them under cfg.PrePullMaxImages. The definitions of
+// the allowed namespaces (the related ones, the parent as it is now) that want pre-pull, are valid
+// and fit the per-definition cap take the budget in creation order (then namespace and name),
+// each one that fits what is left: a new definition never takes the place of an older one.
+func prePullBudget(req PrePullRequest, cfg Config) (before int, fits bool) {
+	parent := req.Parent
+	defs := slices.DeleteFunc(slices.Clone(req.Related), func(d ChallengeDefinition) bool { return sameDefinition(d, parent) })
+	defs = append(defs, parent)
+	slices.SortStableFunc(defs, func(a, b ChallengeDefinition) int {
+		return cmp.Or(cmp.Compare(a.Metadata.CreationTimestamp, b.Metadata.CreationTimestamp), compareMeta(a.Metadata, b.Metadata))
+	})
+	used := 0
+	for _, d := range defs {
+		if !slices.Contains(cfg.DefinitionNamespaces, d.Metadata.Namespace) || !wantsPrePull(d) || len(validatePrePull(d)) > 0 {
+			continue
+		}
+		n := len(prePullImages(d.Spec))
+		if sameDefinition(d, parent) {
+			return used, used+n <= cfg.PrePullMaxImages
+		}
+		if n <= cfg.PrePullMaxImagesPerDefinition && used+n <= cfg.PrePullMaxImages {
+			used += n
+		}
+	}
+	return used, false // unreachable: the parent is in defs
+}
+
+// sameDefinition: a and b are the same ChallengeDefinition (by namespace and name).
+func sameDefinition(a, b ChallengeDefinition) bool {
+	return a.Metadata.Namespace == b.Metadata.Namespace && a.Metadata.Name == b.Metadata.Name
+}
+
+// PrePullCustomize asks Metacontroller for what PrePull counts against the total: every definition
+// of the namespaces the hook pre-pulls, for a definition of one of them; nothing for another.
+func PrePullCustomize(req PrePullCustomizeRequest, cfg Config) CustomizeResponse {
+	rules := []RelatedResourceRule{}
+	if slices.Contains(cfg.DefinitionNamespaces, req.Parent.Metadata.Namespace) {
+		for _, ns := range cfg.DefinitionNamespaces {
+			rules = append(rules, RelatedResourceRule{APIVersion: v1alpha1.APIVersion, Resource: "challengedefinitions", Namespace: ns})
+		}
+	}
+	return CustomizeResponse{RelatedResources: rules}
+}
+
+// DecodePrePullCustomizeRequest decodes a customize request of the pre-pull controller.
+func DecodePrePullCustomizeRequest(body []byte) (PrePullCustomizeRequest, error) {
+	var parent *ChallengeDefinition
+	err := decodeRequestKeys(body, map[string]func(dec *json.Decoder) error{
+		"parent": func(dec *json.Decoder) error { return decodeParent(dec, &parent) },
+	})
+	if err != nil {
+		return PrePullCustomizeRequest{}, err
+	}
+	if parent == nil || parent.Metadata.Name == "" {
+		return PrePullCustomizeRequest{}, badRequest("request has no parent with a metadata.name")
+	}
+	return PrePullCustomizeRequest{Parent: *parent}, nil
 }
 
 func prePullAnswer(state, message, daemonSet string, children []any) PrePullResponse {
@@ -164,13 +291,19 @@ func validatePrePull(def ChallengeDefinition) field.ErrorList {
 // name holds "--", so two pods' containers never get one name (a-b and c, a and b-c).
 type prePullImage struct{ container, image string }
 
-// prePullImages are the definition's distinct images, in the order of its containers.
+// prePullImages are the definition's distinct images, in the order of its containers, each
+// container name unique: <pod>-<container> of two pods can be the same (a-b/c and a/b-c), and then
+// the later one, like a name too long for a container, gets a numbered one (uniqueContainerName).
 func prePullImages(spec v1alpha1.DefinitionSpec) []prePullImage {
 	var out []prePullImage
+	var taken []string
 	add := func(name, image string) {
-		if !slices.ContainsFunc(out, func(p prePullImage) bool { return p.image == image }) {
-			out = append(out, prePullImage{name, image})
+		if slices.ContainsFunc(out, func(p prePullImage) bool { return p.image == image }) {
+			return
 		}
+		name = uniqueContainerName(name, taken)
+		taken = append(taken, name)
+		out = append(out, prePullImage{name, image})
 	}
 	for _, c := range spec.Containers {
 		add(c.Name, c.Image)
@@ -179,12 +312,23 @@ func prePullImages(spec v1alpha1.DefinitionSpec) []prePullImage {
 		for j, c := range p.Containers {
 			name := p.Name + componentSeparator + c.Name
 			if len(name) > validation.DNS1123LabelMaxLength {
-				name = fmt.Sprintf("pod%d-container%d", i, j) // unique, where the names are too long
+				name = fmt.Sprintf("pod%d-container%d", i, j)
 			}
 			add(name, c.Image)
 		}
 	}
 	return out
+}
+
+// uniqueContainerName is name, or name-1, name-2, ... (shortened to fit a container name), the
+// first that taken does not hold.
+func uniqueContainerName(name string, taken []string) string {
+	candidate := name
+	for i := 1; slices.Contains(taken, candidate); i++ {
+		suffix := "-" + strconv.Itoa(i)
+		candidate = strings.TrimRight(name[:min(len(name), validation.DNS1123LabelMaxLength-len(suffix))], "-") + suffix
+	}
+	return candidate
 }
 
 func prePullLabels(def ChallengeDefinition) map[string]string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,8 +22,13 @@ const prePullCasesDir = "../testdata/prepull"
 // prePullCaseFile is a pre-pull case's input.
 type prePullCaseFile struct {
 	Description string `json:"description"`
+	// Flags are the hook's flags on top of testdata/dev.flags, e.g. a smaller --prepull-max-images.
+	Flags []string `json:"flags,omitempty"`
 	// Parent is the ChallengeDefinition: metadata that matters and spec.
 	Parent map[string]any `json:"parent"`
+	// Related are the other definitions the customize hook related (those of the namespaces the
+	// hook pre-pulls: metadata and spec); the parent is related too, as Metacontroller relates it.
+	Related []map[string]any `json:"related,omitempty"`
 	// Children are the observed children: kind and name, and the fields that make the scenario
 	// (a DaemonSet's status); the rest is what the hook declared for them.
 	Children []map[string]any `json:"children,omitempty"`
@@ -42,23 +48,22 @@ func prePullController(t testing.TB) map[string]any {
 // server stores it, each declared child type keyed "<namespace>/<name>" (empty ones too), each
 // child the hook's answer for the definition it was applied for, with the case's fields over it.
 func prePullRequestFromCase(t testing.TB, c prePullCaseFile, cfg Config) []byte {
-	parent := deepCopy(c.Parent)
-	parent["apiVersion"], parent["kind"] = v1alpha1.APIVersion, "ChallengeDefinition"
+	parent := storedDefinition(c.Parent)
 	meta := parent["metadata"].(map[string]any)
-	if _, ok := meta["generation"]; !ok {
-		meta["generation"] = 1
+	related := []map[string]any{parent}
+	for _, def := range c.Related {
+		related = append(related, storedDefinition(def))
 	}
-	meta["managedFields"] = managedFields(parent, "ctf-admin", "metacontroller", meta["creationTimestamp"])
 
 	applied := deepCopy(parent)
 	if c.AppliedWith != nil {
 		applied["spec"] = mergeObjects(applied["spec"].(map[string]any), c.AppliedWith.Spec)
 	}
 	declared := map[string]map[string]any{}
-	for _, child := range prePullChildrenOf(t, prePullAnswerTo(t, prePullRequest(t, applied, nil), cfg)) {
+	for _, child := range prePullChildrenOf(t, prePullAnswerTo(t, prePullRequest(t, applied, append([]map[string]any{applied}, related[1:]...), nil), cfg)) {
 		declared[fmt.Sprint(child["kind"], "/", mapAt(child, "metadata")["name"])] = child
 	}
-	return prePullRequest(t, parent, func(groups map[string]map[string]any) {
+	return prePullRequest(t, parent, related, func(groups map[string]map[string]any) {
 		for _, in := range c.Children {
 			kind, name := in["kind"].(string), mapAt(in, "metadata")["name"].(string)
 			lastApplied, ok := declared[kind+"/"+name]
@@ -79,8 +84,21 @@ func prePullRequestFromCase(t testing.TB, c prePullCaseFile, cfg Config) []byte 
 	})
 }
 
-// prePullRequest is a request for parent, with every declared child type and what fill adds.
-func prePullRequest(t testing.TB, parent map[string]any, fill func(map[string]map[string]any)) []byte {
+// storedDefinition is a case's definition as the API server stores it.
+func storedDefinition(def map[string]any) map[string]any {
+	def = deepCopy(def)
+	def["apiVersion"], def["kind"] = v1alpha1.APIVersion, "ChallengeDefinition"
+	meta := def["metadata"].(map[string]any)
+	if _, ok := meta["generation"]; !ok {
+		meta["generation"] = 1
+	}
+	meta["managedFields"] = managedFields(def, "ctf-admin", "metacontroller", meta["creationTimestamp"])
+	return def
+}
+
+// prePullRequest is a request for parent, with the related definitions, every declared child type
+// and what fill adds.
+func prePullRequest(t testing.TB, parent map[string]any, related []map[string]any, fill func(map[string]map[string]any)) []byte {
 	controller := prePullController(t)
 	groups := map[string]map[string]any{}
 	for _, r := range controller["spec"].(map[string]any)["childResources"].([]any) {
@@ -94,7 +112,13 @@ func prePullRequest(t testing.TB, parent map[string]any, fill func(map[string]ma
 	if fill != nil {
 		fill(groups)
 	}
-	return marshal(t, map[string]any{"controller": controller, "parent": parent, "children": groups, "related": map[string]any{}, "finalizing": false})
+	definitions := map[string]any{}
+	for _, def := range related {
+		meta := def["metadata"].(map[string]any)
+		definitions[fmt.Sprint(meta["namespace"], "/", meta["name"])] = def
+	}
+	return marshal(t, map[string]any{"controller": controller, "parent": parent, "children": groups,
+		"related": map[string]any{"ChallengeDefinition." + v1alpha1.APIVersion: definitions}, "finalizing": false})
 }
 
 func prePullAnswerTo(t testing.TB, request []byte, cfg Config) []byte {
@@ -131,10 +155,18 @@ func TestGoldenPrePull(t *testing.T) {
 			var c prePullCaseFile
 			require.NoError(t, yaml.UnmarshalStrict(content, &c), input)
 			require.NotEmpty(t, c.Description, "%s says what the case shows", input)
+			cfg := withFlags(t, cfg, c.Flags)
 			request := prePullRequestFromCase(t, c, cfg)
 			answer := prePullAnswerTo(t, request, cfg)
 			require.Equal(t, string(answer), string(prePullAnswerTo(t, request, cfg)), "identical requests must give byte-identical answers")
-			for file, want := range map[string][]byte{"request.json": indent(t, request), "response.json": indent(t, answer)} {
+			files := map[string][]byte{"request.json": indent(t, request), "response.json": indent(t, answer)}
+			if len(c.Flags) > 0 {
+				files[caseFlagsFile] = []byte(strings.Join(c.Flags, " ") + "\n")
+			} else {
+				_, err := os.Stat(filepath.Join(dir, caseFlagsFile))
+				require.True(t, os.IsNotExist(err), "%s has no flags: delete its %s", input, caseFlagsFile)
+			}
+			for file, want := range files {
 				path := filepath.Join(dir, file)
 				if *update {
 					require.NoError(t, os.WriteFile(path, want, 0o644))

@@ -250,9 +250,11 @@ func (in *instance) finalize() Response {
 }
 
 // Customize asks Metacontroller for the related object Sync needs: the referenced definition, unless
-// its namespace is not one cfg.DefinitionNamespaces allows. It depends only on the parent's spec
-// and identity and the hook's configuration, as Metacontroller caches it (per parent: Sync checks
-// the namespace again, so a cached answer from before the flag changed relates nothing it uses).
+// the Challenge may not use it (definitionRefRefusal: another namespace than its own that no grant
+// names, or one --definition-namespaces leaves out), so that Metacontroller never even sends it. It
+// depends only on the parent's spec and identity and the hook's configuration, as Metacontroller
+// caches it (per parent: Sync checks again, so a cached answer from before the flags changed
+// relates nothing it uses).
 func Customize(req CustomizeRequest, cfg Config) CustomizeResponse {
 	parent := req.Parent
 	rules := []RelatedResourceRule{}
@@ -261,7 +263,7 @@ func Customize(req CustomizeRequest, cfg Config) CustomizeResponse {
 		if namespace == "" {
 			namespace = parent.Metadata.Namespace
 		}
-		if !definitionNamespaceAllowed(cfg, namespace) {
+		if definitionRefRefusal(cfg, parent.Metadata.Namespace, namespace) != "" {
 			return CustomizeResponse{RelatedResources: rules} // Sync says why (InvalidSpec)
 		}
 		rules = append(rules, RelatedResourceRule{

@@ -103,16 +103,26 @@ type Config struct {
 	// gateway.networking.k8s.io/gateway-name=<name>.
 	GatewayDataPlane PodPeer
 
-	// Trust switches: how much the hook believes of a Challenge, whose author (the platform) is
-	// not the organizer who writes ChallengeDefinitions. The zero values trust it fully.
+	// Trust switches: how much the hook believes of a Challenge, whose author (the platform, or a
+	// co-tenant in another namespace) is not the organizer who writes ChallengeDefinitions.
 
 	// RefuseInlineTemplates refuses every Challenge with an inline spec.template (InvalidSpec):
 	// then only ChallengeDefinitions say which images and commands run.
 	RefuseInlineTemplates bool
 	// DefinitionNamespaces, when not empty, are the only namespaces a spec.definitionRef may point
 	// to: a reference elsewhere is refused (InvalidSpec), and Customize does not even ask
-	// Metacontroller for it. Empty: any namespace.
+	// Metacontroller for it. Empty: any namespace. They are also the only namespaces whose
+	// definitions the pre-pull controller serves (none when empty).
 	DefinitionNamespaces []string
+	// DefinitionGrants are the only pairs of namespaces across which a spec.definitionRef may
+	// point: by default a Challenge uses only the definitions of its own namespace.
+	DefinitionGrants []DefinitionGrant
+
+	// PrePullMaxImagesPerDefinition caps the images (containers on every node) of one
+	// definition's pre-pull DaemonSet, PrePullMaxImages those of every definition together; a
+	// definition over either gets no DaemonSet (TooManyImages).
+	PrePullMaxImagesPerDefinition int
+	PrePullMaxImages              int
 }
 
 // PodPeer selects Pods by namespace and, optionally, labels.
@@ -135,6 +145,9 @@ func DefaultConfig() Config {
 		IngressController:  PodPeer{Namespace: "ingress-nginx"},
 		GatewayTLSPort:     443,
 		PolicyGate:         PolicyGate{Enabled: true, Image: ReleaseImage, Timeout: defaultPolicyGateTimeout},
+
+		PrePullMaxImagesPerDefinition: defaultPrePullMaxImagesPerDefinition,
+		PrePullMaxImages:              defaultPrePullMaxImages,
 	}
 }
 

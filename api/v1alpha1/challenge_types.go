@@ -85,7 +85,8 @@ type ChallengeSpec struct {
 	RestartedAt string `json:"restartedAt,omitempty"`
 }
 
-// DefinitionRef names a ChallengeDefinition; the namespace defaults to the Challenge's.
+// DefinitionRef names a ChallengeDefinition; the namespace defaults to the Challenge's. Another
+// namespace than the Challenge's is used only where the hook's --definition-grants names the pair.
 type DefinitionRef struct {
 	// A DNS-1123 subdomain of at most 63 characters (ChallengeDefinition names are
 	// copied into a label).
@@ -94,7 +95,8 @@ type DefinitionRef struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
-	// Namespace of the ChallengeDefinition, a DNS-1123 label.
+	// Namespace of the ChallengeDefinition, a DNS-1123 label. Another namespace than the
+	// Challenge's is used only where the hook's --definition-grants names the pair.
 	//
 	// +optional
 	// +kubebuilder:validation:MinLength=1

@@ -49,8 +49,11 @@ type ChallengeDefinitionStatus struct {
 
 // PrePullStatus says what the pre-pull controller keeps for a definition.
 type PrePullStatus struct {
-	// One of PrePulling (the DaemonSet is declared), Disabled (spec.prePull is false) and
-	// InvalidDefinition (the DaemonSet, if any, is kept as it was).
+	// One of PrePulling (the DaemonSet is declared), Disabled (spec.prePull is false),
+	// InvalidDefinition (the DaemonSet, if any, is kept as it was), NamespaceNotAllowed (the hook
+	// pre-pulls only the namespaces of its --definition-namespaces) and TooManyImages (over the
+	// hook's caps per definition or in total; no DaemonSet in these two) and Pending (the
+	// definitions counted against the total are not known yet; the DaemonSet, if any, is kept).
 	State string `json:"state"`
 	// What the controller keeps, or what to fix.
 	Message string `json:"message"`
@@ -523,4 +526,14 @@ const (
 	PrePullStatePrePulling        = "PrePulling"
 	PrePullStateDisabled          = "Disabled"
 	PrePullStateInvalidDefinition = "InvalidDefinition"
+	// PrePullStateNamespaceNotAllowed: the definition's namespace is not one the hook pre-pulls
+	// (--definition-namespaces); no DaemonSet.
+	PrePullStateNamespaceNotAllowed = "NamespaceNotAllowed"
+	// PrePullStateTooManyImages: the definition has more images than one may pre-pull, or they do
+	// not fit beside those of the definitions created before it; no DaemonSet.
+	PrePullStateTooManyImages = "TooManyImages"
+	// PrePullStatePending: the definitions its images count against are not known yet (a
+	// customize answer Metacontroller cached under other hook flags); the DaemonSet, if any, is
+	// kept as it was.
+	PrePullStatePending = "Pending"
 )

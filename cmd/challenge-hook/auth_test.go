@@ -35,7 +35,7 @@ func TestEachCredentialGrantsOnlyWhatItNames(t *testing.T) {
 		{"verify token on /finalize", ts.url, "/finalize", testVerifyToken, request, 403, "grants /flags/verify only, not /finalize"},
 		{"verify token on /customize", ts.url, "/customize", testVerifyToken, request, 403, "grants /flags/verify only, not /customize"},
 		// Metacontroller's token on flag verification.
-		{"Metacontroller token on /flags/verify", ts.verifyURL, "/flags/verify", testToken, verifyBody, 403, "Metacontroller's token (--token-file) grants /sync, /finalize, /customize and /prepull/sync only, not /flags/verify"},
+		{"Metacontroller token on /flags/verify", ts.verifyURL, "/flags/verify", testToken, verifyBody, 403, "Metacontroller's token (--token-file) grants /sync, /finalize, /customize, /prepull/sync and /prepull/customize only, not /flags/verify"},
 		// Flag verification is not on the main listener, whatever the token.
 		{"/flags/verify on the main listener, verify token", ts.url, "/flags/verify", testVerifyToken, verifyBody, 404, "no route /flags/verify on this listener"},
 		{"/flags/verify on the main listener, Metacontroller token", ts.url, "/flags/verify", testToken, verifyBody, 404, "--verify-listen"},

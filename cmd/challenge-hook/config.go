@@ -173,7 +173,7 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	})
 	addHookFlags(c, &cfg.hook)
 	c.env(func(fs *flag.FlagSet) {
-		fs.StringVar(&cfg.tokenFile, "token-file", "", "`file` holding the bearer token Metacontroller sends to /sync, /finalize, /customize and /prepull/sync (empty: no token required); it never verifies flags")
+		fs.StringVar(&cfg.tokenFile, "token-file", "", "`file` holding the bearer token Metacontroller sends to /sync, /finalize, /customize, /prepull/sync and /prepull/customize (empty: no token required); it never verifies flags")
 		flagfunc.Var(fs, "verify-listen", cfg.verifyListen, "address of the flag-verification listener, `host:port`: POST /flags/verify only, served only with --verify-token-file", flagfunc.HostPort(&cfg.verifyListen))
 		fs.StringVar(&cfg.verifyTokenFile, "verify-token-file", "", "`file` holding the bearer token the platform sends to POST /flags/verify on --verify-listen; it opens nothing else, and must differ from --token-file's (empty: no flag verification)")
 		fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")
@@ -213,6 +213,9 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	if gate := cfg.hook.sync.PolicyGate; gate.Enabled && gate.Image == "" {
 		return cfg, c, errors.New("--policy-gate-image (CHALLENGE_HOOK_POLICY_GATE_IMAGE) is empty: every instance Pod starts with the policy gate, an init container of this hook's image " +
 			"that holds the challenge's containers until the Pod's NetworkPolicy is enforced; set it to this hook's image, or pass --policy-gate=false")
+	}
+	if err := cfg.hook.sync.CheckTrust(); err != nil {
+		return cfg, c, err
 	}
 	verifyListenSet := false
 	c.fs.Visit(func(f *flag.Flag) { verifyListenSet = verifyListenSet || f.Name == "verify-listen" }) // the environment's too

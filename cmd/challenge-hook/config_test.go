@@ -223,6 +223,15 @@ func TestTrustSwitchFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, cfg.hook.sync.RefuseInlineTemplates, "inline templates are accepted by default")
 	assert.Empty(t, cfg.hook.sync.DefinitionNamespaces, "any namespace by default")
+	assert.Empty(t, cfg.hook.sync.DefinitionGrants, "by default a Challenge uses only its own namespace's definitions")
+
+	cfg, _, err = parseServerConfig([]string{"--definition-grants=team-*=ctf,ctf-staging=ctf"}, noEnv)
+	require.NoError(t, err)
+	assert.Equal(t, []hooksync.DefinitionGrant{{ChallengeNamespaces: "team-*", DefinitionNamespace: "ctf"}, {ChallengeNamespaces: "ctf-staging", DefinitionNamespace: "ctf"}},
+		cfg.hook.sync.DefinitionGrants)
+	cfg, _, err = parseServerConfig(nil, envMap(map[string]string{"CHALLENGE_HOOK_DEFINITION_GRANTS": "team-*=ctf"}))
+	require.NoError(t, err)
+	assert.Equal(t, []hooksync.DefinitionGrant{{ChallengeNamespaces: "team-*", DefinitionNamespace: "ctf"}}, cfg.hook.sync.DefinitionGrants, "env fallback")
 
 	cfg, _, err = parseServerConfig([]string{"--inline-templates=false", "--definition-namespaces=ctf-definitions, ctf,ctf"}, noEnv)
 	require.NoError(t, err)
@@ -245,6 +254,8 @@ func TestTrustSwitchFlags(t *testing.T) {
 	}{
 		{[]string{"--inline-templates=no"}, []string{"inline-templates", "true or false"}},
 		{[]string{"--definition-namespaces=ctf,CTF_Defs"}, []string{"definition-namespaces", `"CTF_Defs"`, "namespace names"}},
+		{[]string{"--definition-grants=team-*"}, []string{"definition-grants", "<challenge-namespace>=<definition-namespace>"}},
+		{[]string{"--definition-namespaces=ctf", "--definition-grants=team-*=ctf-staging"}, []string{"--definition-grants team-*=ctf-staging", "--definition-namespaces=ctf leaves out"}},
 	} {
 		_, _, err := parseServerConfig(tt.args, noEnv)
 		if assert.Error(t, err, "%v", tt.args) {

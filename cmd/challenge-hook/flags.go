@@ -60,7 +60,7 @@ func handleVerifyNotFound() http.HandlerFunc {
 func runFlag(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var definition, owner, prefix, keyFile string
 	c := newConfigFlags("challenge-hook flag")
-	c.fs.StringVar(&definition, "definition", "", "definition key: `<namespace>/<name>` of a ChallengeDefinition, or inline/<namespace>/<challenge name> for an inline template")
+	c.fs.StringVar(&definition, "definition", "", "definition key: `<namespace>/<name>` of a ChallengeDefinition (its own namespace, wherever the Challenge runs), or inline/<namespace>/<challenge name> for an inline template")
 	c.fs.StringVar(&owner, "owner", "", "the Challenge's spec.`owner`")
 	c.fs.StringVar(&prefix, "prefix", "flag", "the definition's flag.`prefix`")
 	c.env(func(fs *flag.FlagSet) {

@@ -92,7 +92,7 @@ func TestFlagVerify(t *testing.T) {
 	}{
 		{"no token", verification(t, inlineDefinition, "team-7", flag), nil, 401, "bearer token"},
 		{"wrong token", verification(t, inlineDefinition, "team-7", flag), []string{"Authorization", "Bearer " + flag}, 401, "bearer token"},
-		{"Metacontroller's token", verification(t, inlineDefinition, "team-7", flag), []string{"Authorization", "Bearer " + testToken}, 403, "grants /sync, /finalize, /customize and /prepull/sync only"},
+		{"Metacontroller's token", verification(t, inlineDefinition, "team-7", flag), []string{"Authorization", "Bearer " + testToken}, 403, "grants /sync, /finalize, /customize, /prepull/sync and /prepull/customize only"},
 		{"no flag", verification(t, inlineDefinition, "team-7", ""), auth, 400, "flag is required"},
 		{"no owner", verification(t, inlineDefinition, "", flag), auth, 400, "owner is required"},
 		{"definition without namespace", verification(t, "pwn", "team-7", flag), auth, 400, "<namespace>/<name>"},

@@ -44,7 +44,7 @@ func handleReadyz(h *health) http.HandlerFunc {
 
 func handleNotFound() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: this listener serves POST /sync, /finalize, /customize and /prepull/sync, GET /healthz, /readyz and /metrics", r.URL.Path))
+		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: this listener serves POST /sync, /finalize, /customize, /prepull/sync and /prepull/customize, GET /healthz, /readyz and /metrics", r.URL.Path))
 	}
 }
 
@@ -131,6 +131,26 @@ func handlePrePull(cfg hooksync.Config) http.HandlerFunc {
 			info.parent = req.Parent.Metadata.Namespace + "/" + req.Parent.Metadata.Name
 		}
 		respondJSON(w, http.StatusOK, hooksync.PrePull(req, cfg))
+	}
+}
+
+// handlePrePullCustomize serves /prepull/customize: the definitions whose images count against the
+// pre-pull total (sync.PrePullCustomize). It needs no --prepull-image: it builds nothing.
+func handlePrePullCustomize(cfg hooksync.Config) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, ok := readBody(w, r)
+		if !ok {
+			return
+		}
+		req, err := hooksync.DecodePrePullCustomizeRequest(body)
+		if err != nil {
+			respondDecodeError(w, r, err)
+			return
+		}
+		if info := requestInfoFrom(r.Context()); info != nil {
+			info.parent = req.Parent.Metadata.Namespace + "/" + req.Parent.Metadata.Name
+		}
+		respondJSON(w, http.StatusOK, hooksync.PrePullCustomize(req, cfg))
 	}
 }
 

@@ -20,12 +20,17 @@ func TestGoldenReplayPrePull(t *testing.T) {
 	t.Chdir("../..")
 	devFlags, err := os.ReadFile("testdata/dev.flags")
 	require.NoError(t, err)
-	srv, _ := newTestServer(t, strings.Fields(string(devFlags))...)
 	requests, err := filepath.Glob("testdata/prepull/*/request.json")
 	require.NoError(t, err)
 	require.NotEmpty(t, requests)
 	for _, requestFile := range requests {
 		t.Run(filepath.Base(filepath.Dir(requestFile)), func(t *testing.T) {
+			// The case's own flags, if any, on top of dev.flags, as `make run RUN_FLAGS=...` adds them.
+			flags := strings.Fields(string(devFlags))
+			if caseFlags, err := os.ReadFile(filepath.Join(filepath.Dir(requestFile), "hook.flags")); err == nil {
+				flags = append(flags, strings.Fields(string(caseFlags))...)
+			}
+			srv, _ := newTestServer(t, flags...)
 			request, err := os.ReadFile(requestFile)
 			require.NoError(t, err)
 			want, err := os.ReadFile(filepath.Join(filepath.Dir(requestFile), "response.json"))
@@ -53,4 +58,21 @@ func TestPrePullNeedsItsImage(t *testing.T) {
 	resp, body = post(t, srv.URL+prePullSyncPath, "application/json", []byte(`{"parent":{"metadata":{"name":"web"}},"children":{"Deployment.apps/v1":{}}}`))
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, string(body), `unknown child type \"Deployment.apps/v1\"`)
+}
+
+// TestPrePullCustomizeOverHTTP: /prepull/customize relates every definition of the hook's
+// --definition-namespaces to a definition of one of them, and nothing to one elsewhere; a request
+// without a parent is a 400.
+func TestPrePullCustomizeOverHTTP(t *testing.T) {
+	srv, _ := newTestServer(t, "--definition-namespaces=ctf,ctf-2")
+	resp, body := post(t, srv.URL+prePullCustomizePath, "application/json", []byte(`{"parent":{"metadata":{"name":"web","namespace":"ctf"}}}`))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	require.JSONEq(t, `{"relatedResources":[
+		{"apiVersion":"ctf.challenge-hook.dev/v1alpha1","resource":"challengedefinitions","namespace":"ctf"},
+		{"apiVersion":"ctf.challenge-hook.dev/v1alpha1","resource":"challengedefinitions","namespace":"ctf-2"}]}`, string(body))
+	resp, body = post(t, srv.URL+prePullCustomizePath, "application/json", []byte(`{"parent":{"metadata":{"name":"web","namespace":"tenant-b"}}}`))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	require.JSONEq(t, `{"relatedResources":[]}`, string(body))
+	resp, _ = post(t, srv.URL+prePullCustomizePath, "application/json", []byte(`{}`))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 }

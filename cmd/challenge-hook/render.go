@@ -58,6 +58,9 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if err := checkNetworkFlags(hook.sync); err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
+	if err := hook.sync.CheckTrust(); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
 	if err := hook.loadFlagKey(); err != nil {
 		return fmt.Errorf("render: %w", err)
 	}

@@ -4,13 +4,13 @@ import "github.com/go-chi/chi/v5"
 
 // credentials are the hook's two bearer tokens; each grants its own listener's routes only.
 type credentials struct {
-	hook   credential // Metacontroller's: /sync, /finalize, /customize, /prepull/sync
+	hook   credential // Metacontroller's: /sync, /finalize, /customize, /prepull/sync, /prepull/customize
 	verify credential // the platform's: /flags/verify
 }
 
 func newCredentials(hookToken, verifyToken []byte) credentials {
 	return credentials{
-		hook:   newCredential("Metacontroller's token (--token-file)", "/sync, /finalize, /customize and /prepull/sync", hookToken),
+		hook:   newCredential("Metacontroller's token (--token-file)", "/sync, /finalize, /customize, /prepull/sync and /prepull/customize", hookToken),
 		verify: newCredential("the flag-verification token (--verify-token-file)", flagVerifyPath, verifyToken),
 	}
 }
@@ -19,8 +19,11 @@ func newCredentials(hookToken, verifyToken []byte) credentials {
 // credential, so that the hook's NetworkPolicy can admit Metacontroller to the first and the
 // platform to the second only.
 
-// prePullSyncPath is the pre-pull controller's sync hook.
-const prePullSyncPath = "/prepull/sync"
+// prePullSyncPath and prePullCustomizePath are the pre-pull controller's hooks.
+const (
+	prePullSyncPath      = "/prepull/sync"
+	prePullCustomizePath = "/prepull/customize"
+)
 
 // addHookRoutes are the main listener's (--listen): Metacontroller's hooks, probes and metrics.
 // There is no /flags/verify here, whatever the token.
@@ -37,6 +40,7 @@ func addHookRoutes(r chi.Router, cfg serverConfig, creds credentials, now clock,
 		r.Post("/customize", handleCustomize(cfg.hook.sync))
 		// The pre-pull controller's (manifests/components/prepull), on ChallengeDefinitions.
 		r.Post(prePullSyncPath, handlePrePull(cfg.hook.sync))
+		r.Post(prePullCustomizePath, handlePrePullCustomize(cfg.hook.sync))
 	})
 	r.HandleFunc(flagVerifyPath, handleFlagVerifyElsewhere())
 }

@@ -541,7 +541,7 @@ func TestPinnedClockWarnsAtStartup(t *testing.T) {
 // The trust switches through the server: an inline template is refused by /sync, and /customize
 // relates no definition from a namespace the hook does not take them from.
 func TestTrustSwitchesOverHTTP(t *testing.T) {
-	srv, _ := newTestServer(t, "--inline-templates=false", "--definition-namespaces=ctf-definitions")
+	srv, _ := newTestServer(t, "--inline-templates=false", "--definition-namespaces=ctf-definitions", "--definition-grants=ct*=ctf-definitions")
 	resp, body := post(t, srv.URL+"/sync", "application/json", mutate(t, func(map[string]any) {}))
 	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
 	var answer struct {
@@ -572,4 +572,15 @@ func TestTrustSwitchesOverHTTP(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &answer))
 	assert.Equal(t, "InvalidSpec", answer.Status.Reason)
 	assert.Contains(t, answer.Status.Message, "--definition-namespaces=ctf-definitions")
+
+	// Without the grant, another namespace than the Challenge's (ctf) is refused too.
+	srv, _ = newTestServer(t, "--definition-namespaces=ctf-definitions")
+	resp, body = post(t, srv.URL+"/customize", "application/json", byRef("ctf-definitions"))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	assert.JSONEq(t, `{"relatedResources":[]}`, string(body))
+	resp, body = post(t, srv.URL+"/sync", "application/json", byRef("ctf-definitions"))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	require.NoError(t, json.Unmarshal(body, &answer))
+	assert.Equal(t, "InvalidSpec", answer.Status.Reason)
+	assert.Contains(t, answer.Status.Message, "add ctf=ctf-definitions to the hook's --definition-grants")
 }
