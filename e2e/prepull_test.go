@@ -319,8 +319,8 @@ func TestPrePullTrust(t *testing.T) {
 				for _, ctr := range containers {
 					names = append(names, fmt.Sprint(ctr.(map[string]any)["name"]))
 				}
-				if fmt.Sprint(names) != "[a-b-c a-b-c-1]" {
-					return false, fmt.Errorf("joined's pre-pull containers %v, want [a-b-c a-b-c-1]", names)
+				if fmt.Sprint(names) != "[a-b--c a--b-c]" {
+					return false, fmt.Errorf("joined's pre-pull containers %v, want [a-b--c a--b-c]", names)
 				}
 				return true, nil
 			}
