@@ -146,7 +146,7 @@ func TestVerifyListenerConfiguration(t *testing.T) {
 		{"empty verification token", []string{"--verify-token-file=" + blank}, []string{"--verify-token-file", blank, "empty"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := run(t.Context(), append([]string{"challenge-hook", "--listen=127.0.0.1:0", "--verify-listen=127.0.0.1:0"}, tt.args...), noEnv, io.Discard, io.Discard)
+			err := run(t.Context(), append([]string{"challenge-hook", "--listen=127.0.0.1:0", "--verify-listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0"}, withoutTokenUnlessGiven(tt.args)...), noEnv, io.Discard, io.Discard)
 			require.Error(t, err)
 			if missing := missingPart(err.Error(), tt.wants...); missing != "" {
 				t.Errorf("error lacks %q: %v", missing, err)
