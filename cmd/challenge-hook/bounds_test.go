@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,12 +26,15 @@ func TestTokenIsRequired(t *testing.T) {
 	require.NoError(t, os.WriteFile(tokenFile, []byte(testToken), 0o600))
 	base := []string{"challenge-hook", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0"}
 
-	err := run(t.Context(), base, noEnv, io.Discard, io.Discard)
+	// A hook that starts serves until the deadline, then returns nil.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	err := run(ctx, base, noEnv, io.Discard, io.Discard)
 	require.Error(t, err, "the hook started without a token")
 	if missing := missingPart(err.Error(), "--token-file is not set", "/sync", "every team's flag", "authorization.secretRef", "--insecure-serve-without-token"); missing != "" {
 		t.Errorf("error lacks %q: %v", missing, err)
 	}
-	err = run(t.Context(), append(base, "--token-file="+tokenFile, "--insecure-serve-without-token"), noEnv, io.Discard, io.Discard)
+	err = run(ctx, append(base, "--token-file="+tokenFile, "--insecure-serve-without-token"), noEnv, io.Discard, io.Discard)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "both set")
 
