@@ -80,6 +80,15 @@ func newTestApp(tb testing.TB, logOut io.Writer, args ...string) *app {
 	return a
 }
 
+// devAuthorization is the Authorization header `make run`'s callers send: testdata/dev.flags
+// serves with --token-file=testdata/dev.token (paths relative to the repository root).
+func devAuthorization(tb testing.TB) []string {
+	tb.Helper()
+	token, err := os.ReadFile("testdata/dev.token")
+	require.NoError(tb, err)
+	return []string{"Authorization", "Bearer " + strings.TrimSpace(string(token))}
+}
+
 func post(t *testing.T, url, contentType string, body []byte, header ...string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
@@ -139,7 +148,7 @@ func TestGoldenReplay(t *testing.T) {
 			}
 			// `curl -d @file` drops the file's newlines and carriage returns and sends the form type.
 			curlBody := []byte(strings.NewReplacer("\n", "", "\r", "").Replace(string(request)))
-			resp, got := post(t, url+path, formContentType, curlBody)
+			resp, got := post(t, url+path, formContentType, curlBody, devAuthorization(t)...)
 			require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", got)
 			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 			// The golden files hold the wire bytes indented for review (sync/golden_test.go): indenting
