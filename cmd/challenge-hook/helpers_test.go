@@ -60,9 +60,9 @@ type running struct {
 	addr        string
 	verifyAddr  string // empty without flag verification
 	metricsAddr string
-	cancel     context.CancelFunc
-	done       chan error
-	logs       *logBuffer
+	cancel      context.CancelFunc
+	done        chan error
+	logs        *logBuffer
 }
 
 // startRun starts run with args (program name excluded) and no environment, and waits until it
