@@ -73,9 +73,9 @@ func TestEachCredentialGrantsOnlyWhatItNames(t *testing.T) {
 	assert.JSONEq(t, `{"correct":true}`, string(body))
 }
 
-// Without --token-file, Metacontroller's routes take any caller (the hook's NetworkPolicy admits
-// only Metacontroller to them), but still not one that presents the verification token: that
-// credential names flag verification alone.
+// With --insecure-serve-without-token (newTestServers without --token-file), Metacontroller's
+// routes take any caller, but still not one that presents the verification token: that credential
+// names flag verification alone.
 func TestVerifyTokenIsRefusedEvenWithoutAHookToken(t *testing.T) {
 	dir := t.TempDir()
 	verifyTokenFile := filepath.Join(dir, "verify-token")
