@@ -80,7 +80,7 @@ func TestMetricsHaveTheirOwnListener(t *testing.T) {
 		resp, body := get(t, "http://"+addr+"/metrics")
 		assert.Equal(t, http.StatusNotFound, resp.StatusCode, "/metrics on %s: %s", addr, body)
 	}
-	resp, body := get(t, "http://"+r.addr+"/metrics")
+	_, body := get(t, "http://"+r.addr+"/metrics")
 	assert.Contains(t, string(body), "--metrics-listen", "the 404 says where metrics are")
 	for _, path := range []string{"/sync", "/finalize", "/customize", "/prepull/sync", "/flags/verify"} {
 		for _, token := range []string{testToken, testVerifyToken} {
