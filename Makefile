@@ -8,8 +8,9 @@ BIN := bin/challenge-hook
 # packages' build-cache keys then leave out the module cache's path, so that a warm build cache
 # serves them from an empty module cache (CI's) instead of compiling Prometheus again.
 MONITORING_GOFLAGS := GOFLAGS="-trimpath $(shell $(GO) env GOFLAGS)"
-# The flags `make run` serves with: a pinned clock and a demo flag key, the same configuration the
-# golden files were computed with, so that curl of any testdata request answers its response.json.
+# The flags `make run` serves with: a pinned clock, a demo flag key and a demo token
+# (testdata/dev.token), the same configuration the golden files were computed with, so that curl of
+# any testdata request (with that token) answers its response.json.
 DEV_FLAGS := $(shell cat testdata/dev.flags 2>/dev/null)
 
 .PHONY: all build run test lint generate update e2e e2e-node bench bench-cluster fuzz clean
@@ -21,7 +22,7 @@ build:
 
 # RUN_FLAGS adds flags, e.g. a golden case's own: make run RUN_FLAGS="$(cat testdata/<case>/hook.flags)"
 run:
-	$(GO) run ./cmd/challenge-hook --listen=127.0.0.1:8080 $(DEV_FLAGS) $(RUN_FLAGS)
+	$(GO) run ./cmd/challenge-hook --listen=127.0.0.1:8080 --metrics-listen=127.0.0.1:8082 $(DEV_FLAGS) $(RUN_FLAGS)
 
 # Unit, golden, HTTP (bad-input matrix, auth, graceful shutdown, TLS) tests, the monitoring
 # component's tests (hack/monitoring, a module of its own: Prometheus's promtool, built first at the

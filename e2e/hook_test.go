@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,7 @@ import (
 // hookServer is a running challenge-hook binary, the one `make build` produces.
 type hookServer struct {
 	baseURL string
+	token   string // Metacontroller's token, which its --token-file holds
 	client  *http.Client
 }
 
@@ -53,14 +55,67 @@ type hookProcess struct {
 	exited          chan error
 }
 
+// suiteTokenFile holds Metacontroller's token for the whole run: setUpSuite writes it, puts the
+// same token in the Secret every CompositeController's authorization names, and every hook it or a
+// test starts without a --token-file of its own serves with it. Set once, before any hook starts.
+var suiteTokenFile string
+
 // newHookProcess describes the hook binary (E2E_HOOK_BIN, else bin/challenge-hook) run in the
 // repository root, so that testdata paths resolve, on addr with the given flags besides --listen.
+// Without a --token-file among flags it serves with the suite's token (suiteTokenFile), which
+// Metacontroller sends from the CompositeControllers' Secret; its metrics listen on a free
+// loopback port (metricsAddr).
 func newHookProcess(root, addr string, flags ...string) *hookProcess {
 	bin := os.Getenv("E2E_HOOK_BIN")
 	if bin == "" {
 		bin = filepath.Join(root, "bin", "challenge-hook")
 	}
+	flags = append([]string{"--metrics-listen=127.0.0.1:0"}, flags...)
+	if tokenFile(flags) == "" {
+		flags = append(flags, "--token-file="+suiteTokenFile)
+	}
 	return &hookProcess{bin: bin, root: root, addr: addr, flags: flags, logs: &lockedBuffer{}}
+}
+
+// tokenFile is the value of the last --token-file among flags, or "".
+func tokenFile(flags []string) string {
+	file := ""
+	for _, flag := range flags {
+		if value, ok := strings.CutPrefix(flag, "--token-file="); ok {
+			file = value
+		}
+	}
+	return file
+}
+
+// token is Metacontroller's token the process serves with (its --token-file, from the repository
+// root).
+func (p *hookProcess) token() (string, error) {
+	file := tokenFile(p.flags)
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(p.root, file)
+	}
+	content, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("the hook's --token-file: %w", err)
+	}
+	return strings.TrimSpace(string(content)), nil
+}
+
+// metricsAddr is where the running process serves GET /metrics, as its last "listening" log line
+// says (it changes when the process is started again).
+func (p *hookProcess) metricsAddr() string {
+	addr := ""
+	for line := range strings.Lines(p.logs.String()) {
+		var entry struct {
+			Msg         string `json:"msg"`
+			MetricsAddr string `json:"metrics_addr"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "listening" {
+			addr = entry.MetricsAddr
+		}
+	}
+	return addr
 }
 
 // start runs the hook and waits until /readyz answers 200.
@@ -125,6 +180,10 @@ func (p *hookProcess) stop(sig syscall.Signal) {
 func startHook(t *testing.T, root string, flags ...string) *hookServer {
 	t.Helper()
 	p := newHookProcess(root, freeLoopbackAddr(t), flags...)
+	token, err := p.token()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +193,7 @@ func startHook(t *testing.T, root string, flags ...string) *hookServer {
 			t.Logf("challenge-hook %s log:\n%s", strings.Join(flags, " "), p.logs.String())
 		}
 	})
-	return &hookServer{baseURL: "http://" + p.addr, client: &http.Client{Timeout: 10 * time.Second}}
+	return &hookServer{baseURL: "http://" + p.addr, token: token, client: &http.Client{Timeout: 10 * time.Second}}
 }
 
 // freeLoopbackAddr returns a 127.0.0.1 address with a port nothing listens on right now.
@@ -151,14 +210,15 @@ func freeLoopbackAddr(t *testing.T) string {
 	return addr
 }
 
-// post sends a JSON body to a hook path and returns the body of a 200 answer; any other status is
-// an error, as it is for Metacontroller.
+// post sends a JSON body to a hook path with Metacontroller's token and returns the body of a 200
+// answer; any other status is an error, as it is for Metacontroller.
 func (h *hookServer) post(ctx context.Context, path string, body []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.baseURL+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build request %s: %w", path, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+h.token)
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("POST %s: %w", path, err)

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,6 +88,14 @@ patches:
 		if err != nil {
 			t.Fatalf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
 		}
+		if obj.GetKind() == "Namespace" {
+			// The suite created it for the Secret of Metacontroller's token, as the README's install
+			// creates that Secret in it: apply the shipped one over it.
+			if err := c.createOrUpdate(ctx, client, obj); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		if _, err := client.Create(ctx, obj, options); err != nil {
 			t.Fatalf("create %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 		}
@@ -107,4 +116,32 @@ patches:
 		}
 		return len(pods.Items) == 2, nil
 	})
+}
+
+// TestOnlyMetacontrollersTokenIsAnswered: the suite's hook serves with a token of its own; the
+// shipped CompositeController's authorization has Metacontroller send it from the Secret the
+// suite created (the README's install step), so Metacontroller's syncs are answered (the suite's
+// probe Challenge was synced before any test), and a caller without it gets 401.
+func TestOnlyMetacontrollersTokenIsAnswered(t *testing.T) {
+	ctx := testContext(t)
+	for _, authorization := range []string{"", "Bearer not-the-token"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+shared.hook.addr+"/sync", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("POST /sync with Authorization %q: HTTP %d, want 401", authorization, resp.StatusCode)
+		}
+	}
+	if !strings.Contains(shared.hook.logs.String(), `"path":"/sync","status":200`) {
+		t.Errorf("the hook answered no sync of Metacontroller's with 200; its log:\n%s", tail(shared.hook.logs.String(), 4096))
+	}
 }

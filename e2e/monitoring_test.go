@@ -140,7 +140,7 @@ func TestMonitoring(t *testing.T) {
 	}
 	sources := map[string]string{
 		"kube-state-metrics": ksm,
-		"challenge-hook":     "http://" + shared.hook.addr + "/metrics",
+		"challenge-hook":     "http://" + shared.hook.metricsAddr() + "/metrics",
 		"metacontroller":     "http://" + metacontrollerMetrics + "/metrics",
 	}
 	served := map[string][]metricSample{}

@@ -376,7 +376,7 @@ type tokenHook struct {
 
 // flagVerifier starts a second hook of the same binary, with the suite hook's flag key and both
 // tokens, and checks that each token opens its own listener's routes only. The suite's hook has
-// no token (Metacontroller calls it without one), so it serves no flag verification; verification
+// Metacontroller's token but no verification token, so it serves no flag verification; verification
 // is stateless (an HMAC under the key), so any process with the key gives the answer the
 // platform's hook would.
 func flagVerifier(t *testing.T) *tokenHook {

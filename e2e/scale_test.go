@@ -324,7 +324,7 @@ func hookSyncs(t *testing.T) int {
 // hookRequests is the hook's count of answered requests on routes (its /metrics).
 func hookRequests(t *testing.T, routes ...string) int {
 	t.Helper()
-	resp, err := http.Get("http://" + shared.hook.addr + "/metrics")
+	resp, err := http.Get("http://" + shared.hook.metricsAddr() + "/metrics")
 	if err != nil {
 		t.Fatalf("hook metrics: %v", err)
 	}

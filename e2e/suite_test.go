@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -52,6 +54,13 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
+	tokenDir, err := os.MkdirTemp("", "challenge-hook-e2e-token-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e setup: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(tokenDir)
+	suiteTokenFile = filepath.Join(tokenDir, "token")
 	s, err := setUpSuite()
 	if s != nil && s.hook != nil {
 		defer s.hook.stop(syscall.SIGTERM)
@@ -78,9 +87,12 @@ func tail(s string, n int) string {
 	return s[len(s)-n:]
 }
 
-// setUpSuite starts the hook on $E2E_HOOK_ADDR, installs the CRDs and the CompositeController
-// (compositecontroller.yaml with webhook urls to that address and resyncPeriodSeconds
-// $E2E_RESYNC_SECONDS), and waits until Metacontroller syncs a probe Challenge.
+// setUpSuite starts the hook on $E2E_HOOK_ADDR with a token of its own (suiteTokenFile), puts the
+// same token in the Secret the CompositeControllers' authorization names (the README's install
+// step), installs the CRDs and the CompositeController (compositecontroller.yaml with webhook urls
+// to that address and resyncPeriodSeconds $E2E_RESYNC_SECONDS), and waits until Metacontroller
+// syncs a probe Challenge: Metacontroller sends the hook the token from the Secret, as in a
+// cluster, and the hook answers no caller without it.
 func setUpSuite() (*suite, error) {
 	addr := os.Getenv("E2E_HOOK_ADDR")
 	mcLog := os.Getenv("E2E_METACONTROLLER_LOG")
@@ -96,6 +108,13 @@ func setUpSuite() (*suite, error) {
 		return nil, err
 	}
 	s := &suite{root: root, resync: time.Duration(resyncSeconds) * time.Second, metacontrollerLog: mcLog}
+	token := make([]byte, 24)
+	if _, err := rand.Read(token); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(suiteTokenFile, []byte(hex.EncodeToString(token)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
 	// The shipped Deployment's trust flags: which Challenges may use which definitions is what an
 	// install does, not a test's choice (TestDefinitionOfAnotherNamespace).
 	trust, err := shippedTrustFlags(root)
@@ -113,6 +132,9 @@ func setUpSuite() (*suite, error) {
 	if err != nil {
 		return s, err
 	}
+	if err := c.installTokenSecret(ctx, hex.EncodeToString(token)); err != nil {
+		return s, err
+	}
 	if s.controller, err = testCompositeController(root, "http://"+addr, resyncSeconds); err != nil {
 		return s, err
 	}
@@ -126,9 +148,27 @@ func setUpSuite() (*suite, error) {
 	return s, s.probe(ctx, c)
 }
 
+// installTokenSecret creates the hook's namespace and the Secret challenge-hook-token (key "token")
+// that every shipped CompositeController's authorization names, as the README's install does.
+func (c *cluster) installTokenSecret(ctx context.Context, token string) error {
+	ns := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "challenge-hook"},
+	}}
+	if _, err := c.dyn.Resource(nsGVR).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace challenge-hook: %w", err)
+	}
+	secret := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata":   map[string]any{"name": "challenge-hook-token", "namespace": "challenge-hook"},
+		"stringData": map[string]any{"token": token},
+	}}
+	return c.createOrUpdate(ctx, c.dyn.Resource(secretGVR).Namespace("challenge-hook"), secret)
+}
+
 // testCompositeController is compositecontroller.yaml changed only where a test must: each hook's
 // webhook `service` + `path` becomes `url: <hookBase><path>` (the hook runs outside the cluster),
-// and resyncPeriodSeconds is short so that tests can watch several periods.
+// and resyncPeriodSeconds is short so that tests can watch several periods. The webhooks'
+// authorization stays as shipped: Metacontroller reads the token from the Secret it names.
 func testCompositeController(root, hookBase string, resyncSeconds int) (*unstructured.Unstructured, error) {
 	return testCompositeControllerFrom(filepath.Join(root, "compositecontroller.yaml"), hookBase, resyncSeconds)
 }

@@ -356,9 +356,10 @@ func TestEachCallerReachesOnlyItsOwnPort(t *testing.T) {
 	for _, p := range container.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	assert.Equal(t, map[string]int32{"http": 8080, "verify": 8081}, ports)
+	assert.Equal(t, map[string]int32{"http": 8080, "verify": 8081, "metrics": 8082}, ports)
 	assert.Equal(t, ":8080", flagValue(container.Args, "listen"))
 	assert.Equal(t, ":8081", flagValue(container.Args, "verify-listen"))
+	assert.Equal(t, ":8082", flagValue(container.Args, "metrics-listen"))
 
 	// The verification token comes from its own optional Secret, never the Metacontroller token's.
 	verifyTokenFile := flagValue(container.Args, "verify-token-file")
@@ -392,7 +393,7 @@ func TestEachCallerReachesOnlyItsOwnPort(t *testing.T) {
 	for _, p := range service.Spec.Ports {
 		servicePorts[p.Port] = p.TargetPort.String()
 	}
-	assert.Equal(t, map[int32]string{80: "http", 8081: "verify"}, servicePorts)
+	assert.Equal(t, map[int32]string{80: "http", 8081: "verify", 8082: "metrics"}, servicePorts)
 
 	var policy networkingv1.NetworkPolicy
 	decodeManifest(t, "hook-networkpolicy.yaml", &policy)

@@ -35,9 +35,10 @@ func TestPrePullComponentDeclaresItsChildTable(t *testing.T) {
 			Hooks               map[string]struct {
 				Version string `json:"version"`
 				Webhook struct {
-					Path    string         `json:"path"`
-					Service map[string]any `json:"service"`
-					Timeout string         `json:"timeout"`
+					Path          string         `json:"path"`
+					Service       map[string]any `json:"service"`
+					Timeout       string         `json:"timeout"`
+					Authorization map[string]any `json:"authorization"` // TestNothingIsServedWithoutACredential
 				} `json:"webhook"`
 			} `json:"hooks"`
 		} `json:"spec"`

@@ -25,8 +25,9 @@ var goldenNow = time.Date(2026, 11, 1, 12, 5, 0, 0, time.UTC)
 const devFlagsFile = "../testdata/dev.flags"
 
 // goldenConfig is the configuration `make run` serves with: testdata/dev.flags parsed by the
-// hook's own registration (Config.RegisterFlags), plus the binary's two flags that are not the
-// sync's configuration: the flag key's file, read here, and the pinned clock, goldenNow.
+// hook's own registration (Config.RegisterFlags), plus the binary's flags that are not the sync's
+// configuration: the flag key's file, read here, the pinned clock, goldenNow, and Metacontroller's
+// token, which shapes no answer.
 func goldenConfig(t testing.TB) Config {
 	content, err := os.ReadFile(devFlagsFile)
 	require.NoError(t, err)
@@ -35,6 +36,7 @@ func goldenConfig(t testing.TB) Config {
 	cfg.RegisterFlags(fs)
 	keyFile := fs.String("flag-key-file", "", "")
 	clock := fs.String("clock", "", "")
+	fs.String("token-file", "", "")
 	require.NoError(t, fs.Parse(strings.Fields(string(content))))
 	require.Equal(t, goldenNow.Format(time.RFC3339), *clock, "%s pins the clock to goldenNow", devFlagsFile)
 	key, err := os.ReadFile(filepath.Join("..", *keyFile)) // relative to the repository root, as `make run` reads it

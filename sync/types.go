@@ -365,11 +365,6 @@ type FlagVerification struct {
 	Flag       string `json:"flag"`
 }
 
-// FlagVerdict is the answer to a FlagVerification.
-type FlagVerdict struct {
-	Correct bool `json:"correct"`
-}
-
 // CustomizeRequest is what Metacontroller sends to the customize hook.
 type CustomizeRequest struct {
 	Parent Challenge `json:"parent"`

@@ -38,8 +38,8 @@ func presentedToken(r *http.Request) ([sha256.Size]byte, bool) {
 }
 
 // requireBearerToken lets a request through when it sends `Authorization: Bearer <want's token>`,
-// or anything at all when want is not set (the hook's NetworkPolicy then admits only Metacontroller
-// to this listener). A request that sends one of the other credentials is refused with 403 whether
+// or anything at all when want is not set (Metacontroller's only with
+// --insecure-serve-without-token, which parseServerConfig demands without --token-file). A request that sends one of the other credentials is refused with 403 whether
 // want is set or not: that credential is valid, and grants something else. Any other request
 // gets 401.
 func requireBearerToken(want credential, others ...credential) func(http.Handler) http.Handler {

@@ -73,9 +73,9 @@ func TestEachCredentialGrantsOnlyWhatItNames(t *testing.T) {
 	assert.JSONEq(t, `{"correct":true}`, string(body))
 }
 
-// Without --token-file, Metacontroller's routes take any caller (the hook's NetworkPolicy admits
-// only Metacontroller to them), but still not one that presents the verification token: that
-// credential names flag verification alone.
+// With --insecure-serve-without-token (newTestServers without --token-file), Metacontroller's
+// routes take any caller, but still not one that presents the verification token: that credential
+// names flag verification alone.
 func TestVerifyTokenIsRefusedEvenWithoutAHookToken(t *testing.T) {
 	dir := t.TempDir()
 	verifyTokenFile := filepath.Join(dir, "verify-token")
@@ -146,7 +146,7 @@ func TestVerifyListenerConfiguration(t *testing.T) {
 		{"empty verification token", []string{"--verify-token-file=" + blank}, []string{"--verify-token-file", blank, "empty"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := run(t.Context(), append([]string{"challenge-hook", "--listen=127.0.0.1:0", "--verify-listen=127.0.0.1:0"}, tt.args...), noEnv, io.Discard, io.Discard)
+			err := run(t.Context(), append([]string{"challenge-hook", "--listen=127.0.0.1:0", "--verify-listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0"}, withoutTokenUnlessGiven(tt.args)...), noEnv, io.Discard, io.Discard)
 			require.Error(t, err)
 			if missing := missingPart(err.Error(), tt.wants...); missing != "" {
 				t.Errorf("error lacks %q: %v", missing, err)

@@ -63,7 +63,7 @@ func loadServeBenchCases(b *testing.B) []serveBenchCase {
 }
 
 // newBenchApp builds the server as run does with `make run`'s flags (testdata/dev.flags: the
-// golden files' clock and flag key), from the repository root. Its request log goes to io.Discard:
+// golden files' clock, flag key and token), from the repository root. Its request log goes to io.Discard:
 // the lines are still formatted, as in production, only not written.
 func newBenchApp(b *testing.B) *app {
 	b.Helper()
@@ -95,12 +95,13 @@ func checkGolden(b *testing.B, status int, body []byte, bc serveBenchCase) {
 type poster func(request []byte) (status int, body []byte, err error)
 
 // inProcess posts to handler's POST /sync in-process (httptest.NewRecorder), as the HTTP server
-// would call it, with no connection.
-func inProcess(handler http.Handler) func() (poster, func()) {
+// would call it, with no connection; authorization is Metacontroller's header.
+func inProcess(handler http.Handler, authorization string) func() (poster, func()) {
 	return func() (poster, func()) {
 		return func(request []byte) (int, []byte, error) {
 			r := httptest.NewRequest(http.MethodPost, "/sync", bytes.NewReader(request))
 			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Authorization", authorization)
 			w := httptest.NewRecorder()
 			handler.ServeHTTP(w, r)
 			return w.Code, w.Body.Bytes(), nil
@@ -109,12 +110,18 @@ func inProcess(handler http.Handler) func() (poster, func()) {
 }
 
 // overLoopback posts to url's /sync through a keep-alive client of its own per poster, as
-// Metacontroller holds connections to the hook.
-func overLoopback(url string) func() (poster, func()) {
+// Metacontroller holds connections to the hook; authorization is Metacontroller's header.
+func overLoopback(url, authorization string) func() (poster, func()) {
 	return func() (poster, func()) {
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 		return func(request []byte) (int, []byte, error) {
-			resp, err := client.Post(url+"/sync", "application/json", bytes.NewReader(request))
+			r, err := http.NewRequest(http.MethodPost, url+"/sync", bytes.NewReader(request))
+			if err != nil {
+				return 0, nil, err
+			}
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Authorization", authorization)
+			resp, err := client.Do(r)
 			if err != nil {
 				return 0, nil, err
 			}
@@ -176,14 +183,14 @@ func postOK(post poster, request []byte) error {
 // sync and encode) on a recorded request, in-process, one at a time. Per op: one request, its
 // httptest request and recorder included (a few hundred bytes); no network.
 func BenchmarkServedHandler(b *testing.B) {
-	benchServed(b, false, inProcess(newBenchApp(b).handler))
+	benchServed(b, false, inProcess(newBenchApp(b).handler, devAuthorization(b)[1]))
 }
 
 // BenchmarkServedHandlerParallel is BenchmarkServedHandler with GOMAXPROCS requests at once (run
 // with -cpu 1,2): how the hook's throughput grows with cores. ns/op is wall time per request over
 // all goroutines.
 func BenchmarkServedHandlerParallel(b *testing.B) {
-	benchServed(b, true, inProcess(newBenchApp(b).handler))
+	benchServed(b, true, inProcess(newBenchApp(b).handler, devAuthorization(b)[1]))
 }
 
 // BenchmarkServedOverLoopback is the parallel benchmark over a real connection: the handler behind
@@ -193,5 +200,5 @@ func BenchmarkServedHandlerParallel(b *testing.B) {
 func BenchmarkServedOverLoopback(b *testing.B) {
 	srv := httptest.NewServer(newBenchApp(b).handler)
 	b.Cleanup(srv.Close)
-	benchServed(b, true, overLoopback(srv.URL))
+	benchServed(b, true, overLoopback(srv.URL, devAuthorization(b)[1]))
 }

@@ -41,12 +41,17 @@ type serverConfig struct {
 	listen                string
 	clock                 time.Time // zero: the real clock
 	tokenFile             string
+	insecureNoToken       bool   // serve Metacontroller's routes without a token: demos only
 	verifyListen          string // flag verification's own listener, served only with verifyTokenFile
 	verifyTokenFile       string
+	metricsListen         string // GET /metrics alone
 	tlsCertFile           string
 	tlsKeyFile            string
 	maxRequestBytes       int64
 	maxConcurrentRequests int
+	maxVerifications      int // flag verifications answered at once
+	maxHeaderBytes        int64
+	maxConnections        int // per listener
 	readHeaderTimeout     time.Duration
 	readTimeout           time.Duration
 	writeTimeout          time.Duration
@@ -58,6 +63,33 @@ type serverConfig struct {
 
 // defaultVerifyListen is the flag-verification listener's address, when a verification token is set.
 const defaultVerifyListen = ":8081"
+
+// defaultMetricsListen is the metrics listener's address: a port of its own, so that the hook's
+// NetworkPolicy can admit Prometheus there and nowhere else (the main port mints flags).
+const defaultMetricsListen = ":8082"
+
+// insecureNoTokenFlag serves Metacontroller's routes without a token. Its name says what it does,
+// so that it stands out in a Deployment; the shipped manifests never set it (manifests_test.go).
+const insecureNoTokenFlag = "insecure-serve-without-token"
+
+// defaultMaxHeaderBytes bounds a request's headers, read before any credential is checked.
+// Metacontroller sends five short headers (about 300 bytes with its token), Prometheus and the
+// kubelet fewer: 16 KiB is 50 times that, and what nginx's default buffers hold. net/http reads
+// 4 KiB more before it answers 431.
+const defaultMaxHeaderBytes = 16 << 10
+
+// defaultMaxConnections bounds each listener's open connections; more wait in the kernel's
+// backlog until one closes. Each held connection costs the hook about 30 KiB at most (its
+// goroutine, buffers and up to --max-header-bytes of headers), so 64 per listener is 6 MiB at
+// most for the three. Metacontroller opens one connection per request in flight (its --workers per
+// controller, 5 by default) and keeps 2 idle; the main listener's 8 requests in flight and 32
+// waiting (--max-concurrent-requests) fit with room to spare, so that a 429, not a connection
+// that waits, is what an overloaded hook answers.
+const defaultMaxConnections = 64
+
+// defaultMaxVerifications bounds the flag verifications answered at once: each is an HMAC over
+// three short strings (microseconds) and a body of at most flagVerifyMaxBytes.
+const defaultMaxVerifications = 16
 
 // defaultMaxRequestBytes bounds a request body, sized from the largest real request with a margin.
 // Metacontroller sends whole live objects: every child with its status, managedFields and its
@@ -156,8 +188,12 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	cfg := serverConfig{
 		listen:                ":8080",
 		verifyListen:          defaultVerifyListen,
+		metricsListen:         defaultMetricsListen,
 		maxRequestBytes:       defaultMaxRequestBytes,
 		maxConcurrentRequests: defaultMaxConcurrentRequests,
+		maxVerifications:      defaultMaxVerifications,
+		maxHeaderBytes:        defaultMaxHeaderBytes,
+		maxConnections:        defaultMaxConnections,
 		readHeaderTimeout:     5 * time.Second,
 		readTimeout:           30 * time.Second,
 		writeTimeout:          30 * time.Second,
@@ -173,8 +209,10 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	})
 	addHookFlags(c, &cfg.hook)
 	c.env(func(fs *flag.FlagSet) {
-		fs.StringVar(&cfg.tokenFile, "token-file", "", "`file` holding the bearer token Metacontroller sends to /sync, /finalize, /customize, /prepull/sync and /prepull/customize (empty: no token required); it never verifies flags")
+		fs.StringVar(&cfg.tokenFile, "token-file", "", "`file` holding the bearer token Metacontroller sends to /sync, /finalize, /customize, /prepull/sync and /prepull/customize, required unless --"+insecureNoTokenFlag+"; it never verifies flags")
+		fs.BoolVar(&cfg.insecureNoToken, insecureNoTokenFlag, false, "serve /sync, /finalize, /customize, /prepull/sync and /prepull/customize to any caller without a token: their answers hold every team's flag, so for a local demo only, never in a cluster")
 		flagfunc.Var(fs, "verify-listen", cfg.verifyListen, "address of the flag-verification listener, `host:port`: POST /flags/verify only, served only with --verify-token-file", flagfunc.HostPort(&cfg.verifyListen))
+		flagfunc.Var(fs, "metrics-listen", cfg.metricsListen, "address of the metrics listener, `host:port`: GET /metrics only, for Prometheus", flagfunc.HostPort(&cfg.metricsListen))
 		fs.StringVar(&cfg.verifyTokenFile, "verify-token-file", "", "`file` holding the bearer token the platform sends to POST /flags/verify on --verify-listen; it opens nothing else, and must differ from --token-file's (empty: no flag verification)")
 		fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")
 		fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "TLS private key `file` (PEM), reloaded when it changes; needs --tls-cert-file")
@@ -182,6 +220,12 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 			flagfunc.ByteSize(&cfg.maxRequestBytes))
 		flagfunc.Var(fs, "max-concurrent-requests", strconv.Itoa(cfg.maxConcurrentRequests), "`number` of sync, finalize and customize requests answered at once; more wait up to 1s, then get 429 with Retry-After",
 			flagfunc.PositiveInt(&cfg.maxConcurrentRequests))
+		flagfunc.Var(fs, "max-concurrent-verifications", strconv.Itoa(cfg.maxVerifications), "`number` of flag verifications answered at once; more wait up to 1s, then get 429 with Retry-After",
+			flagfunc.PositiveInt(&cfg.maxVerifications))
+		flagfunc.Var(fs, "max-header-bytes", strconv.FormatInt(cfg.maxHeaderBytes, 10), "largest request header block accepted (`size`), in bytes or with a binary suffix such as 16Ki, on every listener; larger ones get 431",
+			flagfunc.ByteSize(&cfg.maxHeaderBytes))
+		flagfunc.Var(fs, "max-connections", strconv.Itoa(cfg.maxConnections), "`number` of connections each listener holds open at once; more wait for one to close",
+			flagfunc.PositiveInt(&cfg.maxConnections))
 		flagfunc.Var(fs, "read-header-timeout", cfg.readHeaderTimeout.String(), "`duration` allowed to read request headers", flagfunc.PositiveDuration(&cfg.readHeaderTimeout))
 		flagfunc.Var(fs, "read-timeout", cfg.readTimeout.String(), "`duration` allowed to read a whole request", flagfunc.PositiveDuration(&cfg.readTimeout))
 		flagfunc.Var(fs, "write-timeout", cfg.writeTimeout.String(), "`duration` allowed from the end of the request headers to the end of the response", flagfunc.PositiveDuration(&cfg.writeTimeout))
@@ -226,10 +270,32 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 	if _, port, _ := net.SplitHostPort(cfg.listen); cfg.verifyTokenFile != "" && cfg.verifyListen == cfg.listen && port != "0" {
 		return cfg, c, fmt.Errorf("--verify-listen and --listen are both %s: flag verification needs a listener of its own, so that the hook's NetworkPolicy can admit the platform to it alone", cfg.listen)
 	}
+	for _, other := range []struct{ name, addr string }{{"listen", cfg.listen}, {"verify-listen", cfg.verifyListen}} {
+		if other.name == "verify-listen" && cfg.verifyTokenFile == "" {
+			continue // nothing listens there
+		}
+		if _, port, _ := net.SplitHostPort(cfg.metricsListen); cfg.metricsListen == other.addr && port != "0" {
+			return cfg, c, fmt.Errorf("--metrics-listen and --%s are both %s: metrics need a listener of their own, so that the hook's NetworkPolicy can admit Prometheus to it alone", other.name, other.addr)
+		}
+	}
 	if cfg.shutdownDelay >= cfg.shutdownTimeout {
 		return cfg, c, fmt.Errorf("--shutdown-delay (%s) must be shorter than --shutdown-timeout (%s), which includes it", cfg.shutdownDelay, cfg.shutdownTimeout)
 	}
 	return cfg, c, nil
+}
+
+// checkTokenRequired refuses to serve Metacontroller's routes without its token, unless
+// --insecure-serve-without-token says so: their answers hold every team's flag.
+func checkTokenRequired(cfg serverConfig) error {
+	if cfg.tokenFile == "" && !cfg.insecureNoToken {
+		return fmt.Errorf("--token-file is not set: /sync, /finalize, /customize and /prepull/sync answer with every team's flag, so the hook serves them "+
+			"only to callers with Metacontroller's token; pass --token-file=<file> holding the token of the Secret that the CompositeController's "+
+			"authorization.secretRef names (manifests/hook-deployment.yaml does), or --%s for a local demo without one", insecureNoTokenFlag)
+	}
+	if cfg.tokenFile != "" && cfg.insecureNoToken {
+		return fmt.Errorf("--token-file and --%s are both set: pass one (the token, in a cluster)", insecureNoTokenFlag)
+	}
+	return nil
 }
 
 // readSecretFile reads a key or token file, trimming surrounding whitespace. Errors name the flag

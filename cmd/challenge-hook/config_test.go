@@ -157,7 +157,7 @@ func TestSecretFilesAreCheckedAtStartWithoutPrintingThem(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := run(context.Background(), append([]string{"challenge-hook", "--listen=127.0.0.1:0"}, tt.args...), noEnv, &stdout, &stderr)
+			err := run(context.Background(), append([]string{"challenge-hook", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0"}, withoutTokenUnlessGiven(tt.args)...), noEnv, &stdout, &stderr)
 			require.Error(t, err)
 			for _, want := range tt.wants {
 				assert.Contains(t, err.Error(), want)
@@ -196,7 +196,7 @@ func TestShortFlagKeyIsRefused(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"server", []string{"--listen=127.0.0.1:0", "--flag-key-file=" + short}},
+		{"server", []string{"--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0", "--" + insecureNoTokenFlag, "--flag-key-file=" + short}},
 		{"render", []string{"render", "-f", challenge, "--flag-key-file=" + short}},
 		{"flag", []string{"flag", "--definition=ctf/web", "--owner=team-7", "--flag-key-file=" + short}},
 	} {

@@ -12,14 +12,24 @@ import (
 
 const (
 	flagVerifyPath = "/flags/verify"
-	// flagVerifyMaxBytes bounds a verification request: three short strings.
+	// flagVerifyMaxBytes bounds a verification request: three short strings. No flag sets it.
 	flagVerifyMaxBytes = 16 << 10
+	// flagVerifyLimit says in a 413 what sets flagVerifyMaxBytes.
+	flagVerifyLimit = "the fixed limit of a flag verification, three short strings"
+)
+
+// The two verdicts, encoded once and of the same length (JSON allows the space), so that neither
+// the response's size nor the request log's bytes tell a correct flag from a wrong one.
+var (
+	verdictCorrect = []byte(`{"correct": true}` + "\n")
+	verdictWrong   = []byte(`{"correct":false}` + "\n")
 )
 
 // handleFlagVerify serves POST /flags/verify: is a submitted flag the owner's dynamic flag on a
 // definition? It needs no instance (the flag is an HMAC of the definition and the owner), so a team
 // that solves in its last minute can still score once the instance expired. The flag is never
-// logged nor echoed: the answer is {"correct": true|false} and errors name fields, not values.
+// logged nor echoed: the answer is {"correct": true|false}, both of one length, and errors name
+// fields, not values.
 func handleFlagVerify(flagKey []byte) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if len(flagKey) == 0 {
@@ -27,7 +37,7 @@ func handleFlagVerify(flagKey []byte) http.HandlerFunc {
 				"the hook has no flag key (--flag-key-file), so no dynamic flag exists to verify; give it the key and restart it")
 			return
 		}
-		body, ok := readBody(w, r)
+		body, ok := readBody(w, r, flagVerifyLimit)
 		if !ok {
 			return
 		}
@@ -36,7 +46,11 @@ func handleFlagVerify(flagKey []byte) http.HandlerFunc {
 			respondDecodeError(w, r, err)
 			return
 		}
-		respondJSON(w, http.StatusOK, hooksync.FlagVerdict{Correct: hooksync.VerifyDynamicFlag(flagKey, v.Definition, v.Owner, v.Flag)})
+		verdict := verdictWrong
+		if hooksync.VerifyDynamicFlag(flagKey, v.Definition, v.Owner, v.Flag) {
+			verdict = verdictCorrect
+		}
+		respondBytes(w, http.StatusOK, verdict)
 	}
 }
 

@@ -22,7 +22,7 @@ const (
 
 // tokenServer serves with both tokens and a flag key.
 type tokenServer struct {
-	url       string // the main listener: Metacontroller's hooks, probes, metrics
+	url       string // the main listener: Metacontroller's hooks, probes
 	verifyURL string // the flag-verification listener
 	logs      *logBuffer
 	keyFile   string
@@ -100,7 +100,7 @@ func TestFlagVerify(t *testing.T) {
 		{"flag a number", []byte(`{"definition":"ctf/pwn","owner":"team-7","flag":7}`), auth, 400, "flag"},
 		{"malformed JSON", []byte(`{"definition":"ctf/pwn","owner":"team-7","flag":"` + flag), auth, 400, "unexpected EOF"},
 		{"two objects", append(verification(t, inlineDefinition, "team-7", flag), verification(t, inlineDefinition, "team-7", flag)...), auth, 400, "after the JSON object"},
-		{"over the limit", append([]byte(`{"flag":"`), bytes.Repeat([]byte("x"), flagVerifyMaxBytes)...), auth, 413, "larger than"},
+		{"over the limit", append([]byte(`{"flag":"`), bytes.Repeat([]byte("x"), flagVerifyMaxBytes)...), auth, 413, "larger than 16384 bytes (the fixed limit of a flag verification"},
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,6 +110,7 @@ func TestFlagVerify(t *testing.T) {
 			require.NoError(t, json.Unmarshal(body, &e), "body: %s", body)
 			assert.Contains(t, e.Error, tt.want)
 			assert.NotContains(t, string(body), flag, "an answer echoes the flag")
+			assert.NotContains(t, string(body), "--max-request-bytes", "a flag that does not set the verification's limit")
 		})
 	}
 	resp, body := post(t, srv+"/flags/verify", "text/plain", verification(t, inlineDefinition, "team-7", flag), auth...)

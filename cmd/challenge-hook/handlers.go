@@ -44,7 +44,22 @@ func handleReadyz(h *health) http.HandlerFunc {
 
 func handleNotFound() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: this listener serves POST /sync, /finalize, /customize, /prepull/sync and /prepull/customize, GET /healthz, /readyz and /metrics", r.URL.Path))
+		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: this listener serves POST /sync, /finalize, /customize, /prepull/sync and /prepull/customize, GET /healthz and /readyz", r.URL.Path))
+	}
+}
+
+// handleMetricsElsewhere answers 404 for /metrics on the main listener, saying where it is.
+func handleMetricsElsewhere() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		respondError(w, r, http.StatusNotFound, "",
+			fmt.Sprintf("no route %s on this listener: metrics have their own listener (--metrics-listen)", metricsPath))
+	}
+}
+
+// handleMetricsNotFound answers 404 for everything but /metrics on the metrics listener.
+func handleMetricsNotFound() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: this listener serves GET %s only", r.URL.Path, metricsPath))
 	}
 }
 
@@ -57,7 +72,7 @@ func handleMethodNotAllowed() http.HandlerFunc {
 // handleSync serves /sync and /finalize. finalize forces the finalize path whatever the body says.
 func handleSync(cfg hooksync.Config, now clock, m *metrics, finalize bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, ok := readBody(w, r)
+		body, ok := readBody(w, r, requestLimitFlag)
 		if !ok {
 			return
 		}
@@ -92,7 +107,7 @@ func handleSync(cfg hooksync.Config, now clock, m *metrics, finalize bool) http.
 // handleCustomize serves /customize: which related objects the sync hook needs.
 func handleCustomize(cfg hooksync.Config) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, ok := readBody(w, r)
+		body, ok := readBody(w, r, requestLimitFlag)
 		if !ok {
 			return
 		}
@@ -118,7 +133,7 @@ func handlePrePull(cfg hooksync.Config) http.HandlerFunc {
 				"pre-pull is not configured: start the hook with --prepull-image (its own image), as manifests/components/prepull does")
 			return
 		}
-		body, ok := readBody(w, r)
+		body, ok := readBody(w, r, requestLimitFlag)
 		if !ok {
 			return
 		}
@@ -138,7 +153,7 @@ func handlePrePull(cfg hooksync.Config) http.HandlerFunc {
 // pre-pull total (sync.PrePullCustomize). It needs no --prepull-image: it builds nothing.
 func handlePrePullCustomize(cfg hooksync.Config) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, ok := readBody(w, r)
+		body, ok := readBody(w, r, requestLimitFlag)
 		if !ok {
 			return
 		}
@@ -154,11 +169,15 @@ func handlePrePullCustomize(cfg hooksync.Config) http.HandlerFunc {
 	}
 }
 
-// readBody reads the (size-limited) request body, answering 413 or 400 itself when it cannot.
-// JSON is UTF-8, and what Metacontroller and the API server encode always is: a body that is not
-// is refused before decoding, where each invalid byte would become a 3-byte U+FFFD and the answer
-// that echoes it up to 3 times the body (a hand-crafted request's way past the memory bound).
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+// requestLimitFlag is what sets the body limit of Metacontroller's routes, for their 413.
+const requestLimitFlag = "--max-request-bytes"
+
+// readBody reads the (size-limited) request body, answering 413 or 400 itself when it cannot;
+// limitSetBy says in the 413 what sets the limit. JSON is UTF-8, and what Metacontroller and the
+// API server encode always is: a body that is not is refused before decoding, where each invalid
+// byte would become a 3-byte U+FFFD and the answer that echoes it up to 3 times the body (a
+// hand-crafted request's way past the memory bound).
+func readBody(w http.ResponseWriter, r *http.Request, limitSetBy string) ([]byte, bool) {
 	body, err := readAll(r)
 	if err == nil && !utf8.Valid(body) {
 		respondError(w, r, http.StatusBadRequest, "bad_request", "request body is not valid UTF-8, as JSON must be")
@@ -170,7 +189,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		respondError(w, r, http.StatusRequestEntityTooLarge, "too_large",
-			fmt.Sprintf("request body is larger than %d bytes (--max-request-bytes)", tooLarge.Limit))
+			fmt.Sprintf("request body is larger than %d bytes (%s)", tooLarge.Limit, limitSetBy))
 		return nil, false
 	}
 	respondError(w, r, http.StatusBadRequest, "bad_request", fmt.Sprintf("reading the request body: %v", err))

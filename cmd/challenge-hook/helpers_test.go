@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +13,7 @@ import (
 )
 
 // listenAddrs are the addresses run logs it listens on; verify is empty without flag verification.
-type listenAddrs struct{ main, verify string }
+type listenAddrs struct{ main, verify, metrics string }
 
 // logBuffer collects the JSON log lines run writes, and reports the addresses it listens on.
 type logBuffer struct {
@@ -36,12 +37,13 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 		}
 		l.partial = rest
 		var entry struct {
-			Msg        string `json:"msg"`
-			Addr       string `json:"addr"`
-			VerifyAddr string `json:"verify_addr"`
+			Msg         string `json:"msg"`
+			Addr        string `json:"addr"`
+			VerifyAddr  string `json:"verify_addr"`
+			MetricsAddr string `json:"metrics_addr"`
 		}
 		if json.Unmarshal(line, &entry) == nil && entry.Msg == "listening" {
-			l.addr <- listenAddrs{entry.Addr, entry.VerifyAddr}
+			l.addr <- listenAddrs{entry.Addr, entry.VerifyAddr, entry.MetricsAddr}
 		}
 	}
 	return len(p), nil
@@ -55,17 +57,23 @@ func (l *logBuffer) String() string {
 
 // running is run() serving in the background.
 type running struct {
-	addr       string
-	verifyAddr string // empty without flag verification
-	cancel     context.CancelFunc
-	done       chan error
-	logs       *logBuffer
+	addr        string
+	verifyAddr  string // empty without flag verification
+	metricsAddr string
+	cancel      context.CancelFunc
+	done        chan error
+	logs        *logBuffer
 }
 
 // startRun starts run with args (program name excluded) and no environment, and waits until it
-// logs the addresses it listens on.
+// logs the addresses it listens on. Without --metrics-listen in args, metrics listen on a free
+// loopback port; without --token-file, it serves without a token (withoutTokenUnlessGiven).
 func startRun(t *testing.T, args ...string) *running {
 	t.Helper()
+	if !slices.ContainsFunc(args, func(arg string) bool { return strings.HasPrefix(arg, "--metrics-listen=") }) {
+		args = append(args, "--metrics-listen=127.0.0.1:0")
+	}
+	args = withoutTokenUnlessGiven(args)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan error, 1), logs: newLogBuffer()}
 	go func() {
@@ -73,7 +81,7 @@ func startRun(t *testing.T, args ...string) *running {
 	}()
 	select {
 	case addrs := <-r.logs.addr:
-		r.addr, r.verifyAddr = addrs.main, addrs.verify
+		r.addr, r.verifyAddr, r.metricsAddr = addrs.main, addrs.verify, addrs.metrics
 	case err := <-r.done:
 		cancel()
 		t.Fatalf("run returned before listening: %v\nlogs:\n%s", err, r.logs)

@@ -19,7 +19,7 @@ func TestLimitConcurrency(t *testing.T) {
 	const slots = 2
 	release := make(chan struct{})
 	var inHandler, maxInHandler atomic.Int64
-	handler := limitConcurrency(slots, 300*time.Millisecond)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	handler := limitConcurrency(slots, 300*time.Millisecond, "requests", "--max-concurrent-requests")(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := inHandler.Add(1)
 		defer inHandler.Add(-1)
 		for {

@@ -160,13 +160,14 @@ const concurrencyWait = time.Second
 // wait, its body still unread; at most 4 × slots wait. Past either bound it gets 429
 // with Retry-After, which Metacontroller honours: it syncs that parent again after that many
 // seconds and changes nothing meanwhile.
-func limitConcurrency(slots int, wait time.Duration) func(http.Handler) http.Handler {
+// what names the requests in the 429's message, flagName the flag that sets slots.
+func limitConcurrency(slots int, wait time.Duration, what, flagName string) func(http.Handler) http.Handler {
 	inFlight := make(chan struct{}, slots)
 	var waiting atomic.Int64
 	overloaded := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "1")
 		respondError(w, r, http.StatusTooManyRequests, "overloaded",
-			fmt.Sprintf("the hook is answering %d requests already (--max-concurrent-requests): retry in 1s", slots))
+			fmt.Sprintf("the hook is answering %d %s already (%s): retry in 1s", slots, what, flagName))
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -15,7 +15,7 @@ import (
 // TestGoldenReplayPrePull serves the pre-pull cases (testdata/prepull/<case>) at /prepull/sync
 // with the flags `make run` uses, as curl sends them, and expects response.json byte for byte:
 //
-//	curl -s -XPOST localhost:8080/prepull/sync -d @testdata/prepull/first-sync/request.json
+//	curl -s -XPOST localhost:8080/prepull/sync -H "Authorization: Bearer $(cat testdata/dev.token)" -d @testdata/prepull/first-sync/request.json
 func TestGoldenReplayPrePull(t *testing.T) {
 	t.Chdir("../..")
 	devFlags, err := os.ReadFile("testdata/dev.flags")
@@ -36,7 +36,7 @@ func TestGoldenReplayPrePull(t *testing.T) {
 			want, err := os.ReadFile(filepath.Join(filepath.Dir(requestFile), "response.json"))
 			require.NoError(t, err)
 			curlBody := []byte(strings.NewReplacer("\n", "", "\r", "").Replace(string(request)))
-			resp, got := post(t, srv.URL+prePullSyncPath, formContentType, curlBody)
+			resp, got := post(t, srv.URL+prePullSyncPath, formContentType, curlBody, devAuthorization(t)...)
 			require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", got)
 			var indented bytes.Buffer
 			require.NoError(t, json.Indent(&indented, got, "", "  "))

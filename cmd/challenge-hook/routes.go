@@ -1,6 +1,10 @@
 package main
 
-import "github.com/go-chi/chi/v5"
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+)
 
 // credentials are the hook's two bearer tokens; each grants its own listener's routes only.
 type credentials struct {
@@ -15,9 +19,10 @@ func newCredentials(hookToken, verifyToken []byte) credentials {
 	}
 }
 
-// The hook's whole API surface, in one place: two listeners, each with its own routes and its own
-// credential, so that the hook's NetworkPolicy can admit Metacontroller to the first and the
-// platform to the second only.
+// The hook's whole API surface, in one place: three listeners, each with its own routes, so that
+// the hook's NetworkPolicy can admit Metacontroller to the first, the platform to the second and
+// Prometheus to the third only. The first two have a credential of their own each; the third
+// serves metrics alone, which hold no flag.
 
 // prePullSyncPath and prePullCustomizePath are the pre-pull controller's hooks.
 const (
@@ -25,16 +30,18 @@ const (
 	prePullCustomizePath = "/prepull/customize"
 )
 
-// addHookRoutes are the main listener's (--listen): Metacontroller's hooks, probes and metrics.
-// There is no /flags/verify here, whatever the token.
+// metricsPath is Prometheus' route, on the metrics listener alone.
+const metricsPath = "/metrics"
+
+// addHookRoutes are the main listener's (--listen): Metacontroller's hooks and the probes.
+// There is no /flags/verify and no /metrics here, whatever the token.
 func addHookRoutes(r chi.Router, cfg serverConfig, creds credentials, now clock, m *metrics, h *health) {
 	r.NotFound(handleNotFound())
 	r.MethodNotAllowed(handleMethodNotAllowed())
 	r.Get("/healthz", handleHealthz())
 	r.Get("/readyz", handleReadyz(h))
-	r.Method("GET", "/metrics", m.handler())
 	r.Group(func(r chi.Router) {
-		r.Use(requireBearerToken(creds.hook, creds.verify), requireJSON, limitConcurrency(cfg.maxConcurrentRequests, concurrencyWait), limitBody(cfg.maxRequestBytes))
+		r.Use(requireBearerToken(creds.hook, creds.verify), requireJSON, limitConcurrency(cfg.maxConcurrentRequests, concurrencyWait, "requests", "--max-concurrent-requests"), limitBody(cfg.maxRequestBytes))
 		r.Post("/sync", handleSync(cfg.hook.sync, now, m, false))
 		r.Post("/finalize", handleSync(cfg.hook.sync, now, m, true))
 		r.Post("/customize", handleCustomize(cfg.hook.sync))
@@ -43,6 +50,7 @@ func addHookRoutes(r chi.Router, cfg serverConfig, creds credentials, now clock,
 		r.Post(prePullCustomizePath, handlePrePullCustomize(cfg.hook.sync))
 	})
 	r.HandleFunc(flagVerifyPath, handleFlagVerifyElsewhere())
+	r.HandleFunc(metricsPath, handleMetricsElsewhere())
 }
 
 // addVerifyRoutes are the flag-verification listener's (--verify-listen), served only with a
@@ -51,7 +59,16 @@ func addVerifyRoutes(r chi.Router, cfg serverConfig, creds credentials) {
 	r.NotFound(handleVerifyNotFound())
 	r.MethodNotAllowed(handleMethodNotAllowed())
 	r.Group(func(r chi.Router) {
-		r.Use(requireBearerToken(creds.verify, creds.hook), requireJSON, limitBody(flagVerifyMaxBytes))
+		r.Use(requireBearerToken(creds.verify, creds.hook), requireJSON,
+			limitConcurrency(cfg.maxVerifications, concurrencyWait, "flag verifications", "--max-concurrent-verifications"),
+			limitBody(flagVerifyMaxBytes))
 		r.Post(flagVerifyPath, handleFlagVerify(cfg.hook.sync.FlagKey))
 	})
+}
+
+// addMetricsRoutes are the metrics listener's (--metrics-listen): GET /metrics and nothing else.
+func addMetricsRoutes(r chi.Router, m *metrics) {
+	r.NotFound(handleMetricsNotFound())
+	r.MethodNotAllowed(handleMethodNotAllowed())
+	r.Method(http.MethodGet, metricsPath, m.handler())
 }

@@ -40,12 +40,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
+	metricsLn, err := net.Listen("tcp", cfg.metricsListen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("--metrics-listen: %w", err)
+	}
 	var verifyLn net.Listener
 	if a.verifyHandler != nil {
 		if verifyLn, err = net.Listen("tcp", cfg.verifyListen); err != nil {
 			ln.Close()
+			metricsLn.Close()
 			return fmt.Errorf("--verify-listen: %w", err)
 		}
 	}
-	return a.serve(ctx, ln, verifyLn)
+	return a.serve(ctx, ln, verifyLn, metricsLn)
 }

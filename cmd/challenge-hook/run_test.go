@@ -55,7 +55,7 @@ func TestRunFailsOnAnAddressInUse(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
-	err = run(context.Background(), []string{"challenge-hook", "--listen=" + ln.Addr().String()}, noEnv, io.Discard, io.Discard)
+	err = run(context.Background(), []string{"challenge-hook", "--listen=" + ln.Addr().String(), "--metrics-listen=127.0.0.1:0", "--" + insecureNoTokenFlag}, noEnv, io.Discard, io.Discard)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--listen")
 }

@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"golang.org/x/net/netutil"
 
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
 // newServer builds the main listener's HTTP handler: middleware, then every route.
-// cfg.hook.sync.FlagKey must already be loaded; a credential not set means no authentication.
+// cfg.hook.sync.FlagKey must already be loaded; a credential not set means no authentication
+// (for Metacontroller's, only with --insecure-serve-without-token).
 func newServer(cfg serverConfig, creds credentials, logger *slog.Logger, now clock, m *metrics, h *health) http.Handler {
 	r := chi.NewRouter()
 	r.Use(logRequests(logger, m), recoverPanics(logger))
@@ -36,18 +38,30 @@ func newVerifyServer(cfg serverConfig, creds credentials, logger *slog.Logger, m
 	return r
 }
 
+// newMetricsServer builds the metrics listener's HTTP handler. Its requests are counted too.
+func newMetricsServer(logger *slog.Logger, m *metrics) http.Handler {
+	r := chi.NewRouter()
+	r.Use(logRequests(logger, m), recoverPanics(logger))
+	addMetricsRoutes(r, m)
+	return r
+}
+
 // app is the server as run builds it from its configuration; tests build it the same way.
 type app struct {
-	cfg           serverConfig
-	logger        *slog.Logger
-	handler       http.Handler // the main listener's
-	verifyHandler http.Handler // the flag-verification listener's; nil without a verification token
-	health        *health
-	certs         *certReloader // nil without TLS
+	cfg            serverConfig
+	logger         *slog.Logger
+	handler        http.Handler // the main listener's
+	verifyHandler  http.Handler // the flag-verification listener's; nil without a verification token
+	metricsHandler http.Handler // the metrics listener's
+	health         *health
+	certs          *certReloader // nil without TLS
 }
 
 // newApp reads the files the configuration names and wires the server. Logs go to logOut as JSON.
 func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
+	if err := checkTokenRequired(cfg); err != nil {
+		return nil, err
+	}
 	logger := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.logLevel}))
 	if file := cfg.hook.flagKeyFile; file != "" {
 		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
@@ -88,6 +102,10 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 				cfg.verifyTokenFile, cfg.tokenFile)
 		}
 	}
+	if cfg.insecureNoToken {
+		logger.Warn("serving /sync, /finalize, /customize and /prepull/sync without a token (--"+insecureNoTokenFlag+"): whoever reaches --listen "+
+			"mints every team's flag; for a local demo only, never in a cluster", slog.String("listen", cfg.listen))
+	}
 	warnUnsetNetworks(logger, cfg.hook.sync)
 	now := clock(time.Now)
 	if pinned := cfg.clock; !pinned.IsZero() {
@@ -107,22 +125,28 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 	creds := newCredentials(hookToken, verifyToken)
 	m := newMetrics()
 	a.handler = newServer(cfg, creds, logger, now, m, a.health)
+	a.metricsHandler = newMetricsServer(logger, m)
 	if creds.verify.set {
 		a.verifyHandler = newVerifyServer(cfg, creds, logger, m)
 	}
 	return a, nil
 }
 
-// serve serves the main listener ln and, with a verification token, the flag-verification
-// listener verifyLn (nil otherwise) until ctx is cancelled, then shuts both down gracefully:
-// /readyz fails at once, the listeners stay open for --shutdown-delay so load balancers notice,
-// then in-flight requests finish within what is left of --shutdown-timeout.
-func (a *app) serve(ctx context.Context, ln, verifyLn net.Listener) error {
+// serve serves the main listener ln, the metrics listener metricsLn and, with a verification
+// token, the flag-verification listener verifyLn (nil otherwise) until ctx is cancelled, then
+// shuts them down gracefully: /readyz fails at once, the listeners stay open for
+// --shutdown-delay so load balancers notice, then in-flight requests finish within what is left
+// of --shutdown-timeout.
+//
+// Every listener is bounded before any credential is checked: at most --max-connections open
+// connections (more wait in the kernel's backlog), --max-header-bytes of headers read within
+// --read-header-timeout, so that callers without a token cannot grow the hook's memory.
+func (a *app) serve(ctx context.Context, ln, verifyLn, metricsLn net.Listener) error {
 	type listener struct {
 		ln      net.Listener
 		handler http.Handler
 	}
-	listeners := []listener{{ln, a.handler}}
+	listeners := []listener{{ln, a.handler}, {metricsLn, a.metricsHandler}}
 	if verifyLn != nil {
 		listeners = append(listeners, listener{verifyLn, a.verifyHandler})
 	}
@@ -135,6 +159,7 @@ func (a *app) serve(ctx context.Context, ln, verifyLn net.Listener) error {
 	for i, l := range listeners {
 		srv := &http.Server{
 			Handler:           l.handler,
+			MaxHeaderBytes:    int(a.cfg.maxHeaderBytes),
 			ReadHeaderTimeout: a.cfg.readHeaderTimeout,
 			ReadTimeout:       a.cfg.readTimeout,
 			WriteTimeout:      a.cfg.writeTimeout,
@@ -145,18 +170,21 @@ func (a *app) serve(ctx context.Context, ln, verifyLn net.Listener) error {
 			srv.TLSConfig = a.certs.tlsConfig()
 		}
 		servers[i] = srv
+		// netutil.LimitListener (golang.org/x/net, the Go team's) holds Accept while the listener
+		// has its number of connections open, and frees a slot when one closes.
+		limited := netutil.LimitListener(l.ln, a.cfg.maxConnections)
 		go func() {
 			var err error
 			if a.certs != nil {
-				err = srv.ServeTLS(l.ln, "", "")
+				err = srv.ServeTLS(limited, "", "")
 			} else {
-				err = srv.Serve(l.ln)
+				err = srv.Serve(limited)
 			}
 			serveErr <- fmt.Errorf("serving on %s: %w", l.ln.Addr(), err)
 		}()
 	}
 	a.health.ready.Store(true)
-	attrs := []any{slog.String("addr", ln.Addr().String()), slog.String("scheme", scheme),
+	attrs := []any{slog.String("addr", ln.Addr().String()), slog.String("metrics_addr", metricsLn.Addr().String()), slog.String("scheme", scheme),
 		slog.Bool("token_required", a.cfg.tokenFile != ""), slog.Bool("flag_key_loaded", len(a.cfg.hook.sync.FlagKey) > 0),
 		slog.Bool("flag_verification", verifyLn != nil)}
 	if verifyLn != nil {

@@ -33,25 +33,60 @@ func newTestServer(t *testing.T, args ...string) (*httptest.Server, *logBuffer) 
 // separately; verify is nil when args set no verification token.
 func newTestServers(t *testing.T, args ...string) (main, verify *httptest.Server, logs *logBuffer) {
 	t.Helper()
-	logs = newLogBuffer()
-	a := newTestApp(t, logs, args...)
-	main = httptest.NewServer(a.handler)
-	t.Cleanup(main.Close)
+	s := startTestServers(t, args...)
+	return s.main, s.verify, s.logs
+}
+
+// testServers are the three listeners' handlers of one app, each served by httptest.
+type testServers struct {
+	main, verify, metrics *httptest.Server // verify is nil without a verification token
+	logs                  *logBuffer
+}
+
+func startTestServers(t *testing.T, args ...string) testServers {
+	t.Helper()
+	s := testServers{logs: newLogBuffer()}
+	a := newTestApp(t, s.logs, args...)
+	s.main = httptest.NewServer(a.handler)
+	t.Cleanup(s.main.Close)
+	s.metrics = httptest.NewServer(a.metricsHandler)
+	t.Cleanup(s.metrics.Close)
 	if a.verifyHandler != nil {
-		verify = httptest.NewServer(a.verifyHandler)
-		t.Cleanup(verify.Close)
+		s.verify = httptest.NewServer(a.verifyHandler)
+		t.Cleanup(s.verify.Close)
 	}
-	return main, verify, logs
+	return s
+}
+
+// withoutTokenUnlessGiven adds --insecure-serve-without-token to args that set no --token-file:
+// the tests of everything but the token serve without one, as `make run` could; the token's own
+// tests pass --token-file, and TestTokenIsRequired shows the hook refusing to start without either.
+func withoutTokenUnlessGiven(args []string) []string {
+	for _, arg := range args {
+		if strings.HasPrefix(arg, "--token-file=") || arg == "--"+insecureNoTokenFlag {
+			return args
+		}
+	}
+	return append(append([]string(nil), args...), "--"+insecureNoTokenFlag)
 }
 
 // newTestApp builds the server as run does from args (no environment), logging to logOut.
 func newTestApp(tb testing.TB, logOut io.Writer, args ...string) *app {
 	tb.Helper()
-	cfg, _, err := parseServerConfig(args, noEnv)
+	cfg, _, err := parseServerConfig(withoutTokenUnlessGiven(args), noEnv)
 	require.NoError(tb, err)
 	a, err := newApp(cfg, logOut)
 	require.NoError(tb, err)
 	return a
+}
+
+// devAuthorization is the Authorization header `make run`'s callers send: testdata/dev.flags
+// serves with --token-file=testdata/dev.token (paths relative to the repository root).
+func devAuthorization(tb testing.TB) []string {
+	tb.Helper()
+	token, err := os.ReadFile("testdata/dev.token")
+	require.NoError(tb, err)
+	return []string{"Authorization", "Bearer " + strings.TrimSpace(string(token))}
 }
 
 func post(t *testing.T, url, contentType string, body []byte, header ...string) (*http.Response, []byte) {
@@ -113,7 +148,7 @@ func TestGoldenReplay(t *testing.T) {
 			}
 			// `curl -d @file` drops the file's newlines and carriage returns and sends the form type.
 			curlBody := []byte(strings.NewReplacer("\n", "", "\r", "").Replace(string(request)))
-			resp, got := post(t, url+path, formContentType, curlBody)
+			resp, got := post(t, url+path, formContentType, curlBody, devAuthorization(t)...)
 			require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", got)
 			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 			// The golden files hold the wire bytes indented for review (sync/golden_test.go): indenting
@@ -368,8 +403,8 @@ func TestBearerToken(t *testing.T) {
 		resp, body := post(t, ts.url+path, "application/json", request, "Authorization", "bearer right-token")
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s with the right token (scheme is case-insensitive): %s", path, body)
 	}
-	// Probes and metrics need no token.
-	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+	// Probes need no token (metrics are on a listener of their own: TestMetricsHaveTheirOwnListener).
+	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, err := http.Get(ts.url + path)
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -412,7 +447,8 @@ func TestPanicIsRecovered(t *testing.T) {
 }
 
 func TestMetricsAndRequestLog(t *testing.T) {
-	srv, logs := newTestServer(t) // no flag key: a dynamic flag is an Error phase (FlagKeyMissing)
+	servers := startTestServers(t) // no flag key: a dynamic flag is an Error phase (FlagKeyMissing)
+	srv, logs := servers.main, servers.logs
 	const staticFlag = "flag{must-never-be-logged}"
 	static := mutate(t, func(req map[string]any) {
 		specOf(req)["template"].(map[string]any)["flag"] = map[string]any{"value": staticFlag, "env": "FLAG"}
@@ -428,7 +464,7 @@ func TestMetricsAndRequestLog(t *testing.T) {
 	resp, _ = post(t, srv.URL+"/finalize", "application/json", bytes.Repeat([]byte(" "), defaultMaxRequestBytes+1))
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 
-	metricsResp, err := http.Get(srv.URL + "/metrics")
+	metricsResp, err := http.Get(servers.metrics.URL + "/metrics")
 	require.NoError(t, err)
 	scraped, err := io.ReadAll(metricsResp.Body)
 	metricsResp.Body.Close()

@@ -165,11 +165,21 @@ func setUp() (stop func(), err error) {
 	if err := os.WriteFile(tokenFile, []byte(verifyToken), 0o600); err != nil {
 		return stop, err
 	}
+	// Metacontroller's token: in the Secret every CompositeController's authorization names (the
+	// README's install step), and the hook's --token-file; Metacontroller sends it from the Secret.
+	hookToken := strconv.FormatInt(time.Now().UnixNano(), 36) + "-e2e-node-metacontroller"
+	hookTokenFile := filepath.Join(cfg.logDir, "metacontroller.token")
+	if err := os.WriteFile(hookTokenFile, []byte(hookToken), 0o600); err != nil {
+		return stop, err
+	}
 	common := []string{
 		"--flag-key-file=" + filepath.Join(cfg.root, "testdata/flag.key"), "--public-host=" + cfg.nodeIP,
 		"--pod-cidrs=" + cfg.podCIDR, "--service-cidrs=" + cfg.serviceCIDR, "--node-cidrs=" + cfg.nodeIP + "/32",
 	}
 	help, _ := exec.Command(cfg.hookBin, "-h").CombinedOutput()
+	if bytes.Contains(help, []byte("-metrics-listen")) {
+		common = append(common, "--metrics-listen=127.0.0.1:0") // nothing here scrapes it
+	}
 	if bytes.Contains(help, []byte("-policy-gate-image")) {
 		// The policy gate runs this hook binary (hack/build-images.sh) and waits, in each new Pod,
 		// until db, which every instance's policy denies, stops answering. (The default target, the
@@ -177,7 +187,7 @@ func setUp() (stop func(), err error) {
 		// CHALLENGE_HOOK_POLICY_GATE=false in the environment turns it off.
 		common = append(common, "--policy-gate-image="+policyGateImage, "--policy-gate-target="+hostPort(targets["db"], 8080))
 	}
-	hooks := [][]string{append([]string{"hook", "--listen=" + cfg.hookAddr}, common...)}
+	hooks := [][]string{append([]string{"hook", "--listen=" + cfg.hookAddr, "--token-file=" + hookTokenFile}, common...)}
 	if bytes.Contains(help, []byte("-verify-listen")) {
 		hooks[0] = append(hooks[0], "--verify-listen="+verifyAddr, "--verify-token-file="+tokenFile)
 	} else {
@@ -192,6 +202,9 @@ func setUp() (stop func(), err error) {
 	}
 
 	if err := installCRDs(ctx); err != nil {
+		return stop, err
+	}
+	if err := installTokenSecret(ctx, hookToken); err != nil {
 		return stop, err
 	}
 	cc, err := compositeController()
@@ -281,8 +294,30 @@ func installCRDs(ctx context.Context) error {
 	return nil
 }
 
+// installTokenSecret creates the hook's namespace and the Secret challenge-hook-token (key "token")
+// that the shipped CompositeController's authorization names.
+func installTokenSecret(ctx context.Context, token string) error {
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "challenge-hook"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace challenge-hook: %w", err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "challenge-hook-token", Namespace: "challenge-hook"},
+		StringData: map[string]string{"token": token},
+	}
+	_, err = kube.CoreV1().Secrets("challenge-hook").Create(ctx, secret, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = kube.CoreV1().Secrets("challenge-hook").Update(ctx, secret, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("create the Secret challenge-hook-token: %w", err)
+	}
+	return nil
+}
+
 // compositeController is compositecontroller.yaml with webhook urls to the hook on loopback and a
-// short resync period, and nothing else changed.
+// short resync period, and nothing else changed: the webhooks' authorization stays, so that
+// Metacontroller sends the token of the Secret it names.
 func compositeController() (*unstructured.Unstructured, error) {
 	data, err := os.ReadFile(filepath.Join(cfg.root, "compositecontroller.yaml"))
 	if err != nil {
