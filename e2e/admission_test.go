@@ -418,7 +418,9 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			"set exactly one of containers (an instance of one Pod) and pods (an instance of several)"},
 		{"expose on the template with pods", func(o *unstructured.Unstructured) {
 			template(o)["expose"] = []any{map[string]any{"port": int64(8080), "type": "HTTP"}}
-		}, "with pods, set expose, egress and security on each pod, not on the template"},
+		}, "with pods, set expose, egress, dns and security on each pod, not on the template"},
+		{"dns on the template with pods", func(o *unstructured.Unstructured) { template(o)["dns"] = true },
+			"with pods, set expose, egress, dns and security on each pod, not on the template"},
 		{"internal.from naming its own pod", func(o *unstructured.Unstructured) { internal(o, 1)["from"] = []any{"web", "db"} },
 			"each internal.from must name another pod of the template"},
 		{"internal.from naming an unknown pod", func(o *unstructured.Unstructured) { internal(o, 1)["from"] = []any{"admin"} },
