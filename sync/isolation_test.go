@@ -3,6 +3,7 @@ package sync
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,7 +103,11 @@ func applyAnswer(t testing.TB, request, answer []byte, how applied) []byte {
 //   - every Pod the request observes (Terminating included) is selected by a NetworkPolicy the
 //     answer declares, so that Metacontroller never deletes the last policy of a live Pod;
 //   - every Pod the answer declares is selected by a NetworkPolicy the request already observes
-//     (so it exists before the Pod is created) and by one the answer declares.
+//     (so it exists before the Pod is created) and by one the answer declares;
+//   - every Pod the request observes or the answer declares is selected by no policy, observed or
+//     declared, but its own (the one of its name) and policies that admit nothing (deny-all):
+//     policies add up, so a Pod that another Pod's policy selects gets that policy's rules too
+//     (while a template changes shape, the old Pod's internet egress on the new Pods).
 //
 // It returns how many Pods it checked.
 func checkIsolation(t testing.TB, request, answer []byte) int {
@@ -130,7 +135,26 @@ func checkIsolation(t testing.TB, request, answer []byte) int {
 		require.True(t, selectsPod(observedPolicies, pod), "the answer declares Pod %s before a NetworkPolicy that selects it is observed:\n%s", pod.Name, answer)
 		require.True(t, selectsPod(declaredPolicies, pod), "the answer declares Pod %s, but no NetworkPolicy that selects it:\n%s", pod.Name, answer)
 	}
+	everyPolicy := slices.Concat(observedPolicies, declaredPolicies)
+	for _, pod := range slices.Concat(observedPods, declaredPods) {
+		for _, p := range everyPolicy {
+			require.False(t, selects(p, pod) && p.Name != pod.Name && admitsAnything(p),
+				"Pod %s is selected by NetworkPolicy %s, another Pod's, whose rules it gets on top of its own:\nrequest:\n%s\nanswer:\n%s", pod.Name, p.Name, request, answer)
+		}
+	}
 	return len(observedPods) + len(declaredPods)
+}
+
+// selects: the policy's podSelector matches the Pod, as the API server and every NetworkPolicy
+// implementation read it.
+func selects(p networkingapiv1.NetworkPolicy, pod apimetav1.ObjectMeta) bool {
+	selector, err := apimetav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+	return err == nil && p.Namespace == pod.Namespace && !selector.Empty() && selector.Matches(labels.Set(pod.Labels))
+}
+
+// admitsAnything: the policy has a rule, in or out (a policy without one only isolates).
+func admitsAnything(p networkingapiv1.NetworkPolicy) bool {
+	return len(p.Spec.Ingress) > 0 || len(p.Spec.Egress) > 0
 }
 
 func mapValues(m map[string]json.RawMessage) []json.RawMessage {
@@ -182,8 +206,7 @@ func podsAndPolicies(t testing.TB, namespace string, pods, policies []json.RawMe
 // implementation read a podSelector, and isolates it both ways.
 func selectsPod(policies []networkingapiv1.NetworkPolicy, pod apimetav1.ObjectMeta) bool {
 	for _, p := range policies {
-		selector, err := apimetav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
-		if err != nil || p.Namespace != pod.Namespace || selector.Empty() || !selector.Matches(labels.Set(pod.Labels)) {
+		if !selects(p, pod) {
 			continue
 		}
 		types := map[networkingapiv1.PolicyType]bool{}
