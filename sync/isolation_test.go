@@ -311,3 +311,53 @@ func answerWithEveryPod(t testing.TB, req Request, now time.Time, cfg Config) Re
 	}
 	return resp
 }
+
+// TestShapeChangeNarrowsAnOlderSinglePodPolicy: an instance whose single Pod's NetworkPolicy was
+// applied selecting every Pod of the instance (as hooks did before the selector left out the Pods
+// of pods) goes to a template of pods: while the old Pod lingers, its policy is declared as last
+// applied but selecting the old Pod only, so that it is narrowed before any new Pod exists (the
+// new Pods wait for their own policies, in a later answer).
+func TestShapeChangeNarrowsAnOlderSinglePodPolicy(t *testing.T) {
+	c := goldenCaseNamed(t, "components-shape-change-old-pod-keeps-its-policy")
+	var req map[string]any
+	require.NoError(t, json.Unmarshal(c.request, &req))
+	policies := req["children"].(map[string]any)["NetworkPolicy.networking.k8s.io/v1"].(map[string]any)
+	old := policies["ctf/xss-team7"].(map[string]any)
+	annotations := old["metadata"].(map[string]any)["annotations"].(map[string]any)
+	var lastApplied map[string]any
+	require.NoError(t, json.Unmarshal([]byte(annotations[LastAppliedAnnotation].(string)), &lastApplied))
+	for _, policy := range []map[string]any{old, lastApplied} {
+		selector := policy["spec"].(map[string]any)["podSelector"].(map[string]any)
+		require.NotNil(t, selector["matchExpressions"], "the golden policy no longer leaves out the Pods of pods")
+		delete(selector, "matchExpressions")
+	}
+	annotations[LastAppliedAnnotation] = string(marshal(t, lastApplied))
+	request := marshal(t, req)
+
+	body := answer(t, c.with(request), goldenConfig(t))
+	var resp struct {
+		Children []json.RawMessage `json:"children"`
+	}
+	require.NoError(t, json.Unmarshal(body, &resp))
+	var declared *networkingapiv1.NetworkPolicy
+	for _, raw := range resp.Children {
+		var p networkingapiv1.NetworkPolicy
+		require.NoError(t, json.Unmarshal(raw, &p))
+		if p.Kind == "NetworkPolicy" && p.Name == "xss-team7" {
+			declared = &p
+		}
+	}
+	require.NotNil(t, declared, "the old Pod's policy is not declared while the Pod is observed")
+	var was networkingapiv1.NetworkPolicy
+	require.NoError(t, json.Unmarshal(marshal(t, lastApplied), &was))
+	require.Equal(t, was.Spec.Ingress, declared.Spec.Ingress, "the kept policy's rules changed")
+	require.Equal(t, was.Spec.Egress, declared.Spec.Egress, "the kept policy's rules changed")
+	declared.Namespace = "ctf"
+	instance := map[string]string{LabelInstance: "ivbcfpuoxdzvb3lz"}
+	require.True(t, selects(*declared, apimetav1.ObjectMeta{Name: "xss-team7", Namespace: "ctf", Labels: instance}), "the old Pod is no longer selected")
+	for _, pod := range []string{"web", "db", "bot"} {
+		labels := map[string]string{LabelInstance: "ivbcfpuoxdzvb3lz", LabelComponent: pod}
+		require.False(t, selects(*declared, apimetav1.ObjectMeta{Name: "xss-team7-" + pod, Namespace: "ctf", Labels: labels}),
+			"the old Pod's policy selects the Pod of pod %s: %+v", pod, declared.Spec.PodSelector)
+	}
+}
