@@ -119,6 +119,7 @@ spec:
 	for _, tl := range timelines {
 		tl.mark(t, "after")
 	}
+	time.Sleep(time.Second) // the last lines of the instances' logs
 	stopHost()
 
 	for _, tg := range []string{"control-svc-udp", "control-svc-tcp"} {
