@@ -370,6 +370,8 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		}, "each resource request must be less than or equal to its limit"},
 		{"container name not a DNS label", validDefinition, func(o *unstructured.Unstructured) { container(o)["name"] = "Web_1" },
 			"spec.containers[0].name in body should match"},
+		{"container named like the policy gate", validDefinition, func(o *unstructured.Unstructured) { container(o)["name"] = "policy-gate" },
+			"is reserved for the hook's init container"},
 		{"nine containers", validDefinition, func(o *unstructured.Unstructured) {
 			var containers []any
 			for i := range 9 {
@@ -399,6 +401,8 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			"spec.owner: Required value"},
 		{"challenge name not a DNS-1035 label", validChallenge, func(o *unstructured.Unstructured) { o.SetName("1st-try") },
 			"metadata.name must be a DNS-1035 label"},
+		{"challenge name with --, the separator of its pods' children's names", validChallenge, func(o *unstructured.Unstructured) { o.SetName("a--web") },
+			"metadata.name must not contain '--': the children of an instance of several pods are named <challenge>--<pod>"},
 		{"challenge timeout not a duration", validChallenge, func(o *unstructured.Unstructured) { spec(o)["timeout"] = "forever" },
 			"spec.timeout in body should match"},
 		{"challenge expiresAt not a time", validChallenge, func(o *unstructured.Unstructured) { spec(o)["expiresAt"] = "tomorrow" },
@@ -421,6 +425,10 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		}, "with pods, set expose, egress, dns and security on each pod, not on the template"},
 		{"dns on the template with pods", func(o *unstructured.Unstructured) { template(o)["dns"] = true },
 			"with pods, set expose, egress, dns and security on each pod, not on the template"},
+		{"pod name with --", func(o *unstructured.Unstructured) {
+			pod(o, 2)["name"] = "admin--bot"
+			internal(o, 0)["from"] = []any{"admin--bot"}
+		}, "a pod's name must not contain '--': it separates the parts of its children's names"},
 		{"internal.from naming its own pod", func(o *unstructured.Unstructured) { internal(o, 1)["from"] = []any{"web", "db"} },
 			"each internal.from must name another pod of the template"},
 		{"internal.from naming an unknown pod", func(o *unstructured.Unstructured) { internal(o, 1)["from"] = []any{"admin"} },

@@ -104,8 +104,9 @@ type componentsExample struct {
 	file string
 	// reaches is, by pod, the siblings it may connect to.
 	reaches map[string][]string
-	// withService are the pods that have a Service (an exposure or an internal port).
-	withService []string
+	// exposed are the pods that have an exposure Service, internal those that have a Service of
+	// their internal ports.
+	exposed, internal []string
 	// flagged are the pods that mount the flag Secret.
 	flagged []string
 	// endpointComponent is the pod every status endpoint reaches.
@@ -119,7 +120,8 @@ var componentsExamples = []componentsExample{
 	{
 		file:              "xss-admin-bot.yaml",
 		reaches:           map[string][]string{"web": {"db"}, "db": nil, "bot": {"web"}},
-		withService:       []string{"db", "web"},
+		exposed:           []string{"web"},
+		internal:          []string{"db", "web"},
 		flagged:           []string{"bot"},
 		endpointComponent: "web",
 		hold:              "db",
@@ -127,7 +129,8 @@ var componentsExamples = []componentsExample{
 	{
 		file:              "pivot-two-hosts.yaml",
 		reaches:           map[string][]string{"entry": {"target"}, "target": nil},
-		withService:       []string{"entry", "target"},
+		exposed:           []string{"entry"},
+		internal:          []string{"target"},
 		flagged:           []string{"target"},
 		endpointComponent: "entry",
 		hold:              "entry",
@@ -136,10 +139,11 @@ var componentsExamples = []componentsExample{
 
 // TestComponents runs the examples of several pods (examples/xss-admin-bot.yaml,
 // examples/pivot-two-hosts.yaml) as written, under the real Metacontroller: each instance reaches
-// Running with, per pod P of challenge C, a Pod, a NetworkPolicy and (when P has ports) a Service
-// named C-P labelled with P's name; the policy selects P's Pod only and admits exactly the sibling
-// ports of the template; each Pod's hostAliases map exactly the siblings it may reach to their
-// Services' ClusterIPs; only the Pods with a flag container mount the flag; the status endpoints
+// Running with, per pod P of challenge C, a Pod, a NetworkPolicy and (when P exposes a port) a
+// Service of its exposed ports named C--P, and (when P has internal ports) a ClusterIP Service of
+// those named C--P--internal, each labelled with P's name; the policy selects P's Pod only and
+// admits exactly the sibling ports of the template; each Pod's hostAliases map exactly the
+// siblings it may reach to their internal Services' ClusterIPs; only the Pods with a flag container mount the flag; the status endpoints
 // name their pod. Deleted, with one Pod held Terminating past a resync period, the instance goes
 // in order: in every state the watches show, from the first child's creation to the last one's
 // deletion, every Pod has its same-named NetworkPolicy and no policy is deleted while any Pod of
@@ -209,10 +213,13 @@ func runComponentsExample(t *testing.T, c *cluster, ex componentsExample) {
 	services := byName(ofResource(children, "services"))
 	var wantPods, wantServices []string
 	for _, p := range tpl.Pods {
-		wantPods = append(wantPods, name+"-"+p.Name)
+		wantPods = append(wantPods, name+"--"+p.Name)
 	}
-	for _, p := range ex.withService {
-		wantServices = append(wantServices, name+"-"+p)
+	for _, p := range ex.exposed {
+		wantServices = append(wantServices, name+"--"+p)
+	}
+	for _, p := range ex.internal {
+		wantServices = append(wantServices, name+"--"+p+"--internal")
 	}
 	sort.Strings(wantPods)
 	sort.Strings(wantServices)
@@ -230,7 +237,7 @@ func runComponentsExample(t *testing.T, c *cluster, ex componentsExample) {
 	}
 
 	for _, p := range tpl.Pods {
-		child := name + "-" + p.Name
+		child := name + "--" + p.Name
 		pod, policy := pods[child], policies[child]
 		for _, obj := range []*unstructured.Unstructured{pod, policy, services[child]} {
 			if obj != nil && obj.GetLabels()[componentLabel] != p.Name {
@@ -256,12 +263,13 @@ func runComponentsExample(t *testing.T, c *cluster, ex componentsExample) {
 		if got, want := policyPeers(policy, "egress", "to", instanceID), tpl.egressPeers(p.Name); !slices.Equal(got, want) {
 			t.Errorf("NetworkPolicy %s admits to siblings %v, want %v", child, got, want)
 		}
-		// Names: exactly the siblings it may reach, at their Services' ClusterIPs, sorted by name.
+		// Names: exactly the siblings it may reach, at the ClusterIPs of their internal Services,
+		// sorted by name.
 		var want []string
 		for _, peer := range ex.reaches[p.Name] {
-			svc := services[name+"-"+peer]
+			svc := services[name+"--"+peer+"--internal"]
 			if svc == nil {
-				t.Errorf("Pod %s reaches %s, which has no Service %s-%s", child, peer, name, peer)
+				t.Errorf("Pod %s reaches %s, which has no Service %s--%s--internal", child, peer, name, peer)
 				continue
 			}
 			ip, _, _ := unstructured.NestedString(svc.Object, "spec", "clusterIP")
@@ -273,29 +281,39 @@ func runComponentsExample(t *testing.T, c *cluster, ex componentsExample) {
 		if got, want := mountsSecret(pod, name+"-flag"), slices.Contains(ex.flagged, p.Name); got != want {
 			t.Errorf("Pod %s refers to the flag Secret %s-flag: %v, want %v", child, name, got, want)
 		}
-		// A Service has the pod's exposed and internal ports.
+		// The exposure Service has the pod's exposed ports only; its internal ports are on a
+		// ClusterIP Service of their own, which no node port or load balancer publishes.
 		if svc := services[child]; svc != nil {
 			var want []int64
 			for _, e := range p.Expose {
 				want = append(want, e.Port)
 			}
+			slices.Sort(want)
+			if got := servicePorts(svc); !slices.Equal(got, want) {
+				t.Errorf("Service %s: ports %v, want %v", child, got, want)
+			}
+		}
+		if svc := services[child+"--internal"]; svc != nil {
+			var want []int64
 			for _, in := range p.Internal {
 				want = append(want, in.Port)
 			}
 			slices.Sort(want)
-			want = slices.Compact(want)
 			if got := servicePorts(svc); !slices.Equal(got, want) {
-				t.Errorf("Service %s: ports %v, want %v", child, got, want)
+				t.Errorf("Service %s: ports %v, want %v", svc.GetName(), got, want)
+			}
+			if typ, _, _ := unstructured.NestedString(svc.Object, "spec", "type"); typ != "ClusterIP" {
+				t.Errorf("Service %s: type %s, want ClusterIP", svc.GetName(), typ)
 			}
 		}
 	}
 	if secrets := ofResource(children, "secrets"); len(secrets) != 1 || secrets[0].GetName() != name+"-flag" {
 		t.Errorf("Secrets %v, want one, %s-flag", names(secrets), name)
 	}
-	checkComponentEndpoints(t, running.obj, ex.endpointComponent, services[name+"-"+ex.endpointComponent], children)
+	checkComponentEndpoints(t, running.obj, ex.endpointComponent, services[name+"--"+ex.endpointComponent], children)
 
 	// ---- deletion, one Pod held Terminating
-	held := pods[name+"-"+ex.hold]
+	held := pods[name+"--"+ex.hold]
 	holdWithFinalizer(ctx, t, c, held)
 	if err := c.dyn.Resource(chalGVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete Challenge: %v", err)

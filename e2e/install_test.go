@@ -3,17 +3,23 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // TestKustomizeInstall: what `kubectl apply -k manifests/` installs is accepted by the API server,
 // and the hook's own Pods are admitted in its namespace, which enforces Pod Security "restricted".
+// It installs manifests/ through an overlay that names the e2e Metacontroller in the deletion
+// policy's ConfigMap, as an organizer whose Metacontroller has another identity does: every other
+// test then runs under both deletion policies.
 // The CRDs are installed from the same files by every test (newCluster). The CompositeController
 // is created as a server-side dry run under another name (the suite's own, with webhook urls, has
 // its name): Metacontroller's CRD schema accepts the shipped object as it is.
@@ -24,13 +30,47 @@ func TestKustomizeInstall(t *testing.T) {
 	}
 	c := newCluster(t)
 	ctx := testContext(t)
-	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join(c.root, "manifests")).Output()
+	// An organizer's overlay: manifests/, with the ConfigMap of the deletion policy naming the
+	// Metacontroller that runs here (docs/operations.md shows the same patch).
+	username := metacontrollerUsername(ctx, t)
+	overlay := t.TempDir()
+	// kustomize takes a base by a relative path only.
+	base, err := filepath.Rel(overlay, filepath.Join(c.root, "manifests"))
 	if err != nil {
-		t.Fatalf("kubectl kustomize manifests/: %v", err)
+		t.Fatal(err)
+	}
+	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %s
+patches:
+  - patch: |-
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: %s
+        namespace: challenge-hook
+      data:
+        %s: |
+          %s
+`, base, metacontrollersConfigMap, usernamesKey, username)
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", overlay).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize of an overlay of manifests/: %v", err)
 	}
 	objs, err := decodeYAMLObjects(rendered, "kubectl kustomize manifests/")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		if obj.GetKind() == "ConfigMap" && obj.GetName() == metacontrollersConfigMap {
+			if got, _, _ := unstructured.NestedString(obj.Object, "data", usernamesKey); strings.TrimSpace(got) != username {
+				t.Fatalf("the overlay's ConfigMap %s lists %q, want %q", metacontrollersConfigMap, got, username)
+			}
+		}
 	}
 	seen := map[string]int{}
 	for _, obj := range objs {
@@ -52,7 +92,7 @@ func TestKustomizeInstall(t *testing.T) {
 		}
 	}
 	for _, kind := range []string{"CustomResourceDefinition", "CompositeController", "Namespace", "ServiceAccount",
-		"Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		"Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy", "ConfigMap", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
 		if seen[kind] == 0 {
 			t.Errorf("kubectl kustomize manifests/ renders no %s", kind)
 		}

@@ -12,11 +12,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 )
 
 // deletionPolicyFile is the ValidatingAdmissionPolicy (and its binding) that refuses the deletions
 // of a Challenge that would orphan its children or let the garbage collector delete them itself.
 const deletionPolicyFile = "manifests/challenge-deletion-policy.yaml"
+
+// namespaceFile is the hook's namespace, where the deletion policy's parameter lives.
+const namespaceFile = "manifests/namespace.yaml"
 
 // TestOrphanDeletionRefused: with manifests/challenge-deletion-policy.yaml applied (as `kubectl
 // apply -k manifests/` does), the API server refuses every deletion of a Challenge that would not
@@ -97,23 +101,63 @@ func TestOrphanDeletionRefused(t *testing.T) {
 	})
 }
 
-// applyDeletionPolicy creates (or updates) the objects of deletionPolicyFile and waits until the
-// API server has type-checked the policy, failing on any expression warning.
+// applyDeletionPolicy creates (or updates) the objects of deletionPolicyFile the way an organizer
+// installs them: the ConfigMap that names Metacontroller lists the e2e Metacontroller's username
+// (withMetacontrollerUsername), in the hook's namespace (created from namespaceFile when no test
+// installed it yet). It waits until the API server has type-checked each policy, failing on any
+// expression warning.
 func applyDeletionPolicy(ctx context.Context, t *testing.T, c *cluster) {
 	t.Helper()
-	applyAdmissionPolicy(ctx, t, c, deletionPolicyFile, nil)
+	applyObjects(ctx, t, c, namespaceFile, nil)
+	applyAdmissionPolicy(ctx, t, c, deletionPolicyFile, withMetacontrollerUsername(metacontrollerUsername(ctx, t)))
 }
 
-// applyAdmissionPolicy creates or updates the objects of a file holding a ValidatingAdmissionPolicy
-// and its binding, each changed by edit first when edit is not nil, and waits until the API server
-// has type-checked the policy, failing on any warning.
+// applyAdmissionPolicy creates or updates the objects of a file holding ValidatingAdmissionPolicies
+// and their bindings, each changed by edit first when edit is not nil, and waits until the API
+// server has type-checked every policy, failing on any warning.
 func applyAdmissionPolicy(ctx context.Context, t *testing.T, c *cluster, file string, edit func(*unstructured.Unstructured)) {
+	t.Helper()
+	var policies []*unstructured.Unstructured
+	for _, obj := range applyObjects(ctx, t, c, file, edit) {
+		if obj.GetKind() == "ValidatingAdmissionPolicy" {
+			policies = append(policies, obj)
+		}
+	}
+	if len(policies) == 0 {
+		t.Fatalf("%s has no ValidatingAdmissionPolicy", file)
+	}
+	for _, policy := range policies {
+		client, err := c.resourceFor(policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var checked *unstructured.Unstructured
+		waitFor(ctx, t, 30*time.Second, "the API server to type-check "+policy.GetName(), func() (bool, error) {
+			got, err := client.Get(ctx, policy.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			observed, _, _ := unstructured.NestedInt64(got.Object, "status", "observedGeneration")
+			checked = got
+			return observed == got.GetGeneration(), nil
+		})
+		if warnings, _, _ := unstructured.NestedSlice(checked.Object, "status", "typeChecking", "expressionWarnings"); len(warnings) > 0 {
+			t.Errorf("%s: %s: type-checking warnings: %v", file, policy.GetName(), warnings)
+		}
+		if conditions, _, _ := unstructured.NestedSlice(checked.Object, "status", "conditions"); len(conditions) > 0 {
+			t.Logf("%s conditions: %v", policy.GetName(), conditions)
+		}
+	}
+}
+
+// applyObjects creates or updates every object of a YAML file (relative to the repository root),
+// each changed by edit first when edit is not nil, and returns them as applied.
+func applyObjects(ctx context.Context, t *testing.T, c *cluster, file string, edit func(*unstructured.Unstructured)) []*unstructured.Unstructured {
 	t.Helper()
 	objs, err := readYAMLObjects(filepath.Join(c.root, file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var policy *unstructured.Unstructured
 	for _, obj := range objs {
 		if edit != nil {
 			edit(obj)
@@ -122,34 +166,10 @@ func applyAdmissionPolicy(ctx context.Context, t *testing.T, c *cluster, file st
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.createOrUpdate(ctx, client, obj); err != nil {
+		// Another test may apply the same file meanwhile.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return c.createOrUpdate(ctx, client, obj) }); err != nil {
 			t.Fatal(err)
 		}
-		if obj.GetKind() == "ValidatingAdmissionPolicy" {
-			policy = obj
-		}
 	}
-	if policy == nil {
-		t.Fatalf("%s has no ValidatingAdmissionPolicy", file)
-	}
-	client, err := c.resourceFor(policy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var checked *unstructured.Unstructured
-	waitFor(ctx, t, 30*time.Second, "the API server to type-check "+policy.GetName(), func() (bool, error) {
-		got, err := client.Get(ctx, policy.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		observed, _, _ := unstructured.NestedInt64(got.Object, "status", "observedGeneration")
-		checked = got
-		return observed == got.GetGeneration(), nil
-	})
-	if warnings, _, _ := unstructured.NestedSlice(checked.Object, "status", "typeChecking", "expressionWarnings"); len(warnings) > 0 {
-		t.Errorf("%s: type-checking warnings: %v", file, warnings)
-	}
-	if conditions, _, _ := unstructured.NestedSlice(checked.Object, "status", "conditions"); len(conditions) > 0 {
-		t.Logf("%s conditions: %v", policy.GetName(), conditions)
-	}
+	return objs
 }

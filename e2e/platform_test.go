@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 )
 
 var secretGVR = podGVR.GroupVersion().WithResource("secrets")
@@ -235,7 +236,8 @@ func platformCluster(ctx context.Context, t *testing.T, admin *cluster, ns strin
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := admin.createOrUpdate(ctx, client, obj); err != nil {
+		// Another test may apply the same ClusterRole meanwhile.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return admin.createOrUpdate(ctx, client, obj) }); err != nil {
 			t.Fatalf("apply %s: %v", platformRBACFile, err)
 		}
 	}

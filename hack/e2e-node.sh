@@ -4,7 +4,8 @@
 #   1. installs the Debian packages it needs when one is missing (apt-get update first);
 #   2. builds once per version, cached under ~/.cache: the control plane (hack/build-k8s-bins.sh),
 #      Metacontroller (hack/build-metacontroller.sh), kubelet + kube-proxy + kube-network-policies
-#      (hack/build-node-bins.sh); then the test images (hack/build-images.sh), the hook and the tests;
+#      (hack/build-node-bins.sh); then the hook and the tests, and the test images (hack/build-images.sh),
+#      the hook binary among them as the policy gate's image;
 #   3. starts the node (hack/node.sh up: containerd, control plane + Metacontroller, kubelet,
 #      kube-proxy, kube-network-policies) on loopback ports of its own (make e2e can run beside it);
 #   4. runs the Go tests of e2e/node (build tag e2enode), which serve the hook and register it;
@@ -58,11 +59,12 @@ phase packages
 bash hack/build-k8s-bins.sh; phase build-control-plane
 METACONTROLLER_DIR=$MC_DIR bash hack/build-metacontroller.sh; phase build-metacontroller
 bash hack/build-node-bins.sh; phase build-node-bins
-bash hack/build-images.sh; phase build-images
 HOOK_BIN=${E2E_NODE_HOOK_BIN:-$ROOT/bin/challenge-hook}
 if [[ -z ${E2E_NODE_HOOK_BIN:-} ]]; then CGO_ENABLED=0 $GO build -o bin/challenge-hook ./cmd/challenge-hook; fi
 $GO test -tags e2enode -c -o "$NODE_ROOT/e2enode.test" ./e2e/node
 phase build-hook-and-tests
+# The hook binary is also the instances' policy gate image (local/challenge-hook:v1).
+HOOK_BIN=$HOOK_BIN bash hack/build-images.sh; phase build-images
 
 # ---------------------------------------------------------------- 3. node
 status=1

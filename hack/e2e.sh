@@ -82,9 +82,12 @@ log "control plane up in $((SECONDS - plane))s"
 
 # The test binary runs in the background so that an interrupted run (Ctrl-C, CI cancel) stops it
 # before the EXIT trap stops the plane; the hook processes it started die with it.
+# E2E_METACONTROLLER_KUBECONFIG is the kubeconfig hack/cluster.sh runs Metacontroller with: the
+# tests name its user in the deletion policy's ConfigMap, as an organizer names Metacontroller's.
 $GO test -tags e2e -c -o "$RUN/e2e.test" ./e2e
 (cd e2e && exec env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" E2E_KUBECTL="$K8S_BINS_DIR/kubectl" \
   E2E_HOOK_ADDR=$HOOK_ADDR E2E_RESYNC_SECONDS=$RESYNC_SECONDS E2E_METACONTROLLER_LOG="$RUN/logs/metacontroller.log" \
+  E2E_METACONTROLLER_KUBECONFIG="$RUN/kubeconfig" \
   E2E_METACONTROLLER_METRICS="127.0.0.1:$MC_METRICS_PORT" E2E_KSM_BIN="$KSM_DIR/kube-state-metrics" \
   "$RUN/e2e.test" -test.v -test.count=1 -test.timeout=15m ${E2E_RUN_ARGS:-}) 9>&- &
 tests=$!

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs each fuzz target of package sync for ${FUZZTIME:-30s}, one at a time (go test -fuzz takes a
-# single target), and fails if any target fails. A crasher is written to
-# sync/testdata/fuzz/<FuzzName>/<hash>: read it, fix the bug, and keep the file so that every
-# `go test ./sync` replays it.
+# Runs each fuzz target of packages sync and cmd/challenge-hook for ${FUZZTIME:-30s}, one at a time
+# (go test -fuzz takes a single target), and fails if any target fails. A crasher is written to
+# <package>/testdata/fuzz/<FuzzName>/<hash>: read it, fix the bug, and keep the file so that every
+# `go test` of the package replays it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
@@ -14,12 +14,14 @@ FUZZ_PARALLEL=${FUZZ_PARALLEL:-2}
 # minimization off; set FUZZMINIMIZETIME=60s to shrink a crasher you are debugging.
 FUZZMINIMIZETIME=${FUZZMINIMIZETIME:-0}
 status=0
-for target in $($GO test ./sync -list '^Fuzz' | grep '^Fuzz'); do
-	echo "== $target for $FUZZTIME"
-	if ! $GO test ./sync -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" \
-		-fuzzminimizetime "$FUZZMINIMIZETIME" -parallel "$FUZZ_PARALLEL"; then
-		echo "== $target FAILED"
-		status=1
-	fi
+for pkg in ./sync ./cmd/challenge-hook; do
+	for target in $($GO test "$pkg" -list '^Fuzz' | grep '^Fuzz'); do
+		echo "== $pkg $target for $FUZZTIME"
+		if ! $GO test "$pkg" -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" \
+			-fuzzminimizetime "$FUZZMINIMIZETIME" -parallel "$FUZZ_PARALLEL"; then
+			echo "== $pkg $target FAILED"
+			status=1
+		fi
+	done
 done
 exit $status

@@ -92,11 +92,14 @@ func TestGatewayAPIComponentEnablesRoutes(t *testing.T) {
 	}
 	cfg := hooksync.DefaultConfig()
 	cfg.Gateway = &hooksync.GatewayRef{Namespace: "gateway-system", Name: "ctf"}
+	// The instance's Service is observed: a route is declared only once its backend is.
+	service := hooksync.ObservedService{ObservedObject: hooksync.ObservedObject{APIVersion: "v1", Kind: "Service",
+		Metadata: hooksync.ObservedMeta{ObjectMeta: hooksync.ObjectMeta{Name: "chal-team1", Namespace: "ctf"}}}}
 	sync := func(declared []hooksync.ChildResource) hooksync.Response {
 		return hooksync.Sync(hooksync.Request{DeclaredChildTypes: declared, Parent: hooksync.Challenge{
 			Metadata: hooksync.ObjectMeta{Name: "chal-team1", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000001", Generation: 1},
 			Spec:     v1alpha1.ChallengeSpec{Owner: "team-1", Template: &template},
-		}}, time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), cfg)
+		}, Children: hooksync.ObservedChildren{Services: []hooksync.ObservedService{service}}}, time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), cfg)
 	}
 
 	refused := sync(base)
@@ -104,7 +107,7 @@ func TestGatewayAPIComponentEnablesRoutes(t *testing.T) {
 	require.Contains(t, refused.Status.Message, filepath.ToSlash(filepath.Join("manifests", filepath.Dir(gatewayComponent))))
 
 	built := sync(withGatewayComponent(t, base))
-	require.Equal(t, v1alpha1.PhaseNone, built.Status.Phase, built.Status.Message)
+	require.Equal(t, v1alpha1.PhaseCreating, built.Status.Phase, built.Status.Message)
 	kinds := map[string]bool{}
 	for _, child := range built.Children {
 		out, err := hooksync.EncodeResponse(child)

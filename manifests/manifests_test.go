@@ -76,8 +76,10 @@ func TestEveryYAMLFileParses(t *testing.T) {
 		if !assert.NoError(t, err) {
 			continue
 		}
-		// Kubernetes objects: every document needs apiVersion and kind.
-		if !strings.HasPrefix(file, "manifests/") && !strings.HasPrefix(file, "examples/") && file != "compositecontroller.yaml" {
+		// Kubernetes objects: every document needs apiVersion and kind. *.test.yaml beside them are
+		// not objects but their tests (promtool's rule tests of manifests/components/monitoring).
+		if !strings.HasPrefix(file, "manifests/") && !strings.HasPrefix(file, "examples/") && file != "compositecontroller.yaml" ||
+			strings.HasSuffix(file, ".test.yaml") {
 			continue
 		}
 		for i, doc := range docs {
@@ -442,4 +444,16 @@ func TestGOMEMLIMITFollowsTheMemoryLimit(t *testing.T) {
 	require.NoError(t, err)
 	ratio := float64(mib<<20) / float64(limit.Value())
 	assert.InDelta(t, 0.9, ratio, 0.03, "GOMEMLIMIT %s is %.0f%% of limits.memory %s", goMemLimit, 100*ratio, limit.String())
+}
+
+// TestReleaseImageIsTheShippedImage: the policy gate's default image (sync.ReleaseImage) is the
+// image kustomization.yaml ships, so that an install runs the gate of its own release.
+func TestReleaseImageIsTheShippedImage(t *testing.T) {
+	docs, err := readYAMLDocuments("kustomization.yaml")
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+	images := docs[0].(map[string]any)["images"].([]any)
+	require.Len(t, images, 1)
+	image := images[0].(map[string]any)
+	assert.Equal(t, hooksync.ReleaseImage, fmt.Sprintf("%s:%s", image["name"], image["newTag"]))
 }

@@ -7,14 +7,37 @@ import (
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
-// component is one Pod of an instance and what is built around it: its Service, its NetworkPolicy
-// and its exposures. A template of containers is one component named after the Challenge, as
-// instances were before templates had pods; a template of pods has one per pod, named
-// <challenge>-<pod>. A component's Pod, Service and NetworkPolicy share its child name, so that
-// every Pod's policy is found by the Pod's name, whatever the template says (keptWithIsolation).
+// Child names. Two instances' children must never share a kind and a name: Metacontroller would
+// give the object to one of them, and the other would route its players to it (a route names its
+// backend Service by name). The hook sees one Challenge at a time, so the names alone keep them
+// apart:
+//   - a template of containers: Pod, Service, NetworkPolicy, Ingress, HTTPRoute and TLSRoute are
+//     named <challenge>;
+//   - a template of pods: each pod's Pod, exposure Service and NetworkPolicy <challenge>--<pod>,
+//     its internal Service <challenge>--<pod>--internal; the routes <challenge>;
+//   - the flag Secret, the only Secret, <challenge>-flag; the policy that stands in for a missing
+//     one (denyAllPolicy) <challenge>.
+//
+// Neither a Challenge's name nor a pod's contains "--" (the CRDs refuse it, and the hook refuses
+// it in objects admitted before: validateChallengeSpec, validatePodName), a Challenge's name ends
+// with a letter or digit and a pod's starts with a letter. So a name without "--" is a Challenge's
+// own; in one with "--", the first "--" ends the Challenge's name and the second, if any, ends the
+// pod's: every name is one instance's and one child's (TestChildNamesNeverCollide). The pre-pull
+// controller's children ("<definition>.prepull") hold a dot, which no Challenge name has.
+const (
+	componentSeparator    = "--"
+	internalServiceSuffix = componentSeparator + "internal"
+)
+
+// component is one Pod of an instance and what is built around it: its Services, its
+// NetworkPolicy and its exposures. A template of containers is one component named after the
+// Challenge, as instances were before templates had pods; a template of pods has one per pod,
+// named <challenge>--<pod>. A component's Pod, exposure Service and NetworkPolicy share its child
+// name, so that every Pod's policy is found by the Pod's name, whatever the template says
+// (keptWithIsolation).
 type component struct {
 	name     string // the pod's name in a template of pods; "" for a template of containers
-	child    string // the name of its Pod, Service and NetworkPolicy
+	child    string // the name of its Pod, exposure Service and NetworkPolicy
 	spec     v1alpha1.PodTemplate
 	labels   map[string]string // the instance's labels, and the component's
 	selector map[string]string // its Pods: the instance id, and the component's name
@@ -43,7 +66,7 @@ func (in *instance) resolveComponents() {
 			labels[LabelComponent] = p.Name
 			in.components = append(in.components, &component{
 				name:     p.Name,
-				child:    in.name + "-" + p.Name,
+				child:    componentChildName(in.name, p.Name),
 				spec:     p,
 				labels:   labels,
 				selector: map[string]string{LabelInstance: in.id, LabelComponent: p.Name},
@@ -57,6 +80,15 @@ func (in *instance) resolveComponents() {
 		c.waitingFor = podPrerequisite(in, c)
 	}
 }
+
+// componentChildName names the Pod, exposure Service and NetworkPolicy of a pod of the template.
+func componentChildName(challenge, pod string) string {
+	return challenge + componentSeparator + pod
+}
+
+// internalService names the ClusterIP Service of a component's internal ports, the one its peers
+// reach it through (see buildInternalService).
+func (c *component) internalService() string { return c.child + internalServiceSuffix }
 
 // sibling finds the component of the instance named name.
 func (in *instance) sibling(name string) *component {

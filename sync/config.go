@@ -37,6 +37,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	flagfunc.Var(fs, "gateway-pod-labels", flagfunc.JoinLabels(c.GatewayDataPlane.Labels), "`labels` (k=v,...) of the Gateway's data-plane Pods (empty: gateway.networking.k8s.io/gateway-name=<the Gateway's name>)",
 		flagfunc.Labels(&c.GatewayDataPlane.Labels))
 	fs.StringVar(&c.PrePullImage, "prepull-image", c.PrePullImage, "`image` of this hook, whose /pause the pre-pull DaemonSets run (manifests/components/prepull; empty: POST /prepull/sync answers 503)")
+	fs.BoolVar(&c.PolicyGate.Enabled, "policy-gate", c.PolicyGate.Enabled, "start every instance Pod with an init container (--policy-gate-image) that holds the challenge's containers until the Pod's NetworkPolicy is enforced; false: they may send and receive their first packets before it, on policy agents that learn a Pod from its status (kube-network-policies, kind's)")
+	fs.StringVar(&c.PolicyGate.Image, "policy-gate-image", c.PolicyGate.Image, "`image` of this hook, whose /challenge-hook wait-for-policy the policy gate runs (changing it recreates every running instance's Pod: change it between events)")
+	flagfunc.Var(fs, "policy-gate-target", c.PolicyGate.Target, "IPv4 `address:port` the policy gate probes from inside each new Pod: every instance's NetworkPolicy must deny it, and it must answer (accept or refuse) a Pod no policy selects (empty: the Pod's node on the kubelet port 10250)",
+		flagfunc.IPv4AddrPort(&c.PolicyGate.Target))
+	flagfunc.Var(fs, "policy-gate-timeout", c.PolicyGate.Timeout.String(), "how long (`duration`) the policy gate waits for the NetworkPolicy to be enforced before it fails (the instance shows Error and the kubelet retries)", flagfunc.PositiveDuration(&c.PolicyGate.Timeout))
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", c.ClusterDomain, "cluster DNS `suffix`, for ClusterIP endpoints")
 	flagfunc.Var(fs, "default-timeout", c.DefaultTimeout.String(), "instance lifetime (`duration`) when neither the Challenge nor its definition sets one", flagfunc.PositiveDuration(&c.DefaultTimeout))
 	flagfunc.Var(fs, "default-max-lifetime", c.DefaultMaxLifetime.String(), "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime", flagfunc.PositiveDuration(&c.DefaultMaxLifetime))

@@ -98,9 +98,15 @@ func findDefinition(defs []ChallengeDefinition, ref v1alpha1.DefinitionRef) (Cha
 // validateChallengeSpec checks what the hook reads of the Challenge itself.
 func validateChallengeSpec(parent Challenge) field.ErrorList {
 	var errs field.ErrorList
-	if msgs := validation.IsDNS1035Label(parent.Metadata.Name); len(msgs) > 0 {
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), parent.Metadata.Name,
+	name := parent.Metadata.Name
+	if msgs := validation.IsDNS1035Label(name); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), name,
 			"children are named after the Challenge, so it must be a DNS-1035 label: "+strings.Join(msgs, "; ")))
+	} else if strings.Contains(name, componentSeparator) {
+		// The CRD refuses it; a Challenge admitted before keeps what runs until its deadline.
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), name, fmt.Sprintf(
+			"must not contain %q: the children of an instance of several pods are named <challenge>%s<pod>, which another Challenge's children could be named; create the Challenge again with a name without %q",
+			componentSeparator, componentSeparator, componentSeparator)))
 	}
 	spec, specPath := parent.Spec, field.NewPath("spec")
 	switch owner := specPath.Child("owner"); {
@@ -232,6 +238,9 @@ func validatePod(containers []v1alpha1.Container, expose []v1alpha1.Expose, cont
 	for i, c := range containers {
 		containerPath := containersPath.Index(i)
 		errs = append(errs, validateContainer(c, containerPath)...)
+		if c.Name == PolicyGateContainer {
+			errs = append(errs, field.Invalid(containerPath.Child("name"), c.Name, policyGateNameReserved))
+		}
 		if containerNames[c.Name] {
 			errs = append(errs, field.Duplicate(containerPath.Child("name"), c.Name))
 		}
@@ -306,8 +315,9 @@ func validatePods(pods []v1alpha1.PodTemplate, fldPath *field.Path, templateHasF
 	return errs
 }
 
-// validatePodName: a pod's name is its peers' host name for it and the suffix of its children's
-// names (<challenge>-<pod>, see ValidateComponentNames), hence a short DNS-1035 label.
+// validatePodName: a pod's name is its peers' host name for it and the middle of its children's
+// names (<challenge>--<pod>, see ValidateComponentNames), hence a short DNS-1035 label without
+// "--", which separates the parts of a child's name (see componentSeparator).
 func validatePodName(name string, fldPath *field.Path) field.ErrorList {
 	if name == "" {
 		return field.ErrorList{field.Required(fldPath, "")}
@@ -315,6 +325,9 @@ func validatePodName(name string, fldPath *field.Path) field.ErrorList {
 	msgs := validation.IsDNS1035Label(name)
 	if len(name) > maxPodName {
 		msgs = append(msgs, fmt.Sprintf("must be no more than %d characters", maxPodName))
+	}
+	if strings.Contains(name, componentSeparator) {
+		msgs = append(msgs, fmt.Sprintf("must not contain %q, which separates the parts of its children's names", componentSeparator))
 	}
 	if len(msgs) > 0 {
 		return field.ErrorList{field.Invalid(fldPath, name, "peers reach the pod by this name and its children are named after it: "+strings.Join(msgs, "; "))}
@@ -387,17 +400,22 @@ func validateSecurity(sec *v1alpha1.Security, fldPath *field.Path) field.ErrorLi
 	return errs
 }
 
-// ValidateComponentNames checks that the children of a template of several pods, named
-// <challengeName>-<pod> (Pod, Service, NetworkPolicy), are DNS-1035 labels: at most 63
-// characters. A template of one Pod names its children after the Challenge alone. fldPath is the
-// template's (spec, spec.template).
+// ValidateComponentNames checks that the children of a template of several pods are DNS-1035
+// labels: at most 63 characters. Each pod's Pod, Service and NetworkPolicy are named
+// <challengeName>--<pod>, and the Service of its internal ports, if it has any,
+// <challengeName>--<pod>--internal. A template of one Pod names its children after the Challenge
+// alone. fldPath is the template's (spec, spec.template).
 func ValidateComponentNames(challengeName string, spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, p := range spec.Pods {
-		if child := challengeName + "-" + p.Name; len(child) > validation.DNS1035LabelMaxLength {
+		longest := componentChildName(challengeName, p.Name)
+		if len(p.Internal) > 0 {
+			longest += internalServiceSuffix
+		}
+		if len(longest) > validation.DNS1035LabelMaxLength {
 			errs = append(errs, field.Invalid(fldPath.Child("pods").Index(i).Child("name"), p.Name, fmt.Sprintf(
-				"the pod's children are named %s-%s, %d characters: a name is at most %d, so shorten the Challenge's name (%d) or the pod's",
-				challengeName, p.Name, len(child), validation.DNS1035LabelMaxLength, len(challengeName))))
+				"the pod's children are named after the Challenge and the pod, the longest %s, %d characters: a name is at most %d, so shorten the Challenge's name (%d characters) or the pod's (%d) by %d",
+				longest, len(longest), validation.DNS1035LabelMaxLength, len(challengeName), len(p.Name), len(longest)-validation.DNS1035LabelMaxLength)))
 		}
 	}
 	return errs

@@ -387,10 +387,12 @@ func TestValidateDefinitionPodsReportsEveryMistake(t *testing.T) {
 func TestValidateComponentNames(t *testing.T) {
 	def := validPodsDefinition()
 	path := field.NewPath("spec", "template")
-	require.Empty(t, ValidateComponentNames(strings.Repeat("c", 59), def, path), "c...c-web and c...c-bot are 63 characters")
+	require.Empty(t, ValidateComponentNames(strings.Repeat("c", 48), def, path), "c...c--web--internal is 63 characters")
 	require.Empty(t, ValidateComponentNames(strings.Repeat("c", 63), validDefinition(), path), "one Pod: children are named after the Challenge alone")
-	errs := ValidateComponentNames(strings.Repeat("c", 60), def, path)
-	require.Len(t, errs, 2, "web and bot, not db: %v", errs)
-	require.Equal(t, fmt.Sprintf(`spec.template.pods[0].name: Invalid value: "web": the pod's children are named %s-web, 64 characters: a name is at most 63, so shorten the Challenge's name (60) or the pod's`, strings.Repeat("c", 60)), errs[0].Error())
-	require.Equal(t, "spec.template.pods[2].name", errs[1].Field)
+	errs := ValidateComponentNames(strings.Repeat("c", 50), def, path)
+	require.Len(t, errs, 2, "web and db, which have internal ports, not bot: %v", errs)
+	require.Equal(t, fmt.Sprintf(`spec.template.pods[0].name: Invalid value: "web": the pod's children are named after the Challenge and the pod, the longest %s--web--internal, 65 characters: a name is at most 63, so shorten the Challenge's name (50 characters) or the pod's (3) by 2`, strings.Repeat("c", 50)), errs[0].Error())
+	require.Equal(t, "spec.template.pods[1].name", errs[1].Field)
+	require.Empty(t, ValidateComponentNames(strings.Repeat("c", 58), v1alpha1.DefinitionSpec{Pods: def.Pods[2:]}, path), "c...c--bot is 63 characters")
+	require.Len(t, ValidateComponentNames(strings.Repeat("c", 59), v1alpha1.DefinitionSpec{Pods: def.Pods[2:]}, path), 1, "c...c--bot is 64 characters")
 }

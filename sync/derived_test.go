@@ -49,16 +49,18 @@ const (
 
 var derivedCases = []derivedCase{
 	{name: "none-to-creating-policy-before-pod", base: firstSyncCase, description: `
-First sync of a new Challenge: nothing observed. The hook declares the NetworkPolicy, Service, Ingress
-and flag Secret, but not the Pod: a Pod is declared only once the policy that isolates it is observed,
-so it never runs a moment unisolated. Phase None.`},
+First sync of a new Challenge: nothing observed. The hook declares the NetworkPolicy, Service and flag
+Secret, but not the Pod: a Pod is declared only once the policy that isolates it is observed, so it
+never runs a moment unisolated; nor the Ingress, which names its Service and is declared only once
+that Service is observed among the Challenge's children. Phase None.`},
 	{name: "creating-policy-observed-pod-created", base: firstSyncCase, applied: 1, description: `
-The sync after the first: Metacontroller created the NetworkPolicy, Service, Ingress and flag Secret
-the first answer declared. The policy (and the Secret the Pod reads its flag from) being observed, the
-hook now declares the Pod. Phase Creating.`},
+The sync after the first: Metacontroller created the NetworkPolicy, Service and flag Secret the first
+answer declared. The policy (and the Secret the Pod reads its flag from) being observed, the hook now
+declares the Pod, and the Service being observed, the Ingress to it. Phase Creating, no endpoint yet.`},
 	{name: "readme-example-pod-created", base: "readme-example-first-sync", applied: 1, description: `
 The README's sample once Metacontroller created what its first sync declared
-(readme-example-first-sync): the NetworkPolicy is observed, so the Pod is declared with the rest.
+(readme-example-first-sync): the NetworkPolicy is observed, so the Pod is declared with the rest, and
+the Service is, so the Ingress is.
 ` + "`challenge-hook render`" + ` of examples/challenge.yaml and examples/definition.yaml prints exactly these
 children and this status (cmd/challenge-hook's TestRenderMatchesGolden).`},
 	{name: "running-policy-deleted-pod-removed", base: runningCase, change: withoutChild(networkPolicyGroup), description: `

@@ -81,11 +81,18 @@ type where struct {
 
 func httpEndpoint(o observedExposure) where {
 	if o.in.cfg.Gateway != nil {
-		if a := acceptance(o.in.observed.HTTPRoutes, kindHTTPRoute, o.in); !a.accepted {
+		route, found := findByName(o.in.observed.HTTPRoutes, o.in.name)
+		if pending := backendPending(o, kindHTTPRoute, route, found); pending != "" {
+			return where{missing: pending}
+		}
+		if a := acceptance(route, kindHTTPRoute, o.in); !a.accepted {
 			return where{missing: a.pending, refused: a.refused}
 		}
-	} else if _, found := findByName(o.in.observed.Ingresses, o.in.name); !found {
-		return where{missing: "the Ingress"}
+	} else {
+		ingress, found := findByName(o.in.observed.Ingresses, o.in.name)
+		if pending := backendPending(o, "Ingress", ingress, found); pending != "" {
+			return where{missing: pending}
+		}
 	}
 	w := where{host: httpHost(o.in), port: 80}
 	if o.in.cfg.IngressScheme == "https" {
@@ -96,7 +103,11 @@ func httpEndpoint(o observedExposure) where {
 }
 
 func tlsEndpoint(o observedExposure) where {
-	if a := acceptance(o.in.observed.TLSRoutes, kindTLSRoute, o.in); !a.accepted {
+	route, found := findByName(o.in.observed.TLSRoutes, o.in.name)
+	if pending := backendPending(o, kindTLSRoute, route, found); pending != "" {
+		return where{missing: pending}
+	}
+	if a := acceptance(route, kindTLSRoute, o.in); !a.accepted {
 		return where{missing: a.pending, refused: a.refused}
 	}
 	w := where{host: httpHost(o.in), port: o.in.cfg.GatewayTLSPort}

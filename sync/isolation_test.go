@@ -105,7 +105,7 @@ func applyAnswer(t testing.TB, request, answer []byte, how applied) []byte {
 //   - every Pod the answer declares is selected by a NetworkPolicy the request already observes
 //     (so it exists before the Pod is created) and by one the answer declares;
 //   - every Pod the request observes or the answer declares is selected by no policy, observed or
-//     declared, but its own (the one of its name) and policies that admit nothing (deny-all):
+//     declared, but its own (ownPolicy) and policies that admit nothing (deny-all):
 //     policies add up, so a Pod that another Pod's policy selects gets that policy's rules too
 //     (while a template changes shape, the old Pod's internet egress on the new Pods).
 //
@@ -138,7 +138,7 @@ func checkIsolation(t testing.TB, request, answer []byte) int {
 	everyPolicy := slices.Concat(observedPolicies, declaredPolicies)
 	for _, pod := range slices.Concat(observedPods, declaredPods) {
 		for _, p := range everyPolicy {
-			require.False(t, selects(p, pod) && p.Name != pod.Name && admitsAnything(p),
+			require.False(t, selects(p, pod) && !ownPolicy(p, pod) && admitsAnything(p),
 				"Pod %s is selected by NetworkPolicy %s, another Pod's, whose rules it gets on top of its own:\nrequest:\n%s\nanswer:\n%s", pod.Name, p.Name, request, answer)
 		}
 	}
@@ -150,6 +150,17 @@ func checkIsolation(t testing.TB, request, answer []byte) int {
 func selects(p networkingapiv1.NetworkPolicy, pod apimetav1.ObjectMeta) bool {
 	selector, err := apimetav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
 	return err == nil && p.Namespace == pod.Namespace && !selector.Empty() && selector.Matches(labels.Set(pod.Labels))
+}
+
+// ownPolicy: the policy is the Pod's own, the one of its name; for the Pod of a pod, also any
+// policy of the same pod of the same instance (while a pod's children are renamed, its old Pod
+// lingers under its new policy: the same pod's rules).
+func ownPolicy(p networkingapiv1.NetworkPolicy, pod apimetav1.ObjectMeta) bool {
+	if p.Name == pod.Name {
+		return true
+	}
+	component, ok := pod.Labels[LabelComponent]
+	return ok && p.Labels[LabelComponent] == component && p.Labels[LabelInstance] == pod.Labels[LabelInstance]
 }
 
 // admitsAnything: the policy has a rule, in or out (a policy without one only isolates).
@@ -297,19 +308,26 @@ func secondAnswer(t testing.TB, req Request, now time.Time, cfg Config) Response
 // turn, the Services given ClusterIPs as the API server would (a Pod waits for its policy, and
 // for the Services of the peers it resolves by name).
 func answerWithEveryPod(t testing.TB, req Request, now time.Time, cfg Config) Response {
+	_, resp := requestWithEveryPod(t, req, now, cfg)
+	return resp
+}
+
+// requestWithEveryPod is answerWithEveryPod's last request, and its answer.
+func requestWithEveryPod(t testing.TB, req Request, now time.Time, cfg Config) (Request, Response) {
 	resp := Sync(req, now, cfg)
 	request, err := json.Marshal(map[string]any{"parent": req.Parent, "children": map[string]any{}})
 	require.NoError(t, err)
+	var next Request
 	for range 3 {
 		answer, err := EncodeResponse(resp)
 		require.NoError(t, err)
 		request = withAllocatedServiceIPs(t, applyAnswer(t, request, answer, applied{create: true, delete: true}), nil)
-		next, err := DecodeRequest(request)
+		next, err = DecodeRequest(request)
 		require.NoError(t, err)
 		next.Related, next.DeclaredChildTypes = req.Related, req.DeclaredChildTypes
 		resp = Sync(next, now, cfg)
 	}
-	return resp
+	return next, resp
 }
 
 // TestShapeChangeNarrowsAnOlderSinglePodPolicy: an instance whose single Pod's NetworkPolicy was

@@ -176,7 +176,7 @@ func modelComponents(t *testing.T, cfg Config, team string, teamIndex int) ([]pe
 	var peers []peer
 	var policies []*networkingapiv1.NetworkPolicy
 	for _, p := range parent.Spec.Template.Pods {
-		podLabels, policy := childrenNamed(t, answer.Children, name+"-"+p.Name)
+		podLabels, policy := childrenNamed(t, answer.Children, componentChildName(name, p.Name))
 		policies = append(policies, policy)
 		pr := peer{
 			name: fmt.Sprintf("%s/xss %s", team, p.Name), ip: fmt.Sprintf("10.244.%d.%d", 5+teamIndex, 11+len(peers)),

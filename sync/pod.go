@@ -115,6 +115,9 @@ func buildPodSpec(in *instance, c *component) *corev1ac.PodSpecApplyConfiguratio
 		// port 53, so a lookup fails at once; its peers are in /etc/hosts.
 		pod.WithDNSPolicy(corev1.DNSNone).WithDNSConfig(corev1ac.PodDNSConfig().WithNameservers(noResolver))
 	}
+	if in.cfg.PolicyGate.Enabled {
+		pod.WithInitContainers(buildPolicyGate(in.cfg.PolicyGate))
+	}
 
 	var mounts []*corev1ac.VolumeMountApplyConfiguration
 	if readOnlyRoot {
@@ -279,13 +282,13 @@ func orDefault(v, def int32) int32 {
 }
 
 // peerAliases make a component's Pod resolve each peer it reaches by the peer's name, to the
-// ClusterIP of the peer's Service: in /etc/hosts, whatever the cluster's DNS and search path. The
-// Pod waits for those Services (podPrerequisite); a Service created again with a new ClusterIP
-// changes the Pod, which Metacontroller then replaces.
+// ClusterIP of the peer's internal Service: in /etc/hosts, whatever the cluster's DNS and search
+// path. The Pod waits for those Services (podPrerequisite); a Service created again with a new
+// ClusterIP changes the Pod, which Metacontroller then replaces.
 func (in *instance) peerAliases(c *component) []*corev1ac.HostAliasApplyConfiguration {
 	var aliases []*corev1ac.HostAliasApplyConfiguration
 	for _, p := range c.peers {
-		if svc, found := findByName(in.observed.Services, p.peer.child); found && hasClusterIP(svc) {
+		if svc, found := findByName(in.observed.Services, p.peer.internalService()); found && hasClusterIP(svc) {
 			aliases = append(aliases, corev1ac.HostAlias().WithIP(svc.Spec.ClusterIP).WithHostnames(p.peer.name))
 		}
 	}

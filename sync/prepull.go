@@ -160,7 +160,8 @@ func validatePrePull(def ChallengeDefinition) field.ErrorList {
 
 // prePullImage is one image to pre-pull and the container that pulls it, named after the first
 // container of the definition that runs it (pull errors then name what the author wrote): in a
-// template of pods, <pod>-<container>, as two pods may have containers of the same name.
+// template of pods, <pod>--<container>, as two pods may have containers of the same name; no pod
+// name holds "--", so two pods' containers never get one name (a-b and c, a and b-c).
 type prePullImage struct{ container, image string }
 
 // prePullImages are the definition's distinct images, in the order of its containers.
@@ -176,7 +177,7 @@ func prePullImages(spec v1alpha1.DefinitionSpec) []prePullImage {
 	}
 	for i, p := range spec.Pods {
 		for j, c := range p.Containers {
-			name := p.Name + "-" + c.Name
+			name := p.Name + componentSeparator + c.Name
 			if len(name) > validation.DNS1123LabelMaxLength {
 				name = fmt.Sprintf("pod%d-container%d", i, j) // unique, where the names are too long
 			}

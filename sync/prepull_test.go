@@ -73,18 +73,23 @@ func FuzzPrePull(f *testing.F) {
 }
 
 // TestPrePullImagesOfPods: a definition of several pods pre-pulls every pod's images once each,
-// in template order, each container named <pod>-<container> (two pods may have containers of the
-// same name), or pod<i>-container<j> where that would not fit a container name.
+// in template order, each container named <pod>--<container> (two pods may have containers of the
+// same name, and the pod a-b's container c is not the pod a's container b-c), or
+// pod<i>-container<j> where that would not fit a container name.
 func TestPrePullImagesOfPods(t *testing.T) {
-	long := strings.Repeat("c", 60) // bot-<60 c> would be 64 characters
+	long := strings.Repeat("c", 59) // bot--<59 c> would be 64 characters
 	spec := v1alpha1.DefinitionSpec{Pods: []v1alpha1.PodTemplate{
 		{Name: "web", Containers: []v1alpha1.Container{{Name: "app", Image: "registry.example/web:1"}}},
 		{Name: "db", Containers: []v1alpha1.Container{{Name: "app", Image: "registry.example/db:1"}}},
 		{Name: "bot", Containers: []v1alpha1.Container{{Name: "app", Image: "registry.example/web:1"}, {Name: long, Image: "registry.example/bot:1"}}},
+		{Name: "a-b", Containers: []v1alpha1.Container{{Name: "c", Image: "registry.example/a-b:1"}}},
+		{Name: "a", Containers: []v1alpha1.Container{{Name: "b-c", Image: "registry.example/a:1"}}},
 	}}
 	require.Equal(t, []prePullImage{
-		{"web-app", "registry.example/web:1"},
-		{"db-app", "registry.example/db:1"},
+		{"web--app", "registry.example/web:1"},
+		{"db--app", "registry.example/db:1"},
 		{"pod2-container1", "registry.example/bot:1"},
+		{"a-b--c", "registry.example/a-b:1"},
+		{"a--b-c", "registry.example/a:1"},
 	}, prePullImages(spec))
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gatewayv1ac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
@@ -85,9 +86,10 @@ func serviceBackend(e exposed) *gatewayv1ac.BackendRefApplyConfiguration {
 	return gatewayv1ac.BackendRef().WithGroup("").WithKind("Service").WithName(gatewayv1.ObjectName(e.c.child)).WithPort(e.Port).WithWeight(1)
 }
 
-// buildHTTPRoute routes the HTTP exposure, when a Gateway is configured, from the instance's host.
+// buildHTTPRoute routes the HTTP exposure, when a Gateway is configured, from the instance's host,
+// once its Service is observed (routedExposure).
 func buildHTTPRoute(in *instance) *gatewayv1ac.HTTPRouteApplyConfiguration {
-	e, found := in.exposureOf(v1alpha1.ExposeHTTP)
+	e, found := in.routedExposure(v1alpha1.ExposeHTTP)
 	if in.cfg.Gateway == nil || !found {
 		return nil
 	}
@@ -102,10 +104,11 @@ func buildHTTPRoute(in *instance) *gatewayv1ac.HTTPRouteApplyConfiguration {
 	return gatewayv1ac.HTTPRoute(in.name, in.namespace).WithLabels(in.labels).WithSpec(spec)
 }
 
-// buildTLSRoute routes the TLS exposure by SNI host to the instance's Service port. Whether the
-// Gateway terminates TLS or passes it through is its listener's business.
+// buildTLSRoute routes the TLS exposure by SNI host to the instance's Service port, once that
+// Service is observed (routedExposure). Whether the Gateway terminates TLS or passes it through is
+// its listener's business.
 func buildTLSRoute(in *instance) *gatewayv1ac.TLSRouteApplyConfiguration {
-	e, found := in.exposureOf(v1alpha1.ExposeTLS)
+	e, found := in.routedExposure(v1alpha1.ExposeTLS)
 	if in.cfg.Gateway == nil || !found {
 		return nil
 	}
@@ -123,16 +126,12 @@ type routeAcceptance struct {
 	pending, refused string
 }
 
-// acceptance reads the route's status for the configured Gateway. A condition set for an older
-// generation of the route does not count: the Gateway has not seen the route as it is. One without
-// observedGeneration (optional in metav1.Condition) is taken as current.
-func acceptance(routes []ObservedRoute, kind string, in *instance) routeAcceptance {
+// acceptance reads an observed route's status for the configured Gateway. A condition set for an
+// older generation of the route does not count: the Gateway has not seen the route as it is. One
+// without observedGeneration (optional in metav1.Condition) is taken as current.
+func acceptance(route ObservedRoute, kind string, in *instance) routeAcceptance {
 	what := fmt.Sprintf("%s %s", kind, in.name)
 	waiting := routeAcceptance{pending: fmt.Sprintf("Gateway %s to accept %s", in.cfg.Gateway, what)}
-	route, found := findByName(routes, in.name)
-	if !found {
-		return routeAcceptance{pending: "the " + kind}
-	}
 	for _, parent := range route.Status.Parents {
 		if !isConfiguredGateway(parent, route, in.cfg) {
 			continue
@@ -151,6 +150,85 @@ func acceptance(routes []ObservedRoute, kind string, in *instance) routeAcceptan
 		}
 	}
 	return waiting
+}
+
+// routedExposure is the instance's exposure of a routed type (HTTP, TLS) once its route may be
+// declared: when the exposure's own Service is observed among the instance's children, which
+// are only the objects Metacontroller matched to this Challenge. A route names its backend
+// Service by name alone; declared earlier, it could send players to an object of that name that
+// is not the instance's.
+func (in *instance) routedExposure(exposeType string) (exposed, bool) {
+	e, found := in.exposureOf(exposeType)
+	if !found {
+		return exposed{}, false
+	}
+	_, observed := findByName(in.observed.Services, e.c.child)
+	return e, observed
+}
+
+// routeBackends is an observed Ingress, HTTPRoute or TLSRoute as far as where it sends players.
+type routeBackends interface {
+	// backendServices are the names of the Services it sends players to; ok is false when it
+	// sends them nowhere, or to anything but a Service of its own namespace.
+	backendServices() (names []string, ok bool)
+}
+
+func (i ObservedIngress) backendServices() ([]string, bool) {
+	backends := []networkingv1.IngressBackend{}
+	if b := i.Spec.DefaultBackend; b != nil {
+		backends = append(backends, *b)
+	}
+	for _, rule := range i.Spec.Rules {
+		if rule.HTTP != nil {
+			for _, path := range rule.HTTP.Paths {
+				backends = append(backends, path.Backend)
+			}
+		}
+	}
+	names := make([]string, 0, len(backends))
+	for _, b := range backends {
+		if b.Service == nil {
+			return nil, false
+		}
+		names = append(names, b.Service.Name)
+	}
+	return names, len(names) > 0
+}
+
+func (r ObservedRoute) backendServices() ([]string, bool) {
+	var names []string
+	for _, rule := range r.Spec.Rules {
+		for _, b := range rule.BackendRefs {
+			if b.Group != "" || (b.Kind != "" && b.Kind != "Service") || (b.Namespace != "" && b.Namespace != r.Metadata.Namespace) {
+				return nil, false
+			}
+			names = append(names, b.Name)
+		}
+	}
+	return names, len(names) > 0
+}
+
+// sendsOnlyTo: an observed route sends players to the Service named service, and nowhere else.
+func sendsOnlyTo(route routeBackends, service string) bool {
+	names, ok := route.backendServices()
+	return ok && !slices.ContainsFunc(names, func(name string) bool { return name != service })
+}
+
+// backendPending is what a routed exposure's endpoint waits for, "" when nothing: the exposure's
+// own Service, observed among the instance's children, then its observed route (kind), which
+// sends players to that Service and nowhere else. Until then no endpoint is published: it would
+// name a host that leads to another object, or nowhere.
+func backendPending(o observedExposure, kind string, route routeBackends, routeFound bool) string {
+	service := o.expose.c.child
+	switch {
+	case !o.hasService:
+		return "Service " + service
+	case !routeFound:
+		return "the " + kind
+	case !sendsOnlyTo(route, service):
+		return fmt.Sprintf("%s %s to route to Service %s alone", kind, o.in.name, service)
+	}
+	return ""
 }
 
 // isConfiguredGateway says whether a route's parent status is the configured Gateway's: group and

@@ -146,9 +146,13 @@ func (in *instance) observePod(c *component) podVerdict {
 	if podReady(pod) {
 		return podVerdict{stage: podIsReady}
 	}
+	waiting := "waiting for the pod to become ready"
+	if gate, found := policyGateStatus(in, pod); found && !policyGatePassed(gate) {
+		waiting = fmt.Sprintf("waiting for the NetworkPolicy to be enforced for Pod %s before its containers start (init container %s)", pod.Metadata.Name, PolicyGateContainer)
+	}
 	since := unreadySince(pod)
 	if since.IsZero() {
-		return podVerdict{verdict: verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for the pod to become ready"}, stage: podUnready}
+		return podVerdict{verdict: verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, waiting}, stage: podUnready}
 	}
 	deadline := since.Add(progressDeadline)
 	if !in.now.Before(deadline) {
@@ -156,7 +160,7 @@ func (in *instance) observePod(c *component) podVerdict {
 			"Pod %s has not been ready for %ds (since %s): check the readiness probe and the containers' logs (kubectl logs -n %s %s)",
 			pod.Metadata.Name, int(progressDeadline.Seconds()), formatTime(since), in.namespace, pod.Metadata.Name)}, stage: podUnready}
 	}
-	return podVerdict{verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, "waiting for the pod to become ready"}, podUnready, deadline}
+	return podVerdict{verdict{v1alpha1.PhaseCreating, v1alpha1.ReasonStarting, waiting}, podUnready, deadline}
 }
 
 // notReadySince is when the instance last stopped being ready, or started: what a Pod waiting for
@@ -231,6 +235,11 @@ func podFailure(in *instance, c *component) (verdict, bool) {
 }
 
 func containerFailure(cs corev1.ContainerStatus, in *instance, c *component) (verdict, bool) {
+	if gate, found := policyGateStatus(in, c.pod); found && cs.Name == gate.Name {
+		if v, failed := policyGateFailure(in, c.pod, gate); failed {
+			return v, true
+		}
+	}
 	if t := cs.State.Terminated; t != nil && t.Reason == v1alpha1.ReasonOOMKilled {
 		return oomKilled(cs.Name, c), true
 	}
@@ -246,7 +255,7 @@ func containerFailure(cs corev1.ContainerStatus, in *instance, c *component) (ve
 		}
 		return verdict{v1alpha1.PhaseError, reason, fmt.Sprintf(
 			"container %q cannot pull image %q%s; check the image name and tag, and that the cluster can pull from its registry",
-			cs.Name, imageOf(c, cs.Name), detail(w.Message))}, true
+			cs.Name, imageOf(in, c, cs.Name), detail(w.Message))}, true
 	case v1alpha1.ReasonCrashLoopBackOff:
 		last := cs.LastTerminationState.Terminated
 		if last != nil && last.Reason == v1alpha1.ReasonOOMKilled {
@@ -289,7 +298,11 @@ func oomKilled(containerName string, comp *component) verdict {
 		containerName, limit)}
 }
 
-func imageOf(comp *component, containerName string) string {
+// imageOf is a container's image: the template's, or the hook's for the policy gate.
+func imageOf(in *instance, comp *component, containerName string) string {
+	if in.cfg.PolicyGate.Enabled && containerName == PolicyGateContainer {
+		return in.cfg.PolicyGate.Image
+	}
 	for _, c := range comp.spec.Containers {
 		if c.Name == containerName {
 			return c.Image

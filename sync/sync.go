@@ -81,9 +81,9 @@ func (in *instance) keepChildren() Response {
 // desiredChildren are the children of a healthy instance, in a fixed order: each component's Pod,
 // then what surrounds them. A Pod is declared only once what it needs is observed
 // (podPrerequisite): its NetworkPolicy, so that it never runs a moment unisolated, the flag Secret
-// it mounts and the Services of the peers it resolves by name. A Pod that stopped for good is left
-// out of this one answer, so that Metacontroller deletes it; once it is gone, the next answer has
-// the Pod again and Metacontroller creates a fresh one.
+// it mounts and the internal Services of the peers it resolves by name. A Pod that stopped for
+// good is left out of this one answer, so that Metacontroller deletes it; once it is gone, the
+// next answer has the Pod again and Metacontroller creates a fresh one.
 func (in *instance) desiredChildren() []any {
 	var children []any
 	for _, c := range in.components {
@@ -110,8 +110,8 @@ func podPrerequisite(in *instance, c *component) string {
 		}
 	}
 	for _, p := range c.peers {
-		if svc, found := findByName(in.observed.Services, p.peer.child); !found || !hasClusterIP(svc) {
-			return "Service " + p.peer.child
+		if svc, found := findByName(in.observed.Services, p.peer.internalService()); !found || !hasClusterIP(svc) {
+			return "Service " + p.peer.internalService()
 		}
 	}
 	return ""
@@ -133,15 +133,26 @@ func (in *instance) heldIsolation() []any {
 // NetworkPolicy (the one of the Pod's name) is observed. A Pod whose policy is missing (deleted by
 // hand, or refused) would run unisolated: it is left out, so that Metacontroller deletes it, and
 // while it is observed a policy that admits nothing holds every Pod of the instance
-// (denyAllPolicy).
+// (denyAllPolicy). A route that sends players to anything but the instance's own observed
+// Services is left out too, so that Metacontroller deletes it.
 func (in *instance) keptWithIsolation(objs []ObservedObject) []any {
 	unisolated := slices.ContainsFunc(in.observed.Pods, func(p ObservedPod) bool { return !in.hasPolicy(p.Metadata.Name) })
 	children := keptChildren(slices.DeleteFunc(slices.Clone(objs), func(obj ObservedObject) bool {
+		name := obj.Metadata.Name
 		switch obj.Kind {
 		case "Pod":
-			return !in.hasPolicy(obj.Metadata.Name)
+			return !in.hasPolicy(name)
 		case "NetworkPolicy":
-			return unisolated && obj.Metadata.Name == in.name // replaced by denyAllPolicy below
+			return unisolated && name == in.name // replaced by denyAllPolicy below
+		case "Ingress":
+			route, found := findByName(in.observed.Ingresses, name)
+			return !in.routesToOwnServices(route, found)
+		case kindHTTPRoute:
+			route, found := findByName(in.observed.HTTPRoutes, name)
+			return !in.routesToOwnServices(route, found)
+		case kindTLSRoute:
+			route, found := findByName(in.observed.TLSRoutes, name)
+			return !in.routesToOwnServices(route, found)
 		}
 		return false
 	}))
@@ -149,6 +160,16 @@ func (in *instance) keptWithIsolation(objs []ObservedObject) []any {
 		children = append(children, denyAllPolicy(in))
 	}
 	return children
+}
+
+// routesToOwnServices: an observed route sends players only to Services observed among the
+// instance's children.
+func (in *instance) routesToOwnServices(route routeBackends, found bool) bool {
+	names, ok := route.backendServices()
+	return found && ok && !slices.ContainsFunc(names, func(name string) bool {
+		_, observed := findByName(in.observed.Services, name)
+		return !observed
+	})
 }
 
 // hasPolicy: a NetworkPolicy of this name is observed.
@@ -186,6 +207,9 @@ func (in *instance) surroundingChildren() []any {
 	var children []any
 	for _, c := range in.components {
 		if svc := buildService(in, c); svc != nil {
+			children = append(children, svc)
+		}
+		if svc := buildInternalService(in, c); svc != nil {
 			children = append(children, svc)
 		}
 	}

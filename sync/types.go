@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
@@ -62,6 +63,9 @@ type Config struct {
 	// PrePullImage is this hook's image, whose static /pause the pre-pull DaemonSets copy and run
 	// in place of each image's own program (see PrePull); empty: no pre-pull.
 	PrePullImage string
+
+	// PolicyGate holds every instance Pod's containers until its NetworkPolicy is enforced.
+	PolicyGate PolicyGate
 
 	// Where the cluster's networks and platform Pods are, for each instance's NetworkPolicy.
 	// CIDRs are IPv4 prefixes in canonical form (the hook's flags check them).
@@ -131,7 +135,30 @@ func DefaultConfig() Config {
 		DNS:                PodPeer{Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
 		IngressController:  PodPeer{Namespace: "ingress-nginx"},
 		GatewayTLSPort:     443,
+		PolicyGate:         PolicyGate{Enabled: true, Image: ReleaseImage, Timeout: defaultPolicyGateTimeout},
 	}
+}
+
+// ReleaseImage is the image of this release of the hook (manifests/kustomization.yaml's, which a
+// test keeps equal): the policy gate's by default.
+const ReleaseImage = "ghcr.io/challenge-hook/challenge-hook:v0.1.0"
+
+// PolicyGate is the init container that starts every instance Pod: it holds the player's containers
+// until, from inside the Pod's network namespace, Target stops answering, that is until the policy
+// agent enforces the Pod's NetworkPolicy (which denies Target). Policy agents that learn a Pod from
+// its status (the kubelet posts it once the sandbox runs) otherwise let its first packets through.
+type PolicyGate struct {
+	// Enabled adds the init container to every instance Pod (DefaultConfig: true).
+	Enabled bool
+	// Image is the hook's image: the init container runs its /challenge-hook wait-for-policy.
+	Image string
+	// Target is the IPv4 host:port probed: a destination every instance's NetworkPolicy denies and
+	// that answers (accepts or refuses) a Pod no policy selects. Empty: the Pod's node
+	// (status.hostIP) on the kubelet's port.
+	Target string
+	// Timeout bounds one attempt: then the init container fails, the instance shows Error, and the
+	// kubelet runs it again with its back-off.
+	Timeout time.Duration
 }
 
 // Request is a decoded sync or finalize request: the parent and what Metacontroller observed.
@@ -164,7 +191,7 @@ type ObservedChildren struct {
 	Pods            []ObservedPod
 	Services        []ObservedService
 	NetworkPolicies []ObservedObject
-	Ingresses       []ObservedObject
+	Ingresses       []ObservedIngress
 	HTTPRoutes      []ObservedRoute
 	TLSRoutes       []ObservedRoute
 	Secrets         []ObservedObject
@@ -223,13 +250,33 @@ type ObservedService struct {
 	Status corev1.ServiceStatus `json:"status"`
 }
 
-// ObservedRoute is a Gateway API HTTPRoute or TLSRoute: its status says whether each parent
-// Gateway accepted it.
+// ObservedIngress is an Ingress and the Services it sends players to.
+type ObservedIngress struct {
+	ObservedObject
+	Spec networkingv1.IngressSpec `json:"spec"`
+}
+
+// ObservedRoute is a Gateway API HTTPRoute or TLSRoute: the Services it sends players to, and its
+// status, which says whether each parent Gateway accepted it.
 type ObservedRoute struct {
 	ObservedObject
+	Spec struct {
+		Rules []struct {
+			BackendRefs []RouteBackendRef `json:"backendRefs"`
+		} `json:"rules"`
+	} `json:"spec"`
 	Status struct {
 		Parents []RouteParentStatus `json:"parents"`
 	} `json:"status"`
+}
+
+// RouteBackendRef is where a route rule sends traffic; group and kind default to a core Service,
+// the namespace to the route's.
+type RouteBackendRef struct {
+	Group     string `json:"group"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 }
 
 // RouteParentStatus is a route's status for one of its parents.

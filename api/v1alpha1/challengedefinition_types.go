@@ -181,11 +181,13 @@ type DefinitionSpec struct {
 // +kubebuilder:validation:XValidation:rule="self.containers.all(c, !has(c.ports) || c.ports.all(p, !has(p.name) || (self.containers.filter(d, has(d.ports) && d.ports.exists(q, has(q.name) && q.name == p.name)).size() == 1 && c.ports.filter(q, has(q.name) && q.name == p.name).size() == 1)))",message="port names must be unique in the pod",fieldPath=`.containers`
 type PodTemplate struct {
 	// The pod's name: its peers reach it by this name, and its children are named
-	// <challenge>-<name>. A DNS-1123 label of at most 20 characters.
+	// <challenge>--<name> (the Service of its internal ports <challenge>--<name>--internal). A
+	// DNS-1035 label of at most 20 characters, without "--".
 	//
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=20
 	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('--')",message="a pod's name must not contain '--': it separates the parts of its children's names (<challenge>--<pod>)"
 	Name string `json:"name"`
 	// The pod's containers.
 	//
@@ -250,6 +252,7 @@ type Container struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self != 'policy-gate'",message="is reserved for the hook's init container, which holds the Pod until its NetworkPolicy is enforced"
 	Name string `json:"name"`
 	// Container image reference, e.g. ghcr.io/example/web-sqli:1.0.
 	//

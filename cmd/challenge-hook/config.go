@@ -202,13 +202,17 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 		return cfg, c, err
 	}
 	if c.fs.NArg() > 0 {
-		return cfg, c, fmt.Errorf("unexpected argument %q: the server takes flags only (the subcommands are render and flag)", c.fs.Arg(0))
+		return cfg, c, fmt.Errorf("unexpected argument %q: the server takes flags only (the subcommands are render, flag and wait-for-policy)", c.fs.Arg(0))
 	}
 	if (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == "") {
 		return cfg, c, errors.New("--tls-cert-file and --tls-key-file (CHALLENGE_HOOK_TLS_CERT_FILE, CHALLENGE_HOOK_TLS_KEY_FILE) must be set together")
 	}
 	if err := checkNetworkFlags(cfg.hook.sync); err != nil {
 		return cfg, c, err
+	}
+	if gate := cfg.hook.sync.PolicyGate; gate.Enabled && gate.Image == "" {
+		return cfg, c, errors.New("--policy-gate-image (CHALLENGE_HOOK_POLICY_GATE_IMAGE) is empty: every instance Pod starts with the policy gate, an init container of this hook's image " +
+			"that holds the challenge's containers until the Pod's NetworkPolicy is enforced; set it to this hook's image, or pass --policy-gate=false")
 	}
 	verifyListenSet := false
 	c.fs.Visit(func(f *flag.Flag) { verifyListenSet = verifyListenSet || f.Name == "verify-listen" }) // the environment's too

@@ -78,19 +78,17 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 		return fmt.Errorf("render: %w", err)
 	}
 	resp := hooksync.Sync(req, syncTime, hook.sync)
-	// The first answer holds each Pod back until its NetworkPolicy exists, and in an instance of
-	// several pods until the Services of the peers it resolves by name have ClusterIPs: print the
-	// answer once Metacontroller created everything but the Pods that the answers before declared,
-	// the instance's whole set, the Pods about to be created.
-	for range 2 {
-		if body, err = withChildrenCreated(body, resp); err != nil {
-			return fmt.Errorf("render: %w", err)
-		}
-		if req, err = hooksync.DecodeRequest(body); err != nil {
-			return fmt.Errorf("render: %w", err)
-		}
-		resp = hooksync.Sync(req, syncTime, hook.sync)
+	// The first answer holds each Pod back until its NetworkPolicy exists (in an instance of
+	// several pods, until the internal Services of the peers it resolves by name have ClusterIPs
+	// too) and each route until its Service exists: print the answer once Metacontroller created
+	// what the first declared, the instance's whole set, the Pods about to be created.
+	if body, err = withChildrenCreated(body, resp); err != nil {
+		return fmt.Errorf("render: %w", err)
 	}
+	if req, err = hooksync.DecodeRequest(body); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	resp = hooksync.Sync(req, syncTime, hook.sync)
 	out, err := yamlDocuments(resp)
 	if err != nil {
 		return fmt.Errorf("render: %w", err)

@@ -106,12 +106,12 @@ spec:
 	for _, name := range instances {
 		addr[name] = map[string]trioPod{}
 		for _, pod := range []string{"web", "db", "bot"} {
-			p, err := kube.CoreV1().Pods(nsCTF).Get(ctx, name+"-"+pod, metav1.GetOptions{})
+			p, err := kube.CoreV1().Pods(nsCTF).Get(ctx, name+"--"+pod, metav1.GetOptions{})
 			if err != nil || p.Status.PodIP == "" {
-				t.Fatalf("Pod %s-%s: %v (IP %q)", name, pod, err, podIP(p))
+				t.Fatalf("Pod %s--%s: %v (IP %q)", name, pod, err, podIP(p))
 			}
 			tp := trioPod{pod: p}
-			svc, err := kube.CoreV1().Services(nsCTF).Get(ctx, name+"-"+pod, metav1.GetOptions{})
+			svc, err := kube.CoreV1().Services(nsCTF).Get(ctx, name+"--"+pod+"--internal", metav1.GetOptions{})
 			switch {
 			case err == nil:
 				tp.svcIP = svc.Spec.ClusterIP
@@ -121,7 +121,7 @@ spec:
 			addr[name][pod] = tp
 		}
 		if addr[name]["web"].svcIP == "" || addr[name]["db"].svcIP == "" {
-			t.Fatalf("%s: web and db have internal ports, want a Service each: web %q, db %q", name, addr[name]["web"].svcIP, addr[name]["db"].svcIP)
+			t.Fatalf("%s: web and db have internal ports, want an internal Service each: web %q, db %q", name, addr[name]["web"].svcIP, addr[name]["db"].svcIP)
 		}
 	}
 
@@ -177,7 +177,7 @@ spec:
 			}
 			return ts
 		}
-		plan[name+"-bot"] = with(map[string]target{
+		plan[name+"--bot"] = with(map[string]target{
 			"self":        {"", true}, // given at start
 			"web-pod":     {tcp(a["web"].pod.Status.PodIP, 8080), true},
 			"web-svc":     {tcp(a["web"].svcIP, 8080), true},
@@ -185,24 +185,24 @@ spec:
 			"db-pod":      {tcp(a["db"].pod.Status.PodIP, 1337), false},
 			"db-svc":      {tcp(a["db"].svcIP, 1337), false},
 		})
-		plan[name+"-web"] = with(map[string]target{
+		plan[name+"--web"] = with(map[string]target{
 			"self":        {"", true},
 			"db-pod":      {tcp(a["db"].pod.Status.PodIP, 1337), true},
 			"db-svc":      {tcp(a["db"].svcIP, 1337), true},
 			"db-pod-http": {tcp(a["db"].pod.Status.PodIP, 8080), false}, // a port db does not admit
 			"bot-pod":     {tcp(a["bot"].pod.Status.PodIP, probeControlPort), false},
 		})
-		plan[name+"-db"] = with(map[string]target{
+		plan[name+"--db"] = with(map[string]target{
 			"self":    {"", true},
 			"web-pod": {tcp(a["web"].pod.Status.PodIP, 8080), false},
 			"web-svc": {tcp(a["web"].svcIP, 8080), false},
 			"bot-pod": {tcp(a["bot"].pod.Status.PodIP, probeControlPort), false},
 		})
 		if ip, ok := names(name, "bot")["web"]; ok && ip == a["web"].svcIP {
-			plan[name+"-bot"]["web-name"] = target{"tcp://web:8080", true}
+			plan[name+"--bot"]["web-name"] = target{"tcp://web:8080", true}
 		}
 		if ip, ok := names(name, "web")["db"]; ok && ip == a["db"].svcIP {
-			plan[name+"-web"]["db-name"] = target{"tcp://db:1337", true}
+			plan[name+"--web"]["db-name"] = target{"tcp://db:1337", true}
 		}
 	}
 
@@ -216,8 +216,7 @@ spec:
 			}
 		}
 		sort.Strings(lines)
-		i := strings.LastIndex(prober, "-")
-		instance, pod := prober[:i], prober[i+1:]
+		instance, pod, _ := strings.Cut(prober, "--")
 		ctl := "http://" + hostPort(addr[instance][pod].pod.Status.PodIP, probeControlPort) + "/targets"
 		// From the host as root: the policy agent lets root's own sockets through (hack/node.sh).
 		resp, err := http.Post(ctl, "text/plain", bytes.NewReader([]byte(strings.Join(lines, "\n"))))
@@ -293,7 +292,7 @@ spec:
 		}
 	}
 	for _, name := range instances {
-		for _, want := range []string{name + "-bot web-name", name + "-web db-name"} {
+		for _, want := range []string{name + "--bot web-name", name + "--web db-name"} {
 			prober, tn, _ := strings.Cut(want, " ")
 			if _, ok := plan[prober][tn]; !ok {
 				t.Errorf("%s did not probe %s: its Pod has no hostAliases entry for it", prober, tn)

@@ -40,6 +40,8 @@ const (
 	nsPlatform = "platform"
 	nsOther    = "other"
 	verifyAddr = "127.0.0.1:25082" // a second hook, with a token: the only one serving /flags/verify
+	// policyGateImage is the hook binary as an image (hack/build-images.sh with HOOK_BIN).
+	policyGateImage = "local/challenge-hook:v1"
 )
 
 var (
@@ -127,44 +129,7 @@ func setUp() (stop func(), err error) {
 		return stop, err
 	}
 
-	// The hook Metacontroller calls, with a token for POST /flags/verify (stateless: an HMAC under
-	// the flag key). Hooks since issue 19 serve it on a listener of its own (--verify-listen,
-	// --verify-token-file); older ones on the main listener with --token-file, which Metacontroller
-	// would then have to send too: for those, a second process serves verification.
-	verifyToken = strconv.FormatInt(time.Now().UnixNano(), 36) + "-e2e-node-verify"
-	tokenFile := filepath.Join(cfg.logDir, "verify.token")
-	if err := os.WriteFile(tokenFile, []byte(verifyToken), 0o600); err != nil {
-		return stop, err
-	}
-	common := []string{
-		"--flag-key-file=" + filepath.Join(cfg.root, "testdata/flag.key"), "--public-host=" + cfg.nodeIP,
-		"--pod-cidrs=" + cfg.podCIDR, "--service-cidrs=" + cfg.serviceCIDR, "--node-cidrs=" + cfg.nodeIP + "/32",
-	}
-	help, _ := exec.Command(cfg.hookBin, "-h").CombinedOutput()
-	hooks := [][]string{append([]string{"hook", "--listen=" + cfg.hookAddr}, common...)}
-	if bytes.Contains(help, []byte("-verify-listen")) {
-		hooks[0] = append(hooks[0], "--verify-listen="+verifyAddr, "--verify-token-file="+tokenFile)
-	} else {
-		hooks = append(hooks, append([]string{"hook-verify", "--listen=" + verifyAddr, "--token-file=" + tokenFile}, common...))
-	}
-	for _, h := range hooks {
-		s, err := startProcess(ctx, h[0], cfg.hookBin, h[1:], "http://"+strings.TrimPrefix(h[1], "--listen=")+"/readyz")
-		if err != nil {
-			return stop, err
-		}
-		stops = append(stops, s)
-	}
-
-	if err := installCRDs(ctx); err != nil {
-		return stop, err
-	}
-	cc, err := compositeController()
-	if err != nil {
-		return stop, err
-	}
-	if err := createOrUpdate(ctx, dyn.Resource(ccGVR), cc); err != nil {
-		return stop, fmt.Errorf("install the CompositeController: %w", err)
-	}
+	// The Pods outside any instance come first: db is the policy gate's target.
 	for _, ns := range []string{nsCTF, nsPlatform, nsOther} {
 		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: ns, Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
@@ -190,6 +155,52 @@ func setUp() (stop func(), err error) {
 		targets[name] = ip
 	}
 	fmt.Printf("targets outside any instance: platform/db %s, other/neighbour %s\n", targets["db"], targets["neighbour"])
+
+	// The hook Metacontroller calls, with a token for POST /flags/verify (stateless: an HMAC under
+	// the flag key). Hooks since issue 19 serve it on a listener of its own (--verify-listen,
+	// --verify-token-file); older ones on the main listener with --token-file, which Metacontroller
+	// would then have to send too: for those, a second process serves verification.
+	verifyToken = strconv.FormatInt(time.Now().UnixNano(), 36) + "-e2e-node-verify"
+	tokenFile := filepath.Join(cfg.logDir, "verify.token")
+	if err := os.WriteFile(tokenFile, []byte(verifyToken), 0o600); err != nil {
+		return stop, err
+	}
+	common := []string{
+		"--flag-key-file=" + filepath.Join(cfg.root, "testdata/flag.key"), "--public-host=" + cfg.nodeIP,
+		"--pod-cidrs=" + cfg.podCIDR, "--service-cidrs=" + cfg.serviceCIDR, "--node-cidrs=" + cfg.nodeIP + "/32",
+	}
+	help, _ := exec.Command(cfg.hookBin, "-h").CombinedOutput()
+	if bytes.Contains(help, []byte("-policy-gate-image")) {
+		// The policy gate runs this hook binary (hack/build-images.sh) and waits, in each new Pod,
+		// until db, which every instance's policy denies, stops answering. (The default target, the
+		// node's kubelet port, is never denied by kube-network-policies: see docs/security.md.)
+		// CHALLENGE_HOOK_POLICY_GATE=false in the environment turns it off.
+		common = append(common, "--policy-gate-image="+policyGateImage, "--policy-gate-target="+hostPort(targets["db"], 8080))
+	}
+	hooks := [][]string{append([]string{"hook", "--listen=" + cfg.hookAddr}, common...)}
+	if bytes.Contains(help, []byte("-verify-listen")) {
+		hooks[0] = append(hooks[0], "--verify-listen="+verifyAddr, "--verify-token-file="+tokenFile)
+	} else {
+		hooks = append(hooks, append([]string{"hook-verify", "--listen=" + verifyAddr, "--token-file=" + tokenFile}, common...))
+	}
+	for _, h := range hooks {
+		s, err := startProcess(ctx, h[0], cfg.hookBin, h[1:], "http://"+strings.TrimPrefix(h[1], "--listen=")+"/readyz")
+		if err != nil {
+			return stop, err
+		}
+		stops = append(stops, s)
+	}
+
+	if err := installCRDs(ctx); err != nil {
+		return stop, err
+	}
+	cc, err := compositeController()
+	if err != nil {
+		return stop, err
+	}
+	if err := createOrUpdate(ctx, dyn.Resource(ccGVR), cc); err != nil {
+		return stop, fmt.Errorf("install the CompositeController: %w", err)
+	}
 	return stop, nil
 }
 

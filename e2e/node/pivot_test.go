@@ -20,7 +20,9 @@ import (
 
 // pivotDefinition is examples/pivot-two-hosts.yaml with the test images: entry, exposed to players
 // as a NodePort, and target, which only entry reaches (on 8080) and which alone holds the flag.
-// Each pod has a prober beside its server, aimed by the test (POST /targets on 9090).
+// entry also has an internal port, 8080, which only target reaches: a NodePort pod's internal
+// port, which no node port may publish. Each pod has a prober beside its server, aimed by the test
+// (POST /targets on 9090).
 const pivotDefinition = `
 apiVersion: ctf.challenge-hook.dev/v1alpha1
 kind: ChallengeDefinition
@@ -38,6 +40,8 @@ spec:
           command: [/ctfbox, probe, -listen=:9090, self=tcp://127.0.0.1:8080]
       expose:
         - {port: 1337, type: NodePort}
+      internal:
+        - {port: 8080, from: [target]}
     - name: target
       containers:
         - name: server
@@ -58,8 +62,11 @@ spec:
 
 // TestPivot proves with real packets the two-host pivot: a player reaches entry through its node
 // port; from entry, target answers on 8080 by name (hostAliases), Service IP and Pod IP, and on
-// no other port; target reaches neither entry nor the node; only target's server holds the flag,
-// and a player on the host (uid 65534, as the isolation test's) never reaches target.
+// no other port; target reaches entry on its internal port 8080 alone (by name too), and not the
+// node; only target's server holds the flag, and a player on the host (uid 65534, as the isolation
+// test's) never reaches target. entry's internal port is on a ClusterIP Service of its own: the
+// instance's only node port is entry's exposed one, and no node port of the instance answers as
+// the internal port does.
 func TestPivot(t *testing.T) {
 	ctx := testContext(t)
 	apply(ctx, t, pivotDefinition)
@@ -78,15 +85,23 @@ spec:
 
 	pods := map[string]*corev1.Pod{}
 	for _, pod := range []string{"entry", "target"} {
-		p, err := kube.CoreV1().Pods(nsCTF).Get(ctx, name+"-"+pod, metav1.GetOptions{})
+		p, err := kube.CoreV1().Pods(nsCTF).Get(ctx, name+"--"+pod, metav1.GetOptions{})
 		if err != nil || p.Status.PodIP == "" {
-			t.Fatalf("Pod %s-%s: %v (IP %q)", name, pod, err, podIP(p))
+			t.Fatalf("Pod %s--%s: %v (IP %q)", name, pod, err, podIP(p))
 		}
 		pods[pod] = p
 	}
-	svc, err := kube.CoreV1().Services(nsCTF).Get(ctx, name+"-target", metav1.GetOptions{})
+	svc, err := kube.CoreV1().Services(nsCTF).Get(ctx, name+"--target--internal", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	entrySvc, err := kube.CoreV1().Services(nsCTF).Get(ctx, name+"--entry--internal", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodePorts := instanceNodePorts(ctx, t, status(running, "instanceId"))
+	if want := []servicePort{{name + "--entry", 1337, int32(nodePort)}}; !slices.Equal(nodePorts, want) {
+		t.Errorf("the instance's node ports (Service, port, node port) %v, want only entry's exposed port: %v", nodePorts, want)
 	}
 	// Only target's server receives the flag.
 	for pod, p := range pods {
@@ -100,8 +115,8 @@ spec:
 	if aliases := pods["entry"].Spec.HostAliases; len(aliases) != 1 || aliases[0].IP != svc.Spec.ClusterIP || !slices.Equal(aliases[0].Hostnames, []string{"target"}) {
 		t.Errorf("entry's hostAliases %v, want target -> %s", aliases, svc.Spec.ClusterIP)
 	}
-	if aliases := pods["target"].Spec.HostAliases; len(aliases) != 0 {
-		t.Errorf("target's hostAliases %v, want none (it reaches no pod)", aliases)
+	if aliases := pods["target"].Spec.HostAliases; len(aliases) != 1 || aliases[0].IP != entrySvc.Spec.ClusterIP || !slices.Equal(aliases[0].Hostnames, []string{"entry"}) {
+		t.Errorf("target's hostAliases %v, want entry -> %s", aliases, entrySvc.Spec.ClusterIP)
 	}
 
 	tcp := func(h string, port int64) string { return "tcp://" + hostPort(h, port) }
@@ -120,8 +135,10 @@ spec:
 		},
 		"target": {
 			"self":           {"", true},
-			"entry-pod":      {tcp(entryIP, 8080), false},
-			"entry-pod-1337": {tcp(entryIP, 1337), false},
+			"entry-name":     {"tcp://entry:8080", true},
+			"entry-pod":      {tcp(entryIP, 8080), true},
+			"entry-svc":      {tcp(entrySvc.Spec.ClusterIP, 8080), true},
+			"entry-pod-1337": {tcp(entryIP, 1337), false},  // exposed to players, not internal
 			"node-nodeport":  {tcp(host, nodePort), false}, // the node: never an egress destination
 		},
 	}
@@ -150,7 +167,7 @@ spec:
 		out := map[string]*collector{}
 		for prober := range plan {
 			c := newCollector(tl)
-			stream, err := kube.CoreV1().Pods(nsCTF).GetLogs(name+"-"+prober, &corev1.PodLogOptions{Container: "probe"}).Stream(ctx)
+			stream, err := kube.CoreV1().Pods(nsCTF).GetLogs(name+"--"+prober, &corev1.PodLogOptions{Container: "probe"}).Stream(ctx)
 			if err != nil {
 				t.Fatalf("the log of %s's prober: %v", prober, err)
 			}
@@ -194,4 +211,44 @@ spec:
 	} else {
 		conn.Close()
 	}
+	// No node port of the instance answers as entry's internal port, its HTTP server on 8080, does
+	// (entry's prober reached it above, through its internal Service).
+	client := http.Client{Timeout: 2 * time.Second}
+	for _, np := range nodePorts {
+		resp, err := client.Get("http://" + hostPort(host, int64(np.nodePort)) + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			t.Errorf("node port %v answers HTTP %d, as entry's internal port does", np, resp.StatusCode)
+		}
+	}
+}
+
+// servicePort is a port of a Service and the node port it has.
+type servicePort struct {
+	service        string
+	port, nodePort int32
+}
+
+// instanceNodePorts lists every node port of the Services of an instance, in name order.
+func instanceNodePorts(ctx context.Context, t *testing.T, instanceID string) []servicePort {
+	t.Helper()
+	services, err := kube.CoreV1().Services(nsCTF).List(ctx, metav1.ListOptions{LabelSelector: "ctf.challenge-hook.dev/instance=" + instanceID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(services.Items) == 0 {
+		t.Fatalf("no Service of instance %s", instanceID)
+	}
+	var out []servicePort
+	for _, svc := range services.Items {
+		for _, p := range svc.Spec.Ports {
+			if p.NodePort != 0 {
+				out = append(out, servicePort{svc.Name, p.Port, p.NodePort})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].service < out[j].service || out[i].service == out[j].service && out[i].port < out[j].port
+	})
+	return out
 }

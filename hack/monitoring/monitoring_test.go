@@ -391,10 +391,6 @@ func flattenPanels(panels []dashboardPanel) []dashboardPanel {
 // labelValuesQuery is Grafana's variable query label_values(<series selector>, <label>).
 var labelValuesQuery = regexp.MustCompile(`^label_values\((.+),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$`)
 
-// grafanaVariables are replaced by values of the kind Grafana substitutes before a query reaches
-// Prometheus, so that the parser sees what Prometheus will.
-var grafanaVariables = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "1m", "$namespace", ".*")
-
 // componentQueries is every PromQL expression of the component: each alert's, each panel
 // target's and each dashboard variable's series selector.
 func componentQueries(t *testing.T) []query {
@@ -422,7 +418,7 @@ func componentQueries(t *testing.T) []query {
 	}
 	for _, p := range flattenPanels(d.Panels) {
 		for _, target := range p.Targets {
-			out = append(out, query{fmt.Sprintf("panel %q target %s", p.Title, target.RefID), grafanaVariables.Replace(target.Expr)})
+			out = append(out, query{fmt.Sprintf("panel %q target %s", p.Title, target.RefID), grafanaAll().substitute(target.Expr)})
 		}
 	}
 	return out

@@ -140,6 +140,22 @@ func IPv4(p *string) func(string) error {
 	}
 }
 
+// IPv4AddrPort parses an IPv4 address and port (198.51.100.7:8080) into p; empty is none.
+func IPv4AddrPort(p *string) func(string) error {
+	return func(v string) error {
+		if v == "" {
+			*p = ""
+			return nil
+		}
+		ap, err := netip.ParseAddrPort(v)
+		if err != nil || !ap.Addr().Is4() || ap.Port() == 0 {
+			return errors.New("expected an IPv4 address and port such as 10.96.0.20:8080, or empty for the default")
+		}
+		*p = ap.String()
+		return nil
+	}
+}
+
 // Namespace parses a namespace name into p.
 func Namespace(p *string) func(string) error {
 	return func(v string) error {
