@@ -30,8 +30,9 @@ var dnsTargets = []string{"svc-udp", "svc-tcp", "pod-udp", "pod-tcp"}
 // TestDNS proves with real packets that an instance queries the cluster DNS only when its template
 // asks (dns: true) or has internet egress: three instances, one of each, each asking the stand-in
 // DNS server for an A record every 200 ms through its Service and at its Pod IP, over UDP and TCP,
-// from the moment they are Running (plus a second for the policy agent) for 5 s. The instance with
-// neither gets no answer; the two others get every one. The host, as an unprivileged user, asks
+// from its container's start. The instance with neither gets no answer, from its first query (the
+// policy gate holds its container until its policy is enforced); the two others get every one in
+// the 5 s measured from a second after they are Running. The host, as an unprivileged user, asks
 // the same server meanwhile: the control that it answers.
 func TestDNS(t *testing.T) {
 	ctx := testContext(t)
@@ -105,8 +106,8 @@ spec:
 			t.Errorf("%s: dnsPolicy %q, want %q (dnsConfig %+v)", in.name, pod.Spec.DNSPolicy, wantPolicy, pod.Spec.DNSConfig)
 		}
 	}
-	// The first moment of a new Pod is the policy agent's to learn (see TestIsolation): measured
-	// from a second after the last instance is Running.
+	// Answers are expected from a second after the last instance is Running (kube-proxy programs
+	// the Service from its EndpointSlice a moment after the DNS Pod is ready).
 	time.Sleep(time.Second)
 	timelines := []*timeline{hostTL}
 	for _, in := range instances {
@@ -137,8 +138,14 @@ spec:
 				t.Errorf("%s: no query to %s measured: the prober does not run", in.name, tg)
 			case in.answered && ok != n:
 				t.Errorf("%s: %d of %d queries to %s answered, want every one", in.name, ok, n, tg)
-			case !in.answered && ok > 0:
-				t.Errorf("%s: %d of %d queries to %s answered, want none: an instance without dns or egress reaches the cluster DNS", in.name, ok, n, tg)
+			}
+			if in.answered {
+				continue
+			}
+			for _, phase := range []string{"starting", "measured", "after"} {
+				if ok, n := in.c.get(phase, tg); ok > 0 {
+					t.Errorf("%s, %s: %d of %d queries to %s answered, want none: an instance without dns or egress reaches the cluster DNS", in.name, phase, ok, n, tg)
+				}
 			}
 		}
 	}
