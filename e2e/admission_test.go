@@ -422,7 +422,9 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			"set exactly one of containers (an instance of one Pod) and pods (an instance of several)"},
 		{"expose on the template with pods", func(o *unstructured.Unstructured) {
 			template(o)["expose"] = []any{map[string]any{"port": int64(8080), "type": "HTTP"}}
-		}, "with pods, set expose, egress and security on each pod, not on the template"},
+		}, "with pods, set expose, egress, dns and security on each pod, not on the template"},
+		{"dns on the template with pods", func(o *unstructured.Unstructured) { template(o)["dns"] = true },
+			"with pods, set expose, egress, dns and security on each pod, not on the template"},
 		{"pod name with --", func(o *unstructured.Unstructured) {
 			pod(o, 2)["name"] = "admin--bot"
 			internal(o, 0)["from"] = []any{"admin--bot"}

@@ -186,13 +186,14 @@ kubelet_cmd() { # writes $NODE_ROOT/run/kubelet.sh, prints the command that runs
 # kube-network-policies queues a connection's first packet (nft 'queue' in a postrouting chain) and
 # accepts or drops it by the NetworkPolicies. Kernels without CONFIG_NFT_QUEUE (this kind of VM)
 # refuse its nft table; the xtables NFQUEUE target exists, so an iptables mangle chain sends the same
-# packets to its queue (new connections from or to Pods, not root's sockets, not DNS); its verdict
-# code is unchanged. On a kernel with nft queue support (NETPOL_IPTABLES=0) it runs unmodified.
+# packets to its queue (new connections from or to Pods, not root's sockets); its verdict code is
+# unchanged. On a kernel with nft queue support (NETPOL_IPTABLES=0) it runs unmodified. UDP DNS is
+# queued here too, after DNAT like every packet in postrouting: kube-network-policies moves it to a
+# prerouting chain (after DNAT as well) only to dodge a conntrack race of kernels before 6.12.
 netpol_iptables() {
   local ch=KUBE-NETPOL-QUEUE
   iptables -t mangle -N $ch 2>/dev/null || iptables -t mangle -F $ch
   iptables -t mangle -C POSTROUTING -j $ch 2>/dev/null || iptables -t mangle -A POSTROUTING -j $ch
-  iptables -t mangle -A $ch -p udp --dport 53 -j RETURN
   iptables -t mangle -A $ch -m owner --uid-owner 0 -j RETURN          # kubelet probes, host daemons
   iptables -t mangle -A $ch -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN
   iptables -t mangle -A $ch -s "$POD_CIDR" -j NFQUEUE --queue-num "$KNP_QUEUE"

@@ -56,7 +56,7 @@ func (in *instance) resolveComponents() {
 	if len(t.Pods) == 0 {
 		in.components = []*component{{
 			child:    in.name,
-			spec:     v1alpha1.PodTemplate{Containers: t.Containers, Expose: t.Expose, Egress: t.Egress, Security: t.Security},
+			spec:     v1alpha1.PodTemplate{Containers: t.Containers, Expose: t.Expose, Egress: t.Egress, DNS: t.DNS, Security: t.Security},
 			labels:   in.labels,
 			selector: in.selector,
 		}}

@@ -62,7 +62,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		flagfunc.CIDRs(&c.NodeCIDRs, "the nodes' own addresses, e.g. 203.0.113.0/24 (kubectl get nodes -o wide)"))
 	flagfunc.Var(fs, "api-server-cidrs", "", "the API server's `CIDRs`, comma-separated: refused as egress destinations (needed where its endpoint is public)",
 		flagfunc.CIDRs(&c.APIServerCIDRs, "the API server's own addresses, e.g. 203.0.113.10/32 (kubectl -n default get endpointslices -l kubernetes.io/service-name=kubernetes)"))
-	flagfunc.Var(fs, "dns-namespace", c.DNS.Namespace, "`namespace` of the cluster DNS Pods, the only in-cluster egress destination (port 53)", flagfunc.Namespace(&c.DNS.Namespace))
+	flagfunc.Var(fs, "dns-namespace", c.DNS.Namespace, "`namespace` of the cluster DNS Pods, the only in-cluster egress destination (port 53) of instances with dns: true or egress: true", flagfunc.Namespace(&c.DNS.Namespace))
 	flagfunc.Var(fs, "dns-pod-labels", flagfunc.JoinLabels(c.DNS.Labels), "`labels` (k=v,...) of the cluster DNS Pods", flagfunc.Labels(&c.DNS.Labels))
 	flagfunc.Var(fs, "node-local-dns", c.NodeLocalDNS, "`address` of a node-local DNS cache, also allowed on port 53 (empty: none)", flagfunc.IPv4(&c.NodeLocalDNS))
 	flagfunc.Var(fs, "ingress-controller-namespace", c.IngressController.Namespace, "`namespace` of the ingress controller's Pods, the only source of HTTP exposures",

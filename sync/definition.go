@@ -198,6 +198,9 @@ func ValidateDefinition(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field
 	if withPods && spec.Egress {
 		errs = append(errs, field.Forbidden(fldPath.Child("egress"), "with pods, set egress on each pod, not on the template"))
 	}
+	if withPods && spec.DNS {
+		errs = append(errs, field.Forbidden(fldPath.Child("dns"), "with pods, set dns on each pod, not on the template"))
+	}
 	errs = append(errs, validateFlag(spec, fldPath.Child("flag"))...)
 	if spec.RuntimeClassName != "" {
 		if msgs := validation.IsDNS1123Subdomain(spec.RuntimeClassName); len(msgs) > 0 {

@@ -331,6 +331,8 @@ func TestValidateDefinitionPods(t *testing.T) {
 			"spec.expose: Forbidden: with pods, set expose on each pod, not on the template"},
 		{"egress on the template", pods(func(d *v1alpha1.DefinitionSpec) { d.Egress = true }),
 			"spec.egress: Forbidden: with pods, set egress on each pod, not on the template"},
+		{"dns on the template", pods(func(d *v1alpha1.DefinitionSpec) { d.DNS = true }),
+			"spec.dns: Forbidden: with pods, set dns on each pod, not on the template"},
 		{"security on the template", pods(func(d *v1alpha1.DefinitionSpec) { d.Security = &v1alpha1.Security{RunAsRoot: true} }),
 			"spec.security: Forbidden: with pods, set security on each pod, not on the template"},
 		// Who receives the flag.

@@ -3,6 +3,7 @@ package sync
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,7 +103,11 @@ func applyAnswer(t testing.TB, request, answer []byte, how applied) []byte {
 //   - every Pod the request observes (Terminating included) is selected by a NetworkPolicy the
 //     answer declares, so that Metacontroller never deletes the last policy of a live Pod;
 //   - every Pod the answer declares is selected by a NetworkPolicy the request already observes
-//     (so it exists before the Pod is created) and by one the answer declares.
+//     (so it exists before the Pod is created) and by one the answer declares;
+//   - every Pod the request observes or the answer declares is selected by no policy, observed or
+//     declared, but its own (ownPolicy) and policies that admit nothing (deny-all):
+//     policies add up, so a Pod that another Pod's policy selects gets that policy's rules too
+//     (while a template changes shape, the old Pod's internet egress on the new Pods).
 //
 // It returns how many Pods it checked.
 func checkIsolation(t testing.TB, request, answer []byte) int {
@@ -130,7 +135,37 @@ func checkIsolation(t testing.TB, request, answer []byte) int {
 		require.True(t, selectsPod(observedPolicies, pod), "the answer declares Pod %s before a NetworkPolicy that selects it is observed:\n%s", pod.Name, answer)
 		require.True(t, selectsPod(declaredPolicies, pod), "the answer declares Pod %s, but no NetworkPolicy that selects it:\n%s", pod.Name, answer)
 	}
+	everyPolicy := slices.Concat(observedPolicies, declaredPolicies)
+	for _, pod := range slices.Concat(observedPods, declaredPods) {
+		for _, p := range everyPolicy {
+			require.False(t, selects(p, pod) && !ownPolicy(p, pod) && admitsAnything(p),
+				"Pod %s is selected by NetworkPolicy %s, another Pod's, whose rules it gets on top of its own:\nrequest:\n%s\nanswer:\n%s", pod.Name, p.Name, request, answer)
+		}
+	}
 	return len(observedPods) + len(declaredPods)
+}
+
+// selects: the policy's podSelector matches the Pod, as the API server and every NetworkPolicy
+// implementation read it.
+func selects(p networkingapiv1.NetworkPolicy, pod apimetav1.ObjectMeta) bool {
+	selector, err := apimetav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+	return err == nil && p.Namespace == pod.Namespace && !selector.Empty() && selector.Matches(labels.Set(pod.Labels))
+}
+
+// ownPolicy: the policy is the Pod's own, the one of its name; for the Pod of a pod, also any
+// policy of the same pod of the same instance (while a pod's children are renamed, its old Pod
+// lingers under its new policy: the same pod's rules).
+func ownPolicy(p networkingapiv1.NetworkPolicy, pod apimetav1.ObjectMeta) bool {
+	if p.Name == pod.Name {
+		return true
+	}
+	component, ok := pod.Labels[LabelComponent]
+	return ok && p.Labels[LabelComponent] == component && p.Labels[LabelInstance] == pod.Labels[LabelInstance]
+}
+
+// admitsAnything: the policy has a rule, in or out (a policy without one only isolates).
+func admitsAnything(p networkingapiv1.NetworkPolicy) bool {
+	return len(p.Spec.Ingress) > 0 || len(p.Spec.Egress) > 0
 }
 
 func mapValues(m map[string]json.RawMessage) []json.RawMessage {
@@ -182,8 +217,7 @@ func podsAndPolicies(t testing.TB, namespace string, pods, policies []json.RawMe
 // implementation read a podSelector, and isolates it both ways.
 func selectsPod(policies []networkingapiv1.NetworkPolicy, pod apimetav1.ObjectMeta) bool {
 	for _, p := range policies {
-		selector, err := apimetav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
-		if err != nil || p.Namespace != pod.Namespace || selector.Empty() || !selector.Matches(labels.Set(pod.Labels)) {
+		if !selects(p, pod) {
 			continue
 		}
 		types := map[networkingapiv1.PolicyType]bool{}
@@ -294,4 +328,54 @@ func requestWithEveryPod(t testing.TB, req Request, now time.Time, cfg Config) (
 		resp = Sync(next, now, cfg)
 	}
 	return next, resp
+}
+
+// TestShapeChangeNarrowsAnOlderSinglePodPolicy: an instance whose single Pod's NetworkPolicy was
+// applied selecting every Pod of the instance (as hooks did before the selector left out the Pods
+// of pods) goes to a template of pods: while the old Pod lingers, its policy is declared as last
+// applied but selecting the old Pod only, so that it is narrowed before any new Pod exists (the
+// new Pods wait for their own policies, in a later answer).
+func TestShapeChangeNarrowsAnOlderSinglePodPolicy(t *testing.T) {
+	c := goldenCaseNamed(t, "components-shape-change-old-pod-keeps-its-policy")
+	var req map[string]any
+	require.NoError(t, json.Unmarshal(c.request, &req))
+	policies := req["children"].(map[string]any)["NetworkPolicy.networking.k8s.io/v1"].(map[string]any)
+	old := policies["ctf/xss-team7"].(map[string]any)
+	annotations := old["metadata"].(map[string]any)["annotations"].(map[string]any)
+	var lastApplied map[string]any
+	require.NoError(t, json.Unmarshal([]byte(annotations[LastAppliedAnnotation].(string)), &lastApplied))
+	for _, policy := range []map[string]any{old, lastApplied} {
+		selector := policy["spec"].(map[string]any)["podSelector"].(map[string]any)
+		require.NotNil(t, selector["matchExpressions"], "the golden policy no longer leaves out the Pods of pods")
+		delete(selector, "matchExpressions")
+	}
+	annotations[LastAppliedAnnotation] = string(marshal(t, lastApplied))
+	request := marshal(t, req)
+
+	body := answer(t, c.with(request), goldenConfig(t))
+	var resp struct {
+		Children []json.RawMessage `json:"children"`
+	}
+	require.NoError(t, json.Unmarshal(body, &resp))
+	var declared *networkingapiv1.NetworkPolicy
+	for _, raw := range resp.Children {
+		var p networkingapiv1.NetworkPolicy
+		require.NoError(t, json.Unmarshal(raw, &p))
+		if p.Kind == "NetworkPolicy" && p.Name == "xss-team7" {
+			declared = &p
+		}
+	}
+	require.NotNil(t, declared, "the old Pod's policy is not declared while the Pod is observed")
+	var was networkingapiv1.NetworkPolicy
+	require.NoError(t, json.Unmarshal(marshal(t, lastApplied), &was))
+	require.Equal(t, was.Spec.Ingress, declared.Spec.Ingress, "the kept policy's rules changed")
+	require.Equal(t, was.Spec.Egress, declared.Spec.Egress, "the kept policy's rules changed")
+	declared.Namespace = "ctf"
+	instance := map[string]string{LabelInstance: "ivbcfpuoxdzvb3lz"}
+	require.True(t, selects(*declared, apimetav1.ObjectMeta{Name: "xss-team7", Namespace: "ctf", Labels: instance}), "the old Pod is no longer selected")
+	for _, pod := range []string{"web", "db", "bot"} {
+		labels := map[string]string{LabelInstance: "ivbcfpuoxdzvb3lz", LabelComponent: pod}
+		require.False(t, selects(*declared, apimetav1.ObjectMeta{Name: "xss-team7-" + pod, Namespace: "ctf", Labels: labels}),
+			"the old Pod's policy selects the Pod of pod %s: %+v", pod, declared.Spec.PodSelector)
+	}
 }

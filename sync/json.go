@@ -9,6 +9,8 @@ import (
 	"io"
 	"slices"
 
+	apimetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
@@ -299,6 +301,36 @@ func (k keptChild) MarshalJSON() ([]byte, error) {
 		Kind       string       `json:"kind"`
 		Metadata   identityMeta `json:"metadata"`
 	}{k.obj.APIVersion, k.obj.Kind, identityMeta{k.obj.Metadata.Name, k.obj.Metadata.Namespace}})
+}
+
+// narrowedPolicy is the observed NetworkPolicy of an instance's single Pod, kept while that Pod
+// lingers after its template became one of pods: as last applied, but selecting no Pod that
+// carries a component label. A policy applied before its selector excluded them (by an older
+// hook) selects the new pods' Pods too, and would give them its rules (its internet egress, say)
+// on top of their own. The single Pod carries no component label: it stays selected. Without a
+// readable selector in its last-applied configuration it is kept as it is (keptChild).
+type narrowedPolicy struct {
+	obj ObservedObject
+}
+
+func (n narrowedPolicy) MarshalJSON() ([]byte, error) {
+	var policy map[string]any
+	if json.Unmarshal([]byte(n.obj.Metadata.Annotations.LastApplied), &policy) != nil {
+		return keptChild(n).MarshalJSON()
+	}
+	spec, _ := policy["spec"].(map[string]any)
+	selector, ok := spec["podSelector"].(map[string]any)
+	if !ok {
+		return keptChild(n).MarshalJSON()
+	}
+	expressions, _ := selector["matchExpressions"].([]any)
+	for _, e := range expressions {
+		if e, _ := e.(map[string]any); e["key"] == LabelComponent && e["operator"] == string(apimetav1.LabelSelectorOpDoesNotExist) {
+			return keptChild(n).MarshalJSON()
+		}
+	}
+	selector["matchExpressions"] = append(expressions, map[string]any{"key": LabelComponent, "operator": string(apimetav1.LabelSelectorOpDoesNotExist)})
+	return json.Marshal(policy)
 }
 
 // EncodeResponse encodes a hook answer (or any value the server writes as JSON). encoding/json

@@ -54,16 +54,32 @@ const (
 //     LoadBalancer from outside the Pod networks, ClusterIP from the peers the template names;
 //     on internal ports from the instance's pods that the template names; never from another
 //     instance's Pods;
-//   - egress to the cluster DNS Pods (and a node-local DNS cache) on port 53, to the internal
-//     ports of the instance's pods that admit this one, and with egress: true to the public
-//     internet: never to the cluster's, private, loopback or link-local ranges.
+//   - egress to the internal ports of the instance's pods that admit this one; with dns: true or
+//     egress: true to the cluster DNS Pods (and a node-local DNS cache) on port 53; with
+//     egress: true to the public internet: never to the cluster's, private, loopback or
+//     link-local ranges.
+//
+// It selects the component's Pod and no other Pod of the instance (policies add up: a Pod two
+// policies select gets the rules of both): while the template changes shape, the Pod of one
+// shape and the Pods of the other run side by side, each under its own policy only.
 func buildNetworkPolicy(in *instance, c *component) *networkingv1.NetworkPolicyApplyConfiguration {
 	spec := networkingv1.NetworkPolicySpec().
-		WithPodSelector(metav1.LabelSelector().WithMatchLabels(c.selector)).
+		WithPodSelector(policyPodSelector(c)).
 		WithPolicyTypes(networkingapiv1.PolicyTypeIngress, networkingapiv1.PolicyTypeEgress)
 	spec.WithIngress(ingressRules(in, c)...)
 	spec.WithEgress(egressRules(in, c)...)
 	return networkingv1.NetworkPolicy(c.child, in.namespace).WithLabels(c.labels).WithSpec(spec)
+}
+
+// policyPodSelector selects a component's Pods: in a template of pods by the instance and the
+// component's name; in a template of containers by the instance, except every Pod that carries a
+// component label (the Pods of a template of pods, of the same instance).
+func policyPodSelector(c *component) *metav1.LabelSelectorApplyConfiguration {
+	selector := metav1.LabelSelector().WithMatchLabels(c.selector)
+	if c.name == "" {
+		selector.WithMatchExpressions(metav1.LabelSelectorRequirement().WithKey(LabelComponent).WithOperator(apimetav1.LabelSelectorOpDoesNotExist))
+	}
+	return selector
 }
 
 // denyAllPolicy selects the Pods of the Challenge's instance and admits nothing, in or out. It
@@ -129,15 +145,17 @@ func ingressRules(in *instance, c *component) []*networkingv1.NetworkPolicyIngre
 }
 
 func egressRules(in *instance, c *component) []*networkingv1.NetworkPolicyEgressRuleApplyConfiguration {
-	dns := networkingv1.NetworkPolicyEgressRule().
-		WithTo(networkingv1.NetworkPolicyPeer().
-			WithNamespaceSelector(namespaceSelector(in.cfg.DNS.Namespace)).
-			WithPodSelector(metav1.LabelSelector().WithMatchLabels(in.cfg.DNS.Labels)))
-	if in.cfg.NodeLocalDNS != "" {
-		dns.WithTo(networkingv1.NetworkPolicyPeer().WithIPBlock(networkingv1.IPBlock().WithCIDR(in.cfg.NodeLocalDNS + "/32")))
+	var rules []*networkingv1.NetworkPolicyEgressRuleApplyConfiguration
+	if usesDNS(c) {
+		dns := networkingv1.NetworkPolicyEgressRule().
+			WithTo(networkingv1.NetworkPolicyPeer().
+				WithNamespaceSelector(namespaceSelector(in.cfg.DNS.Namespace)).
+				WithPodSelector(metav1.LabelSelector().WithMatchLabels(in.cfg.DNS.Labels)))
+		if in.cfg.NodeLocalDNS != "" {
+			dns.WithTo(networkingv1.NetworkPolicyPeer().WithIPBlock(networkingv1.IPBlock().WithCIDR(in.cfg.NodeLocalDNS + "/32")))
+		}
+		rules = append(rules, dns.WithPorts(policyPort("UDP", dnsPort), policyPort("TCP", dnsPort)))
 	}
-	dns.WithPorts(policyPort("UDP", dnsPort), policyPort("TCP", dnsPort))
-	rules := []*networkingv1.NetworkPolicyEgressRuleApplyConfiguration{dns}
 	for _, p := range c.peers {
 		rule := networkingv1.NetworkPolicyEgressRule().
 			WithTo(networkingv1.NetworkPolicyPeer().WithPodSelector(metav1.LabelSelector().WithMatchLabels(p.peer.selector)))
@@ -152,6 +170,14 @@ func egressRules(in *instance, c *component) []*networkingv1.NetworkPolicyEgress
 				networkingv1.IPBlock().WithCIDR(anyIPv4).WithExcept(blockedEgressRanges(in.cfg)...))))
 	}
 	return rules
+}
+
+// usesDNS says whether a component's Pod may query the cluster DNS: when its template asks
+// (dns: true) or reaches the internet anyway (egress: true). Without either it has no use for it
+// (its peers are in its /etc/hosts), and the cluster resolver, which forwards to the internet,
+// would be its way out (DNS tunnelling) and a resolver every instance could flood.
+func usesDNS(c *component) bool {
+	return c.spec.DNS || c.spec.Egress
 }
 
 // routedEntry is where players of an HTTP or TLS exposure come from: with a Gateway every such

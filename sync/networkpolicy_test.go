@@ -138,3 +138,51 @@ func TestRoutedExposuresAdmitOnlyTheGatewayPods(t *testing.T) {
 		"1337 from map[kubernetes.io/metadata.name:envoy-gateway-system] map[gateway.envoyproxy.io/owning-gateway-name:ctf]",
 	}, sources(cfg))
 }
+
+// TestDNSOnlyWhereAsked: a Pod queries the cluster DNS only when its template asks (dns: true) or
+// reaches the internet anyway (egress: true), in either form of template, each pod of several on
+// its own; any other Pod's policy has no rule to port 53, and its resolver is loopback, where a
+// lookup fails at once instead of waiting for a resolver the policy drops.
+func TestDNSOnlyWhereAsked(t *testing.T) {
+	containers := []v1alpha1.Container{{Name: "app", Image: "x"}}
+	for _, tc := range []struct {
+		name        string
+		template    v1alpha1.DefinitionSpec
+		wantDNSPods []string // the components whose policy admits DNS ("" the Pod of a template of containers)
+	}{
+		{"containers", v1alpha1.DefinitionSpec{Containers: containers}, nil},
+		{"containers, dns: true", v1alpha1.DefinitionSpec{Containers: containers, DNS: true}, []string{""}},
+		{"containers, egress: true", v1alpha1.DefinitionSpec{Containers: containers, Egress: true}, []string{""}},
+		{"pods", v1alpha1.DefinitionSpec{Pods: []v1alpha1.PodTemplate{
+			{Name: "web", Containers: containers},
+			{Name: "bot", Containers: containers, DNS: true},
+			{Name: "fetcher", Containers: containers, Egress: true},
+		}}, []string{"bot", "fetcher"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := &instance{name: "chal", namespace: "ctf", template: tc.template, cfg: truthConfig(t)}
+			in.setLabels()
+			in.resolveComponents()
+			var gotDNSPods []string
+			for _, c := range in.components {
+				dnsRules := 0
+				for _, rule := range buildNetworkPolicy(in, c).Spec.Egress {
+					if slices.ContainsFunc(rule.Ports, func(p networkingv1.NetworkPolicyPortApplyConfiguration) bool { return p.Port.IntValue() == dnsPort }) {
+						dnsRules++
+					}
+				}
+				spec := buildPodSpec(in, c)
+				if dnsRules > 0 {
+					gotDNSPods = append(gotDNSPods, c.name)
+					require.Nil(t, spec.DNSPolicy, "pod %q may query DNS: the cluster's resolver, by default", c.name)
+					require.Nil(t, spec.DNSConfig)
+					continue
+				}
+				require.NotNil(t, spec.DNSPolicy, "pod %q has no DNS: its resolver must not be the cluster's", c.name)
+				require.Equal(t, "None", string(*spec.DNSPolicy))
+				require.Equal(t, []string{"127.0.0.1"}, spec.DNSConfig.Nameservers)
+			}
+			require.Equal(t, tc.wantDNSPods, gotDNSPods)
+		})
+	}
+}

@@ -44,6 +44,7 @@ type peer struct {
 	role      role
 	exposure  *truthExposure    // the instance's exposure, for instance Pods (nil: none)
 	egress    bool              // the instance's template asks for internet egress
+	dns       bool              // the instance's template asks for DNS (dns: true)
 	ports     []port            // the ports a platform peer is tried on as a destination
 	instance  string            // the Challenge an instance Pod belongs to
 	component string            // the pod's name, in an instance of several pods
@@ -144,8 +145,8 @@ func modelPolicies(t *testing.T, cfg Config) ([]peer, []*networkingapiv1.Network
 }
 
 // modelComponents syncs a team's instance of three pods, as the golden cases components-* have it:
-// web (HTTP on 8080, which bot reaches too), db (5432, which web reaches), bot (no port), and
-// returns its Pods (as peers) and their NetworkPolicies.
+// web (HTTP on 8080, which bot reaches too), db (5432, which web reaches), bot (no port, dns: true:
+// a browser that resolves names), and returns its Pods (as peers) and their NetworkPolicies.
 func modelComponents(t *testing.T, cfg Config, team string, teamIndex int) ([]peer, []*networkingapiv1.NetworkPolicy) {
 	name := "xss-" + team
 	container := func(name string, ports ...int32) []v1alpha1.Container {
@@ -161,7 +162,7 @@ func modelComponents(t *testing.T, cfg Config, team string, teamIndex int) ([]pe
 			{Name: "web", Containers: container("app", 8080), Expose: []v1alpha1.Expose{{Port: 8080, Type: v1alpha1.ExposeHTTP}},
 				Internal: []v1alpha1.InternalPort{{Port: 8080, From: []string{"bot"}}}},
 			{Name: "db", Containers: container("postgres", 5432), Internal: []v1alpha1.InternalPort{{Port: 5432, From: []string{"web"}}}},
-			{Name: "bot", Containers: container("chrome")},
+			{Name: "bot", Containers: container("chrome"), DNS: true},
 		}}},
 	}
 	resp := answerWithEveryPod(t, Request{Parent: parent}, goldenNow, cfg)
@@ -180,7 +181,10 @@ func modelComponents(t *testing.T, cfg Config, team string, teamIndex int) ([]pe
 		pr := peer{
 			name: fmt.Sprintf("%s/xss %s", team, p.Name), ip: fmt.Sprintf("10.244.%d.%d", 5+teamIndex, 11+len(peers)),
 			namespace: "ctf", labels: podLabels, role: roleInstance, instance: name, component: p.Name,
-			internal: map[port][]string{},
+			internal: map[port][]string{}, egress: p.Egress, dns: p.DNS,
+		}
+		if p.DNS {
+			pr.name += " (dns: true)"
 		}
 		for _, e := range p.Expose {
 			pr.exposure = &truthExposure{e.Type, e.Port, "TCP"}
@@ -350,10 +354,15 @@ func expectedVerdict(src peer, dst target) (bool, string) {
 	// Egress from an instance.
 	switch dst.peer.role {
 	case roleClusterDNS, roleNodeLocalDNS:
-		if dst.port.number == dnsPort {
-			return true, "DNS to the cluster resolver"
+		switch {
+		case dst.port.number != dnsPort:
+			return false, "cluster DNS Pod off port 53"
+		case src.egress:
+			return true, "DNS to the cluster resolver with egress: true"
+		case src.dns:
+			return true, "DNS to the cluster resolver with dns: true"
 		}
-		return false, "cluster DNS Pod off port 53"
+		return false, "DNS without dns: true or egress: true"
 	case roleAPIServer, roleServiceIP:
 		return false, "API server"
 	case roleNode:
@@ -387,7 +396,9 @@ var requiredReasons = []string{
 	"in-cluster Pod on a NodePort/LoadBalancer exposure",
 	"ClusterIP peer the definition names",
 	"ClusterIP from anything the definition does not name",
-	"DNS to the cluster resolver",
+	"DNS to the cluster resolver with egress: true",
+	"DNS to the cluster resolver with dns: true",
+	"DNS without dns: true or egress: true",
 	"cluster DNS Pod off port 53",
 	"API server",
 	"node (kubelet, NodePorts)",
@@ -450,7 +461,7 @@ func truthTable(t *testing.T) []truthRow {
 func formatTruthTable(rows []truthRow) string {
 	var b strings.Builder
 	b.WriteString("# NetworkPolicy truth table: the hook's policies for two teams' instances of each exposure, and\n")
-	b.WriteString("# of three pods (web: HTTP 8080, reached by bot; db: 5432, reached by web; bot),\n")
+	b.WriteString("# of three pods (web: HTTP 8080, reached by bot; db: 5432, reached by web; bot, dns: true),\n")
 	b.WriteString("# judged by cyclonus's matcher. Regenerate with go test ./sync -run TestNetworkPolicyTruthTable -update.\n")
 	b.WriteString("# Pod CIDR 10.244.0.0/16, Service CIDR 10.96.0.0/12, nodes 172.18.0.0/16, --api-server-cidrs=203.0.113.10/32,\n")
 	b.WriteString("# --node-local-dns=169.254.20.10; instances in namespace ctf, team-a without egress, team-b with it.\n")

@@ -38,6 +38,8 @@ const (
 	flagVolumeName = "flag"
 	flagSecretKey  = "flag"
 	flagFileMode   = 0o444
+	// noResolver is the only nameserver of a Pod that may not query DNS (see usesDNS).
+	noResolver = "127.0.0.1"
 )
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
@@ -107,6 +109,12 @@ func buildPodSpec(in *instance, c *component) *corev1ac.PodSpecApplyConfiguratio
 		pod.WithRuntimeClassName(t.RuntimeClassName)
 	}
 	pod.WithHostAliases(in.peerAliases(c)...)
+	if !usesDNS(c) {
+		// Its NetworkPolicy admits no DNS: a resolver the policy drops would make every lookup
+		// wait for its timeouts (seconds for each search domain). Nothing listens on loopback's
+		// port 53, so a lookup fails at once; its peers are in /etc/hosts.
+		pod.WithDNSPolicy(corev1.DNSNone).WithDNSConfig(corev1ac.PodDNSConfig().WithNameservers(noResolver))
+	}
 	if in.cfg.PolicyGate.Enabled {
 		pod.WithInitContainers(buildPolicyGate(in.cfg.PolicyGate))
 	}

@@ -180,7 +180,8 @@ func (in *instance) hasPolicy(name string) bool {
 
 // leftoverIsolation keeps, exactly as they are, the observed NetworkPolicies of the observed Pods
 // that no component declares any more (the template changed its pods): those Pods are deleted, and
-// their policies go in the first answer after they are gone, not with them.
+// their policies go in the first answer after they are gone, not with them. The single Pod's
+// policy, once the template is one of pods, is kept selecting no Pod of a pod (narrowedPolicy).
 func (in *instance) leftoverIsolation() []any {
 	var children []any
 	for _, p := range in.observed.Pods {
@@ -188,7 +189,12 @@ func (in *instance) leftoverIsolation() []any {
 		if slices.ContainsFunc(in.components, func(c *component) bool { return c.child == name }) {
 			continue
 		}
-		if policy, found := findByName(in.observed.NetworkPolicies, name); found {
+		policy, found := findByName(in.observed.NetworkPolicies, name)
+		switch {
+		case !found:
+		case name == in.name:
+			children = append(children, narrowedPolicy{policy})
+		default:
 			children = append(children, keptChild{policy})
 		}
 	}

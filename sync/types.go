@@ -79,7 +79,8 @@ type Config struct {
 	// destination; needed only where they are public (private ranges are refused anyway).
 	NodeCIDRs      []string
 	APIServerCIDRs []string
-	// DNS selects the cluster DNS Pods, the only in-cluster egress destination (port 53).
+	// DNS selects the cluster DNS Pods, the only in-cluster egress destination (port 53) of the Pods
+	// whose template sets dns: true or egress: true.
 	DNS PodPeer
 	// NodeLocalDNS is the address of a node-local DNS cache, also allowed on port 53; empty: none.
 	NodeLocalDNS string

@@ -17,6 +17,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // +kubebuilder:printcolumn:name="Expose",type=string,JSONPath=`.spec.expose[0].type`,description="How players reach the first exposed port."
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.containers[0].image`,priority=1
 // +kubebuilder:printcolumn:name="Egress",type=boolean,JSONPath=`.spec.egress`,priority=1
+// +kubebuilder:printcolumn:name="DNS",type=boolean,JSONPath=`.spec.dns`,priority=1
 // +kubebuilder:printcolumn:name="PrePull",type=string,JSONPath=`.status.prePull.state`,priority=1,description="PrePulling, Disabled or InvalidDefinition, with manifests/components/prepull"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters (it is copied into the label ctf.challenge-hook.dev/definition of every instance)"
@@ -68,7 +69,7 @@ type PrePullStatus struct {
 // security opt-outs.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.containers) != has(self.pods)",message="set exactly one of containers (an instance of one Pod) and pods (an instance of several)"
-// +kubebuilder:validation:XValidation:rule="!has(self.pods) || (!has(self.expose) && !has(self.egress) && !has(self.security))",message="with pods, set expose, egress and security on each pod, not on the template"
+// +kubebuilder:validation:XValidation:rule="!has(self.pods) || (!has(self.expose) && !has(self.egress) && !has(self.dns) && !has(self.security))",message="with pods, set expose, egress, dns and security on each pod, not on the template"
 // +kubebuilder:validation:XValidation:rule="!has(self.pods) || self.pods.map(p, has(p.expose) ? p.expose.filter(e, e.type == 'HTTP').size() : 0).sum() <= 1",message="at most one expose entry of type HTTP in all pods (an instance has one host)",fieldPath=`.pods`
 // +kubebuilder:validation:XValidation:rule="!has(self.pods) || self.pods.map(p, has(p.expose) ? p.expose.filter(e, e.type == 'TLS').size() : 0).sum() <= 1",message="at most one expose entry of type TLS in all pods (an instance has one host)",fieldPath=`.pods`
 // +kubebuilder:validation:XValidation:rule="!has(self.pods) || self.pods.all(p, !has(p.internal) || p.internal.all(i, i.from.all(f, f != p.name && self.pods.exists(q, q.name == f))))",message="each internal.from must name another pod of the template",fieldPath=`.pods`
@@ -92,7 +93,7 @@ type DefinitionSpec struct {
 	// The pods of an instance of several hosts (a web app, its database, its admin bot; the hosts
 	// of a pivot), instead of containers: each its own Pod, Service, NetworkPolicy and exposures.
 	// A pod reaches another only on the internal ports that the other admits from it, by the
-	// other's name (db, bot). Each pod's expose, egress and security are its own; the lifetime,
+	// other's name (db, bot). Each pod's expose, egress, dns and security are its own; the lifetime,
 	// flag, runtimeClassName and grace period are the instance's.
 	//
 	// +optional
@@ -130,11 +131,18 @@ type DefinitionSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="maxLifetime must be a positive duration such as 2h"
 	MaxLifetime string `json:"maxLifetime,omitempty"`
-	// Allow internet egress. Cluster-internal, private and link-local ranges stay blocked either
-	// way; DNS is always allowed. Default false.
+	// Allow internet egress, and DNS. Cluster-internal, private and link-local ranges stay blocked
+	// either way. Default false.
 	//
 	// +optional
 	Egress bool `json:"egress,omitempty"`
+	// Allow queries to the cluster DNS (UDP and TCP 53 to the hook's --dns-* Pods and
+	// --node-local-dns) without internet egress; egress: true implies it. Default false: the
+	// Pod's peers are in its /etc/hosts, its resolver is 127.0.0.1 (a lookup fails at once), and
+	// a resolver that forwards to the internet is a way out (DNS tunnelling).
+	//
+	// +optional
+	DNS bool `json:"dns,omitempty"`
 	// The flag: a static value, or dynamic (an HMAC per definition and owner, from a key only the
 	// hook holds), delivered in an environment variable, a file, or both, to the containers that
 	// set flag: true (in a template of one Pod where none does, to every container).
@@ -209,10 +217,15 @@ type PodTemplate struct {
 	// +listType=map
 	// +listMapKey=port
 	Internal []InternalPort `json:"internal,omitempty"`
-	// Allow this pod internet egress, as the template's egress. Default false.
+	// Allow this pod internet egress, and DNS, as the template's egress. Default false.
 	//
 	// +optional
 	Egress bool `json:"egress,omitempty"`
+	// Allow this pod queries to the cluster DNS without internet egress, as the template's dns.
+	// Default false.
+	//
+	// +optional
+	DNS bool `json:"dns,omitempty"`
 	// Opt-outs from the hardened Pod defaults, for this pod.
 	//
 	// +optional

@@ -8,6 +8,12 @@
 //	                     an attacker: opens one new connection to every target every interval and
 //	                     prints each result as a JSON line; POST /targets (lines NAME=URL) on the
 //	                     listen address adds or replaces targets, GET /healthz answers ok.
+//	                     Targets dns://HOST:PORT and dnstcp://HOST:PORT send one DNS query for
+//	                     the A record of probe.ctf.test. (over UDP, over TCP) and count an answer
+//	                     with an address.
+//	ctfbox dns [-listen :53] [-a 192.0.2.53]
+//	                     a stand-in for the cluster DNS: answers every A query with one fixed
+//	                     address (any other type: no record), on UDP and TCP
 //	ctfbox crash CODE    exits with CODE after 200 ms
 //	ctfbox oom           allocates and touches memory until the kernel kills it
 //	ctfbox pause         sleeps until SIGTERM or SIGINT (the Pod sandbox image)
@@ -15,7 +21,9 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -26,6 +34,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,7 +44,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: ctfbox serve|probe|crash|oom|pause")
+		fmt.Fprintln(os.Stderr, "usage: ctfbox serve|probe|dns|crash|oom|pause")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -43,6 +52,8 @@ func main() {
 		serve()
 	case "probe":
 		probe(os.Args[2:])
+	case "dns":
+		dnsServer(os.Args[2:])
 	case "crash":
 		code, _ := strconv.Atoi(append(os.Args[2:], "1")[0])
 		fmt.Println("crashing with exit code", code)
@@ -221,8 +232,9 @@ type targets struct {
 
 func (t *targets) set(line string) error {
 	name, url, ok := strings.Cut(strings.TrimSpace(line), "=")
-	if !ok || name == "" || !(strings.HasPrefix(url, "tcp://") || strings.HasPrefix(url, "udp://")) {
-		return fmt.Errorf("target %q: want NAME=tcp://HOST:PORT or NAME=udp://HOST:PORT", line)
+	scheme, _, _ := strings.Cut(url, "://")
+	if !ok || name == "" || !strings.Contains(url, "://") || !slices.Contains([]string{"tcp", "udp", "dns", "dnstcp"}, scheme) {
+		return fmt.Errorf("target %q: want NAME=tcp|udp|dns|dnstcp://HOST:PORT", line)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -305,6 +317,9 @@ func attempt(name, url string, timeout time.Duration) result {
 	start := time.Now()
 	r := result{T: start, Target: name}
 	proto, addr, _ := strings.Cut(url, "://")
+	if proto == "dns" || proto == "dnstcp" {
+		return lookup(r, proto, addr, timeout)
+	}
 	c, err := net.DialTimeout(proto, addr, timeout)
 	if err == nil {
 		defer c.Close()
@@ -322,4 +337,132 @@ func attempt(name, url string, timeout time.Duration) result {
 		r.Err = err.Error()
 	}
 	return r
+}
+
+// ---------------------------------------------------------------- dns
+
+// probeName is the name the probe looks up: fully qualified, so that no search domain is tried.
+const probeName = "probe.ctf.test."
+
+// lookup sends one query for probeName's A record to the server at addr, over UDP (dns) or TCP
+// (dnstcp), with Go's own resolver: whatever the Pod's resolv.conf says, it asks addr only.
+func lookup(r result, proto, addr string, timeout time.Duration) result {
+	network := "udp"
+	if proto == "dnstcp" {
+		network = "tcp" // a connection that is no PacketConn: the resolver frames its query for TCP
+	}
+	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ips, err := resolver.LookupIP(ctx, "ip4", probeName)
+	if err == nil && len(ips) == 0 {
+		err = errors.New("no address in the answer")
+	}
+	r.Ms = float64(time.Since(r.T).Microseconds()) / 1000
+	r.OK = err == nil
+	if err != nil {
+		r.Err = err.Error()
+	}
+	return r
+}
+
+func dnsServer(args []string) {
+	fs := flag.NewFlagSet("dns", flag.ExitOnError)
+	listen := fs.String("listen", ":53", "UDP and TCP address")
+	a := fs.String("a", "192.0.2.53", "the address of every A record")
+	_ = fs.Parse(args)
+	addr := net.ParseIP(*a).To4()
+	if addr == nil {
+		fatal(fmt.Errorf("-a %q: not an IPv4 address", *a))
+	}
+	pc, err := net.ListenPacket("udp", *listen)
+	if err != nil {
+		fatal(err)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fatal(err)
+	}
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				continue
+			}
+			if reply := dnsReply(buf[:n], addr); reply != nil {
+				_, _ = pc.WriteTo(reply, from)
+			}
+		}
+	}()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				continue
+			}
+			go serveDNSStream(c, addr)
+		}
+	}()
+	fmt.Println("answering A queries with", addr, "on", *listen, "(UDP and TCP)")
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	<-ch
+}
+
+// serveDNSStream answers the queries of one TCP connection, each framed by its 2-byte length.
+func serveDNSStream(c net.Conn, addr net.IP) {
+	defer c.Close()
+	for {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		var size [2]byte
+		if _, err := io.ReadFull(c, size[:]); err != nil {
+			return
+		}
+		query := make([]byte, binary.BigEndian.Uint16(size[:]))
+		if _, err := io.ReadFull(c, query); err != nil {
+			return
+		}
+		reply := dnsReply(query, addr)
+		if reply == nil {
+			return
+		}
+		if _, err := c.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(reply))), reply...)); err != nil {
+			return
+		}
+	}
+}
+
+// dnsReply answers a query of one question (RFC 1035 section 4): an A record of addr for an A
+// question, no record for any other; nil for what is no query.
+func dnsReply(query []byte, addr net.IP) []byte {
+	const headerLen = 12
+	if len(query) < headerLen || query[2]&0x80 != 0 || binary.BigEndian.Uint16(query[4:6]) != 1 {
+		return nil
+	}
+	end := headerLen
+	for end < len(query) && query[end] != 0 { // the question's name: labels, then a zero byte
+		end += int(query[end]) + 1
+	}
+	end += 1 + 4 // the zero byte, QTYPE, QCLASS
+	if end > len(query) {
+		return nil
+	}
+	qtype := binary.BigEndian.Uint16(query[end-4 : end-2])
+	reply := append([]byte(nil), query[:end]...)
+	reply[2] = 0x80 | 0x04 | query[2]&0x79      // QR, AA, the query's opcode and RD
+	reply[3] = 0                                // no error
+	binary.BigEndian.PutUint16(reply[8:10], 0)  // NSCOUNT
+	binary.BigEndian.PutUint16(reply[10:12], 0) // ARCOUNT
+	binary.BigEndian.PutUint16(reply[6:8], 0)   // ANCOUNT
+	if qtype == 1 {
+		binary.BigEndian.PutUint16(reply[6:8], 1)
+		reply = append(reply, 0xc0, headerLen)              // the question's name, by pointer
+		reply = append(reply, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4) // A, IN, TTL 0, RDLENGTH 4
+		reply = append(reply, addr...)
+	}
+	return reply
 }
