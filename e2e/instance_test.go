@@ -69,26 +69,51 @@ func watchChallenge(t *testing.T, c *cluster, ns, name string) *challengeWatch {
 	for i := range list.Items {
 		w.record(&list.Items[i])
 	}
-	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &cache.ListWatch{
+	lw := &cache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = selector
 			return client.Watch(ctx, opts)
 		},
-	})
+	}
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), lw)
 	if err != nil {
 		t.Fatalf("watch Challenge %s/%s: %v", ns, name, err)
 	}
-	t.Cleanup(rw.Stop)
 	go func() {
-		for ev := range rw.ResultChan() {
-			obj, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok {
-				continue
+		for {
+			for ev := range rw.ResultChan() {
+				obj, ok := ev.Object.(*unstructured.Unstructured)
+				if !ok {
+					continue
+				}
+				if ev.Type == watch.Deleted {
+					obj = nil
+				}
+				w.record(obj)
 			}
-			if ev.Type == watch.Deleted {
-				obj = nil
+			rw.Stop()
+			// A retry watcher ends for good when the API server no longer has the events since its
+			// resource version (410 Gone: on a busy plane a reconnection can fall behind the watch
+			// cache). List again, record what is there now, and watch on from there, so that a
+			// later change is still seen.
+			for ctx.Err() == nil {
+				list, err := client.List(ctx, metav1.ListOptions{FieldSelector: selector})
+				if err == nil {
+					if len(list.Items) == 0 && w.exists() {
+						w.record(nil) // deleted meanwhile
+					}
+					for i := range list.Items {
+						w.record(&list.Items[i])
+					}
+					if rw, err = watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), lw); err == nil {
+						break
+					}
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
-			w.record(obj)
+			if ctx.Err() != nil {
+				return
+			}
 		}
 	}()
 	t.Cleanup(func() {
@@ -97,6 +122,13 @@ func watchChallenge(t *testing.T, c *cluster, ns, name string) *challengeWatch {
 		}
 	})
 	return w
+}
+
+// exists: the last state recorded is an object, not "deleted" or nothing yet.
+func (w *challengeWatch) exists() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.events) > 0 && w.events[len(w.events)-1].obj != nil
 }
 
 func (w *challengeWatch) record(obj *unstructured.Unstructured) {

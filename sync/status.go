@@ -243,6 +243,12 @@ func containerFailure(cs corev1.ContainerStatus, in *instance, c *component) (ve
 	if t := cs.State.Terminated; t != nil && t.Reason == v1alpha1.ReasonOOMKilled {
 		return oomKilled(cs.Name, c), true
 	}
+	// Between two restarts the kubelet may show the exited container as terminated for the
+	// whole back-off, and its CrashLoopBackOff only at the next restart: a container that was
+	// restarted before and exited with an error again is crash looping all the same.
+	if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && cs.RestartCount > 0 {
+		return crashLooping(cs, t, in, c), true
+	}
 	w := cs.State.Waiting
 	if w == nil {
 		return verdict{}, false
@@ -261,18 +267,7 @@ func containerFailure(cs corev1.ContainerStatus, in *instance, c *component) (ve
 		if last != nil && last.Reason == v1alpha1.ReasonOOMKilled {
 			return oomKilled(cs.Name, c), true
 		}
-		// The container's termination message is left out: the player writes it (any process in
-		// the container can write /dev/termination-log), and status is read by platform UIs.
-		what := "it keeps exiting"
-		if last != nil {
-			what = fmt.Sprintf("it keeps exiting, last with code %d", last.ExitCode)
-			if last.Reason != "" {
-				what += " (" + inert(last.Reason, maxObservedLength) + ")"
-			}
-		}
-		return verdict{v1alpha1.PhaseError, v1alpha1.ReasonCrashLoopBackOff, fmt.Sprintf(
-			"container %q is crash looping: %s; read its logs with kubectl logs -n %s %s -c %s --previous",
-			cs.Name, what, in.namespace, c.child, cs.Name)}, true
+		return crashLooping(cs, last, in, c), true
 	case v1alpha1.ReasonCreateContainerConfigError, "CreateContainerError":
 		hint := "fix the container's configuration in the template"
 		if strings.Contains(w.Message, "non-root") || strings.Contains(w.Message, "runAsNonRoot") {
@@ -282,6 +277,22 @@ func containerFailure(cs corev1.ContainerStatus, in *instance, c *component) (ve
 			"container %q cannot be created%s; %s", cs.Name, detail(w.Message), hint)}, true
 	}
 	return verdict{}, false
+}
+
+// crashLooping is the verdict on a container that keeps exiting; last is its last exit, when
+// known. The container's termination message is left out: the player writes it (any process in
+// the container can write /dev/termination-log), and status is read by platform UIs.
+func crashLooping(cs corev1.ContainerStatus, last *corev1.ContainerStateTerminated, in *instance, c *component) verdict {
+	what := "it keeps exiting"
+	if last != nil {
+		what = fmt.Sprintf("it keeps exiting, last with code %d", last.ExitCode)
+		if last.Reason != "" {
+			what += " (" + inert(last.Reason, maxObservedLength) + ")"
+		}
+	}
+	return verdict{v1alpha1.PhaseError, v1alpha1.ReasonCrashLoopBackOff, fmt.Sprintf(
+		"container %q is crash looping: %s; read its logs with kubectl logs -n %s %s -c %s --previous",
+		cs.Name, what, in.namespace, c.child, cs.Name)}
 }
 
 func oomKilled(containerName string, comp *component) verdict {
