@@ -288,7 +288,7 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 // --insecure-serve-without-token says so: their answers hold every team's flag.
 func checkTokenRequired(cfg serverConfig) error {
 	if cfg.tokenFile == "" && !cfg.insecureNoToken {
-		return fmt.Errorf("--token-file is not set: /sync, /finalize, /customize and /prepull/sync answer with every team's flag, so the hook serves them "+
+		return fmt.Errorf("--token-file is not set: /sync, /finalize, /customize, /prepull/sync and /prepull/customize answer with every team's flag, so the hook serves them "+
 			"only to callers with Metacontroller's token; pass --token-file=<file> holding the token of the Secret that the CompositeController's "+
 			"authorization.secretRef names (manifests/hook-deployment.yaml does), or --%s for a local demo without one", insecureNoTokenFlag)
 	}

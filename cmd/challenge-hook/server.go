@@ -103,7 +103,7 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 		}
 	}
 	if cfg.insecureNoToken {
-		logger.Warn("serving /sync, /finalize, /customize and /prepull/sync without a token (--"+insecureNoTokenFlag+"): whoever reaches --listen "+
+		logger.Warn("serving /sync, /finalize, /customize, /prepull/sync and /prepull/customize without a token (--"+insecureNoTokenFlag+"): whoever reaches --listen "+
 			"mints every team's flag; for a local demo only, never in a cluster", slog.String("listen", cfg.listen))
 	}
 	warnUnsetNetworks(logger, cfg.hook.sync)

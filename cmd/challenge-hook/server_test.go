@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/stretchr/testify/assert"
@@ -110,6 +112,21 @@ func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp, body
+}
+
+// TestMakeRunStarts: `make run`'s flags (testdata/dev.flags, paths from the repository root)
+// start the hook, which serves Metacontroller's routes only with a token: the demo token the
+// README's curl sends (devAuthorization).
+func TestMakeRunStarts(t *testing.T) {
+	t.Chdir("../..")
+	devFlags, err := os.ReadFile("testdata/dev.flags")
+	require.NoError(t, err)
+	assert.Contains(t, strings.Fields(string(devFlags)), "--token-file=testdata/dev.token")
+	// A hook that starts serves until the deadline, then returns nil.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	args := append([]string{"challenge-hook", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0"}, strings.Fields(string(devFlags))...)
+	assert.NoError(t, run(ctx, args, noEnv, io.Discard, io.Discard), "make run's flags do not start the hook")
 }
 
 // TestGoldenReplay serves every testdata case over HTTP with the flags `make run` uses, plus the
