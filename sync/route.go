@@ -208,10 +208,11 @@ func (r ObservedRoute) backendServices() ([]string, bool) {
 	return names, len(names) > 0
 }
 
-// sendsOnlyTo: an observed route sends players to the Service named service, and nowhere else.
-func sendsOnlyTo(route routeBackends, service string) bool {
+// sendsOnlyTo: an observed route sends players somewhere, and only to Services that allowed
+// accepts.
+func sendsOnlyTo(route routeBackends, allowed func(service string) bool) bool {
 	names, ok := route.backendServices()
-	return ok && !slices.ContainsFunc(names, func(name string) bool { return name != service })
+	return ok && !slices.ContainsFunc(names, func(name string) bool { return !allowed(name) })
 }
 
 // backendPending is what a routed exposure's endpoint waits for, "" when nothing: the exposure's
@@ -225,7 +226,7 @@ func backendPending(o observedExposure, kind string, route routeBackends, routeF
 		return "Service " + service
 	case !routeFound:
 		return "the " + kind
-	case !sendsOnlyTo(route, service):
+	case !sendsOnlyTo(route, func(name string) bool { return name == service }):
 		return fmt.Sprintf("%s %s to route to Service %s alone", kind, o.in.name, service)
 	}
 	return ""

@@ -165,10 +165,9 @@ func (in *instance) keptWithIsolation(objs []ObservedObject) []any {
 // routesToOwnServices: an observed route sends players only to Services observed among the
 // instance's children.
 func (in *instance) routesToOwnServices(route routeBackends, found bool) bool {
-	names, ok := route.backendServices()
-	return found && ok && !slices.ContainsFunc(names, func(name string) bool {
+	return found && sendsOnlyTo(route, func(name string) bool {
 		_, observed := findByName(in.observed.Services, name)
-		return !observed
+		return observed
 	})
 }
 

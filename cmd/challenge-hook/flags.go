@@ -54,21 +54,6 @@ func handleFlagVerify(flagKey []byte) http.HandlerFunc {
 	}
 }
 
-// handleFlagVerifyElsewhere answers 404 for /flags/verify on the main listener, saying where it is.
-func handleFlagVerifyElsewhere() http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		respondError(w, r, http.StatusNotFound, "",
-			fmt.Sprintf("no route %s on this listener: flag verification has its own listener (--verify-listen) and token (--verify-token-file)", flagVerifyPath))
-	}
-}
-
-// handleVerifyNotFound answers 404 for everything but /flags/verify on the verification listener.
-func handleVerifyNotFound() http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: this listener serves POST %s only", r.URL.Path, flagVerifyPath))
-	}
-}
-
 // runFlag prints one owner's dynamic flag, for organizers (a support request, a manual check).
 // args exclude "flag".
 func runFlag(args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -48,18 +48,19 @@ func handleNotFound() http.HandlerFunc {
 	}
 }
 
-// handleMetricsElsewhere answers 404 for /metrics on the main listener, saying where it is.
-func handleMetricsElsewhere() http.HandlerFunc {
+// handleElsewhere answers 404 for a route that a listener of its own serves: the main listener's
+// answer for /metrics and /flags/verify, saying where they are (where).
+func handleElsewhere(path, where string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		respondError(w, r, http.StatusNotFound, "",
-			fmt.Sprintf("no route %s on this listener: metrics have their own listener (--metrics-listen)", metricsPath))
+		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s on this listener: %s", path, where))
 	}
 }
 
-// handleMetricsNotFound answers 404 for everything but /metrics on the metrics listener.
-func handleMetricsNotFound() http.HandlerFunc {
+// handleOnlyRoute answers 404 for everything but the one route (method and path) that a
+// listener of its own serves: the metrics and the flag-verification listeners.
+func handleOnlyRoute(route string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: this listener serves GET %s only", r.URL.Path, metricsPath))
+		respondError(w, r, http.StatusNotFound, "", fmt.Sprintf("no route %s: this listener serves %s only", r.URL.Path, route))
 	}
 }
 

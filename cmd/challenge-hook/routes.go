@@ -49,14 +49,14 @@ func addHookRoutes(r chi.Router, cfg serverConfig, creds credentials, now clock,
 		r.Post(prePullSyncPath, handlePrePull(cfg.hook.sync))
 		r.Post(prePullCustomizePath, handlePrePullCustomize(cfg.hook.sync))
 	})
-	r.HandleFunc(flagVerifyPath, handleFlagVerifyElsewhere())
-	r.HandleFunc(metricsPath, handleMetricsElsewhere())
+	r.HandleFunc(flagVerifyPath, handleElsewhere(flagVerifyPath, "flag verification has its own listener (--verify-listen) and token (--verify-token-file)"))
+	r.HandleFunc(metricsPath, handleElsewhere(metricsPath, "metrics have their own listener (--metrics-listen)"))
 }
 
 // addVerifyRoutes are the flag-verification listener's (--verify-listen), served only with a
 // verification token: POST /flags/verify and nothing else.
 func addVerifyRoutes(r chi.Router, cfg serverConfig, creds credentials) {
-	r.NotFound(handleVerifyNotFound())
+	r.NotFound(handleOnlyRoute("POST " + flagVerifyPath))
 	r.MethodNotAllowed(handleMethodNotAllowed())
 	r.Group(func(r chi.Router) {
 		r.Use(requireBearerToken(creds.verify, creds.hook), requireJSON,
@@ -68,7 +68,7 @@ func addVerifyRoutes(r chi.Router, cfg serverConfig, creds credentials) {
 
 // addMetricsRoutes are the metrics listener's (--metrics-listen): GET /metrics and nothing else.
 func addMetricsRoutes(r chi.Router, m *metrics) {
-	r.NotFound(handleMetricsNotFound())
+	r.NotFound(handleOnlyRoute("GET " + metricsPath))
 	r.MethodNotAllowed(handleMethodNotAllowed())
 	r.Method(http.MethodGet, metricsPath, m.handler())
 }
