@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // ctfGroup is the API group of the project's resources.
@@ -25,7 +27,7 @@ const ctfGroup = "ctf.challenge-hook.dev"
 // subresource Metacontroller requires of a parent.
 func TestCRDsEstablished(t *testing.T) {
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	for _, name := range []string{"challenges." + ctfGroup, "challengedefinitions." + ctfGroup} {
 		crd, err := c.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -77,7 +79,7 @@ type sample struct {
 // examples/ and in the golden requests (parents and related definitions) is accepted by the API server.
 func TestSamplesAccepted(t *testing.T) {
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	ns := c.createNamespace(ctx, t, "samples", podSecurityRestricted)
 	docs, examples, golden := docSamples(t, c.root), exampleSamples(t, c.root), goldenSamples(t, c.root)
 	t.Logf("samples: %d from README.md and docs/, %d from examples/, %d from testdata/", len(docs), len(examples), len(golden))
@@ -326,7 +328,7 @@ func internal(obj *unstructured.Unstructured, i int) map[string]any {
 // with the CRD's message, before the hook ever sees it.
 func TestInvalidObjectsRejected(t *testing.T) {
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	ns := c.createNamespace(ctx, t, "invalid", podSecurityRestricted)
 	type invalidCase struct {
 		name   string
@@ -475,7 +477,7 @@ func TestInvalidObjectsRejected(t *testing.T) {
 // TestChallengeOwnerImmutable: an update that changes spec.owner is refused.
 func TestChallengeOwnerImmutable(t *testing.T) {
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	ns := c.createNamespace(ctx, t, "immutable", podSecurityRestricted)
 	chal := validChallenge("owned")
 	chal.SetNamespace(ns)

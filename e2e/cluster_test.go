@@ -29,6 +29,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // kwokNodeName is the fake node kwok runs the instances' Pods on.
@@ -64,7 +66,7 @@ type cluster struct {
 // Established, and makes sure the kwok node exists.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	c, err := connectCluster(testContext(t), repoRoot(t))
+	c, err := connectCluster(e2eutil.TestContext(t), repoRoot(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,13 +129,6 @@ func findRepoRoot() (string, error) {
 	return filepath.Dir(wd), nil
 }
 
-// testContext is cancelled when the test ends.
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // readYAMLObjects decodes every document of a multi-document YAML (or JSON) file.
 func readYAMLObjects(path string) ([]*unstructured.Unstructured, error) {
 	data, err := os.ReadFile(path)
@@ -181,7 +176,7 @@ func (c *cluster) installCRDs(ctx context.Context) error {
 	}
 	for _, name := range names {
 		var nameConflict error
-		err := waitUntil(ctx, 30*time.Second, "CRD "+name+" Established", func() (bool, error) {
+		err := e2eutil.WaitUntil(ctx, 30*time.Second, "CRD "+name+" Established", func() (bool, error) {
 			crd, err := c.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -259,7 +254,7 @@ func (c *cluster) ensureKwokNode(ctx context.Context) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create kwok node: %w", err)
 	}
-	return waitUntil(ctx, 60*time.Second, "kwok node Ready", func() (bool, error) {
+	return e2eutil.WaitUntil(ctx, 60*time.Second, "kwok node Ready", func() (bool, error) {
 		node, err := c.dyn.Resource(nodeGVR).Get(ctx, kwokNodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -341,37 +336,5 @@ func (c *cluster) ensureRuntimeClass(ctx context.Context, t *testing.T, name str
 	}}
 	if _, err := c.dyn.Resource(rcGVR).Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create RuntimeClass %s: %v", name, err)
-	}
-}
-
-// waitFor polls cond every 100ms until it holds, and fails the test when timeout passes first.
-func waitFor(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	if err := waitUntil(ctx, timeout, what, cond); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitUntil polls cond every 100ms until it holds (nil), or timeout passes or ctx ends (an error
-// naming what was awaited and cond's last error).
-func waitUntil(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for {
-		ok, err := cond()
-		if err != nil {
-			lastErr = err
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
 }

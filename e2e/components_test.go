@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // componentLabel names the pod of an instance of several pods that a child belongs to
@@ -160,7 +162,7 @@ func TestComponents(t *testing.T) {
 }
 
 func runComponentsExample(t *testing.T, c *cluster, ex componentsExample) {
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	objs, err := readYAMLObjects(filepath.Join(c.root, "examples", ex.file))
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +321,7 @@ func runComponentsExample(t *testing.T, c *cluster, ex componentsExample) {
 		t.Fatalf("delete Challenge: %v", err)
 	}
 	w.phase(t, 30*time.Second, "Terminating")
-	waitFor(ctx, t, 30*time.Second, "every Pod but the held one to go", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "every Pod but the held one to go", func() (bool, error) {
 		left := ofResource(childrenOf(ctx, t, c, ns, uid), "pods")
 		return len(left) == 1 && left[0].GetUID() == held.GetUID() && left[0].GetDeletionTimestamp() != nil, nil
 	})
@@ -330,11 +332,11 @@ func runComponentsExample(t *testing.T, c *cluster, ex componentsExample) {
 	}
 	releaseFinalizer(ctx, t, c, held)
 	w.gone(t, 60*time.Second)
-	waitFor(ctx, t, 15*time.Second, "every child of the deleted instance to be gone", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 15*time.Second, "every child of the deleted instance to be gone", func() (bool, error) {
 		return len(childrenOf(ctx, t, c, ns, uid)) == 0, nil
 	})
 	// The watches deliver the last DELETED events a moment after a GET sees the objects gone.
-	waitFor(ctx, t, 10*time.Second, "the watch to deliver every Pod's and policy's DELETED event", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 10*time.Second, "the watch to deliver every Pod's and policy's DELETED event", func() (bool, error) {
 		return len(events.deletedNames("pods", uid)) == len(wantPods) && len(events.deletedNames("networkpolicies.networking.k8s.io", uid)) == len(wantPods), nil
 	})
 	checkIsolatedThroughout(t, events, uid, name)

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // metacontrollersConfigMap is the parameter of the deletion policy's finalizer rule: the usernames
@@ -62,7 +64,7 @@ func withMetacontrollerUsername(username string) func(*unstructured.Unstructured
 func TestFinalizerRemovalRefused(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	applyDeletionPolicy(ctx, t, c)
 	in := startIsolated(ctx, t, c, "finalizer")
 	platform := platformCluster(ctx, t, c, in.ns)
@@ -76,7 +78,7 @@ func TestFinalizerRemovalRefused(t *testing.T) {
 	removeAll := []byte(`{"metadata":{"finalizers":null}}`)
 
 	// In force once the API server's admission has loaded the policy and its parameter.
-	waitFor(ctx, t, 30*time.Second, "the finalizer policy to refuse the platform's dry-run removal", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "the finalizer policy to refuse the platform's dry-run removal", func() (bool, error) {
 		_, err := challenges.Patch(ctx, in.chal.GetName(), types.MergePatchType, removeAll, dryRun)
 		return apierrors.IsInvalid(err), nil
 	})

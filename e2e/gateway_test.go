@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sjson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // gatewayAPIModule is the Go module whose standard-channel CRDs the tests install: the version is
@@ -86,7 +88,7 @@ func installGatewayCRDs(ctx context.Context, t *testing.T, c *cluster) {
 		name := crd.GetName()
 		// A CRD an earlier test deleted may still be terminating (its routes being removed):
 		// creating it again waits until it is gone.
-		waitFor(ctx, t, 60*time.Second, "CRD "+name+" not terminating", func() (bool, error) {
+		e2eutil.WaitFor(ctx, t, 60*time.Second, "CRD "+name+" not terminating", func() (bool, error) {
 			existing, err := crds.Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return true, nil
@@ -109,7 +111,7 @@ func installGatewayCRDs(ctx context.Context, t *testing.T, c *cluster) {
 			})
 		}
 		var nameConflict error
-		waitFor(ctx, t, 30*time.Second, "CRD "+name+" Established", func() (bool, error) {
+		e2eutil.WaitFor(ctx, t, 30*time.Second, "CRD "+name+" Established", func() (bool, error) {
 			live, err := crds.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -184,7 +186,7 @@ func childKey(obj *unstructured.Unstructured) (group, key string) {
 // server neither refuses nor defaults anything the hook sets, so the hook never fights it.
 func TestGatewayRoutesAdmitted(t *testing.T) {
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	installGatewayCRDs(ctx, t, c)
 	// A fresh discovery: the REST mapper must know the route kinds now served.
 	c = newCluster(t)
@@ -639,7 +641,7 @@ const gatewayName = "gateway-system/ctf"
 func routeOf(ctx context.Context, t *testing.T, c *cluster, gvr schema.GroupVersionResource, chal *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
 	var route *unstructured.Unstructured
-	waitFor(ctx, t, 90*time.Second, gvr.Resource+" child of "+chal.GetName(), func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 90*time.Second, gvr.Resource+" child of "+chal.GetName(), func() (bool, error) {
 		list, err := c.dyn.Resource(gvr).Namespace(chal.GetNamespace()).List(ctx, metav1.ListOptions{
 			LabelSelector: controllerUIDLabel + "=" + string(chal.GetUID()),
 		})
@@ -678,7 +680,7 @@ func acceptRoute(ctx context.Context, t *testing.T, c *cluster, gvr schema.Group
 // accepts its route, then goes Running with the endpoint the route's host serves.
 func TestGatewayInstancesUnderMetacontroller(t *testing.T) {
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	installGatewayCRDs(ctx, t, c)
 	hook := swapInGatewayController(ctx, t, c)
 	ns := c.createNamespace(ctx, t, "gw-mc", podSecurityRestricted)

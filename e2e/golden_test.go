@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sjson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // goldenCase is one testdata/<case>/ directory with a request and its recorded response.
@@ -82,7 +84,7 @@ func decodeJSONObject(t *testing.T, data []byte, what string) map[string]any {
 func TestGoldenResponsesFromBinary(t *testing.T) {
 	root := repoRoot(t)
 	hooks := map[string]*hookServer{}
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	for _, gc := range goldenCases(t, root) {
 		key := strings.Join(gc.flags, " ")
 		hook, ok := hooks[key]
@@ -225,7 +227,7 @@ func (g goldenInstance) create(ctx context.Context, t *testing.T, c *cluster, ns
 func TestPodSecurityRefusesRoot(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	var optOuts []goldenCase
 	for _, gc := range goldenCases(t, c.root) {
 		if !gc.customize() && len(gc.flags) == 0 && needsBaseline(decodeJSONObject(t, gc.request, gc.name)) {
@@ -249,7 +251,7 @@ func TestPodSecurityRefusesRoot(t *testing.T) {
 			baseline := c.createNamespace(ctx, t, "psa-b-"+gc.name, podSecurityBaseline)
 			wAdmitted, _ := g.create(ctx, t, c, baseline)
 			var refusal string
-			waitFor(ctx, t, 60*time.Second, "an event saying Pod Security refused the instance's Pod", func() (bool, error) {
+			e2eutil.WaitFor(ctx, t, 60*time.Second, "an event saying Pod Security refused the instance's Pod", func() (bool, error) {
 				events, err := c.dyn.Resource(eventGVR).Namespace(restricted).List(ctx, metav1.ListOptions{})
 				if err != nil {
 					return false, err

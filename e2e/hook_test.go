@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // hookServer is a running challenge-hook binary, the one `make build` produces.
@@ -51,8 +53,7 @@ type hookProcess struct {
 	bin, root, addr string
 	flags           []string
 	logs            *lockedBuffer
-	cmd             *exec.Cmd
-	exited          chan error
+	proc            *e2eutil.Process // nil when not running
 }
 
 // suiteTokenFile holds Metacontroller's token for the whole run: setUpSuite writes it, puts the
@@ -130,18 +131,18 @@ func (p *hookProcess) start() error {
 	}
 	dieWithParent(cmd)
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", p.bin, err)
+	proc, err := e2eutil.Start(cmd)
+	if err != nil {
+		return err
 	}
-	p.cmd, p.exited = cmd, make(chan error, 1)
-	go func() { p.exited <- cmd.Wait() }()
+	p.proc = proc
 	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		select {
-		case err := <-p.exited:
-			p.cmd = nil
-			return fmt.Errorf("challenge-hook exited before serving: %v\n%s", err, p.logs.String())
+		case <-proc.Exited():
+			p.proc = nil
+			return fmt.Errorf("challenge-hook exited before serving: %v\n%s", proc.Err(), p.logs.String())
 		default:
 		}
 		resp, err := client.Get("http://" + p.addr + "/readyz")
@@ -162,17 +163,11 @@ func (p *hookProcess) start() error {
 // stop sends sig (SIGTERM: graceful; SIGKILL: a crash) and waits for the process to exit,
 // killing it after 10s.
 func (p *hookProcess) stop(sig syscall.Signal) {
-	if p.cmd == nil {
+	if p.proc == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-	p.cmd = nil
+	p.proc.Stop(sig, 10*time.Second)
+	p.proc = nil
 }
 
 // startHook starts bin/challenge-hook on a free loopback port with the given flags (besides

@@ -14,6 +14,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // TestKustomizeInstall: what `kubectl apply -k manifests/` installs is accepted by the API server,
@@ -30,7 +32,7 @@ func TestKustomizeInstall(t *testing.T) {
 		t.Fatal("E2E_KUBECTL is not set: run the e2e tests with `make e2e`")
 	}
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	// An organizer's overlay: manifests/, with the ConfigMap of the deletion policy naming the
 	// Metacontroller that runs here (docs/operations.md shows the same patch).
 	username := metacontrollerUsername(ctx, t)
@@ -107,7 +109,7 @@ patches:
 		}
 	}
 	// The controller-manager creates the hook's Pods only if Pod Security admits them.
-	waitFor(ctx, t, 60*time.Second, "the hook's two Pods to be admitted", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 60*time.Second, "the hook's two Pods to be admitted", func() (bool, error) {
 		pods, err := c.dyn.Resource(podGVR).Namespace("challenge-hook").List(ctx, metav1.ListOptions{
 			LabelSelector: "app.kubernetes.io/name=challenge-hook",
 		})
@@ -123,7 +125,7 @@ patches:
 // suite created (the README's install step), so Metacontroller's syncs are answered (the suite's
 // probe Challenge was synced before any test), and a caller without it gets 401.
 func TestOnlyMetacontrollersTokenIsAnswered(t *testing.T) {
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	for _, authorization := range []string{"", "Bearer not-the-token"} {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+shared.hook.addr+"/sync", strings.NewReader(`{}`))
 		if err != nil {

@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // controllerUIDLabel is the label Metacontroller puts on children with generateSelector: true.
@@ -58,7 +60,7 @@ type challengeWatch struct {
 // watchChallenge starts watching the Challenge ns/name (which may not exist yet) until the test ends.
 func watchChallenge(t *testing.T, c *cluster, ns, name string) *challengeWatch {
 	t.Helper()
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	client := c.dyn.Resource(chalGVR).Namespace(ns)
 	selector := "metadata.name=" + name
 	list, err := client.List(ctx, metav1.ListOptions{FieldSelector: selector})

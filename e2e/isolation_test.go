@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 var networkPolicyGVR = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
@@ -60,7 +62,7 @@ func TestIsolation(t *testing.T) {
 
 	t.Run("Expiry", func(t *testing.T) {
 		t.Parallel()
-		ctx := testContext(t)
+		ctx := e2eutil.TestContext(t)
 		in := startIsolated(ctx, t, c, "iso-expiry")
 		in.holdPod(ctx, t)
 		// The platform's "end now": spec.expiresAt in the past (whole seconds, as the CRD takes it).
@@ -72,7 +74,7 @@ func TestIsolation(t *testing.T) {
 		in.waitPodGone(ctx, t)
 		in.waitPolicyGone(ctx, t)
 		in.checkDeletedInOrder(ctx, t, "pods", "networkpolicies.networking.k8s.io")
-		waitFor(ctx, t, 15*time.Second, "the expired instance's children to be gone", func() (bool, error) {
+		e2eutil.WaitFor(ctx, t, 15*time.Second, "the expired instance's children to be gone", func() (bool, error) {
 			return len(childrenOf(ctx, t, c, in.ns, in.chal.GetUID())) == 0, nil
 		})
 		if phase := statusString(mustGetChallenge(ctx, t, c, in.ns, in.chal.GetName()), "phase"); phase != "Expired" {
@@ -82,7 +84,7 @@ func TestIsolation(t *testing.T) {
 
 	t.Run("Delete", func(t *testing.T) {
 		t.Parallel()
-		ctx := testContext(t)
+		ctx := e2eutil.TestContext(t)
 		in := startIsolated(ctx, t, c, "iso-delete")
 		in.holdPod(ctx, t)
 		// kubectl's default: background propagation. --wait=false: the Challenge stays
@@ -105,14 +107,14 @@ func TestIsolation(t *testing.T) {
 		in.waitPolicyGone(ctx, t)
 		in.w.gone(t, 30*time.Second)
 		in.checkDeletedInOrder(ctx, t, "pods", "networkpolicies.networking.k8s.io", "challenges."+ctfGroup)
-		waitFor(ctx, t, 15*time.Second, "every child of the deleted instance to be gone", func() (bool, error) {
+		e2eutil.WaitFor(ctx, t, 15*time.Second, "every child of the deleted instance to be gone", func() (bool, error) {
 			return len(childrenOf(ctx, t, c, in.ns, in.chal.GetUID())) == 0, nil
 		})
 	})
 
 	t.Run("Stop", func(t *testing.T) {
 		t.Parallel()
-		ctx := testContext(t)
+		ctx := e2eutil.TestContext(t)
 		in := startIsolated(ctx, t, c, "iso-stop")
 		in.holdPod(ctx, t)
 		patchSpec(ctx, t, c, in.ns, in.chal.GetName(), `{"stopped":true}`)
@@ -124,7 +126,7 @@ func TestIsolation(t *testing.T) {
 		// Stopped keeps everything but the Pod: the policy stays, the same object, over a resync.
 		goneAt := time.Now()
 		samples := 0
-		waitFor(ctx, t, shared.resync+10*time.Second, "a resync period with the stopped instance's NetworkPolicy in place", func() (bool, error) {
+		e2eutil.WaitFor(ctx, t, shared.resync+10*time.Second, "a resync period with the stopped instance's NetworkPolicy in place", func() (bool, error) {
 			samples++
 			policy, err := c.dyn.Resource(networkPolicyGVR).Namespace(in.ns).Get(ctx, in.policy.GetName(), metav1.GetOptions{})
 			if err != nil || policy.GetUID() != in.policy.GetUID() || policy.GetDeletionTimestamp() != nil {
@@ -144,7 +146,7 @@ func TestIsolation(t *testing.T) {
 
 	t.Run("CreationOrder", func(t *testing.T) {
 		t.Parallel()
-		ctx := testContext(t)
+		ctx := e2eutil.TestContext(t)
 		ns := c.createNamespace(ctx, t, "iso-order", podSecurityRestricted)
 		events := watchObjects(t, c, ns, podGVR, networkPolicyGVR)
 		log := metacontrollerLog{path: shared.metacontrollerLog}
@@ -329,7 +331,7 @@ func (in *isolatedInstance) sampleWhileHeld(ctx context.Context, t *testing.T, w
 
 func (in *isolatedInstance) waitPodGone(ctx context.Context, t *testing.T) {
 	t.Helper()
-	waitFor(ctx, t, 30*time.Second, "the released Pod to be gone", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "the released Pod to be gone", func() (bool, error) {
 		_, err := in.c.dyn.Resource(podGVR).Namespace(in.ns).Get(ctx, in.pod.GetName(), metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -338,7 +340,7 @@ func (in *isolatedInstance) waitPodGone(ctx context.Context, t *testing.T) {
 func (in *isolatedInstance) waitPolicyGone(ctx context.Context, t *testing.T) {
 	t.Helper()
 	podGone := time.Now()
-	waitFor(ctx, t, shared.resync+15*time.Second, "the NetworkPolicy to go after the Pod", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, shared.resync+15*time.Second, "the NetworkPolicy to go after the Pod", func() (bool, error) {
 		_, err := in.c.dyn.Resource(networkPolicyGVR).Namespace(in.ns).Get(ctx, in.policy.GetName(), metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -353,7 +355,7 @@ func (in *isolatedInstance) checkDeletedInOrder(ctx context.Context, t *testing.
 	for _, resource := range resources {
 		var e *objectEvent
 		// A GET can see the object gone before the watch delivers its DELETED event.
-		waitFor(ctx, t, 10*time.Second, "the watch to deliver the DELETED event of "+resource, func() (bool, error) {
+		e2eutil.WaitFor(ctx, t, 10*time.Second, "the watch to deliver the DELETED event of "+resource, func() (bool, error) {
 			e = in.events.find(resource, watch.Deleted, "")
 			return e != nil, nil
 		})
@@ -455,7 +457,7 @@ type objectEvents struct {
 // watchObjects watches the resources in ns until the test ends.
 func watchObjects(t *testing.T, c *cluster, ns string, gvrs ...schema.GroupVersionResource) *objectEvents {
 	t.Helper()
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	rec := &objectEvents{}
 	for _, gvr := range gvrs {
 		client := c.dyn.Resource(gvr).Namespace(ns)

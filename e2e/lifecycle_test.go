@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // unpullableImage is an image kwok's pod-image-pull-backoff stage (hack/kwok-stages.yaml) reports
@@ -51,11 +53,11 @@ func lifecycleChallenge(name, image, timeout string) *unstructured.Unstructured 
 func TestLifecycle(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	ns := c.createNamespace(testContext(t), t, "life", podSecurityRestricted)
+	ns := c.createNamespace(e2eutil.TestContext(t), t, "life", podSecurityRestricted)
 
 	t.Run("ExpiredAtExpiresAt", func(t *testing.T) {
 		t.Parallel()
-		ctx := testContext(t)
+		ctx := e2eutil.TestContext(t)
 		// 12s: long enough to reach Running first, short enough to wait for.
 		w, chal := startChallenge(ctx, t, c, ns, lifecycleChallenge("expires", "ghcr.io/example/pwn:1.0", "12s"))
 		running := w.phase(t, 30*time.Second, "Running")
@@ -78,7 +80,7 @@ func TestLifecycle(t *testing.T) {
 		if late > 3*time.Second {
 			t.Errorf("Expired %s after status.expiresAt, want within 3s", late.Round(time.Millisecond))
 		}
-		waitFor(ctx, t, 15*time.Second, "the expired instance's children to be deleted", func() (bool, error) {
+		e2eutil.WaitFor(ctx, t, 15*time.Second, "the expired instance's children to be deleted", func() (bool, error) {
 			return len(childrenOf(ctx, t, c, ns, chal.GetUID())) == 0, nil
 		})
 		// The record stays, and stays Expired, over more than a resync period.
@@ -94,7 +96,7 @@ func TestLifecycle(t *testing.T) {
 
 	t.Run("ImagePullBackOff", func(t *testing.T) {
 		t.Parallel()
-		ctx := testContext(t)
+		ctx := e2eutil.TestContext(t)
 		w, _ := startChallenge(ctx, t, c, ns, lifecycleChallenge("bad-image", unpullableImage, ""))
 		failed := w.phase(t, 60*time.Second, "Error")
 		if failed.reason != "ImagePullBackOff" {
@@ -109,7 +111,7 @@ func TestLifecycle(t *testing.T) {
 
 	t.Run("DefinitionDeletedAndRestored", func(t *testing.T) {
 		t.Parallel()
-		ctx := testContext(t)
+		ctx := e2eutil.TestContext(t)
 		// A ChallengeDefinition by reference (related through the customize hook) with a dynamic
 		// flag (a Secret child).
 		def := lifecycleChallenge("pwn-def", "ghcr.io/example/pwn:1.0", "")
@@ -150,7 +152,7 @@ func TestLifecycle(t *testing.T) {
 
 	t.Run("DeleteFinalizes", func(t *testing.T) {
 		t.Parallel()
-		ctx := testContext(t)
+		ctx := e2eutil.TestContext(t)
 		w, created := startChallenge(ctx, t, c, ns, lifecycleChallenge("deleted", "ghcr.io/example/pwn:1.0", ""))
 		w.phase(t, 60*time.Second, "Running")
 		if finalizers := mustGetChallenge(ctx, t, c, ns, created.GetName()).GetFinalizers(); len(finalizers) != 1 || finalizers[0] != shared.finalizer() {
@@ -161,7 +163,7 @@ func TestLifecycle(t *testing.T) {
 		}
 		w.phase(t, 30*time.Second, "Terminating")
 		w.gone(t, 60*time.Second)
-		waitFor(ctx, t, 15*time.Second, "every child to be gone", func() (bool, error) {
+		e2eutil.WaitFor(ctx, t, 15*time.Second, "every child to be gone", func() (bool, error) {
 			return len(childrenOf(ctx, t, c, ns, created.GetUID())) == 0, nil
 		})
 	})
@@ -172,7 +174,7 @@ func TestLifecycle(t *testing.T) {
 // It stops the hook every test shares, so it is not parallel: Go runs it before the parallel tests.
 func TestHookDown(t *testing.T) {
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	ns := c.createNamespace(ctx, t, "hook-down", podSecurityRestricted)
 	w, running := startChallenge(ctx, t, c, ns, lifecycleChallenge("survivor", "ghcr.io/example/pwn:1.0", ""))
 	w.phase(t, 60*time.Second, "Running")
@@ -180,7 +182,7 @@ func TestHookDown(t *testing.T) {
 
 	shared.hook.stop(syscall.SIGKILL)
 	t.Cleanup(func() {
-		if shared.hook.cmd == nil { // the test failed before restarting it: the next tests need it
+		if shared.hook.proc == nil { // the test failed before restarting it: the next tests need it
 			if err := shared.hook.start(); err != nil {
 				t.Errorf("restart the hook: %v", err)
 			}
@@ -189,7 +191,7 @@ func TestHookDown(t *testing.T) {
 	downAt := time.Now()
 	wNew, created := startChallenge(ctx, t, c, ns, lifecycleChallenge("newcomer", "ghcr.io/example/pwn:1.0", ""))
 	// Metacontroller tried: its failed sync is a SyncError event on the new Challenge.
-	waitFor(ctx, t, 30*time.Second, "a SyncError event on the Challenge created while the hook is down", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "a SyncError event on the Challenge created while the hook is down", func() (bool, error) {
 		events, err := c.dyn.Resource(eventGVR).Namespace(ns).List(ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.name=" + created.GetName() + ",reason=SyncError",
 		})

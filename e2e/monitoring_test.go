@@ -21,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // The monitoring component (manifests/components/monitoring) and what hack/monitoring's test
@@ -74,7 +76,7 @@ func configuredPhases(t *testing.T) []string {
 func TestMonitoring(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	ns := c.createNamespace(ctx, t, "monitoring", podSecurityRestricted)
 	ksm := startKubeStateMetrics(t)
 	phases := configuredPhases(t)
@@ -112,7 +114,7 @@ func TestMonitoring(t *testing.T) {
 
 	// What kube-state-metrics must serve for each Challenge, from the Challenge as stored now (a
 	// status may still change, e.g. ErrImagePull to ImagePullBackOff: both are read again).
-	waitFor(ctx, t, 30*time.Second, "kube-state-metrics to serve every Challenge's series", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "kube-state-metrics to serve every Challenge's series", func() (bool, error) {
 		var want []expectedSample
 		for _, in := range instances {
 			want = append(want, challengeSamples(t, mustGetChallenge(ctx, t, c, ns, in.chal.GetName()), phases)...)
@@ -274,28 +276,21 @@ func startKubeStateMetrics(t *testing.T) string {
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	dieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start kube-state-metrics: %v", err)
+	proc, err := e2eutil.Start(cmd)
+	if err != nil {
+		t.Fatalf("kube-state-metrics: %v", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		proc.Stop(syscall.SIGTERM, 10*time.Second)
 		if t.Failed() {
 			t.Logf("kube-state-metrics log (last 4 KiB):\n%s", tail(logs.String(), 4096))
 		}
 	})
 	url := "http://" + metricsAddr + "/metrics"
-	waitFor(testContext(t), t, 30*time.Second, "kube-state-metrics to serve "+url, func() (bool, error) {
+	e2eutil.WaitFor(e2eutil.TestContext(t), t, 30*time.Second, "kube-state-metrics to serve "+url, func() (bool, error) {
 		select {
-		case err := <-exited:
-			return false, fmt.Errorf("kube-state-metrics exited: %v\n%s", err, logs.String())
+		case <-proc.Exited():
+			return false, fmt.Errorf("kube-state-metrics exited: %v\n%s", proc.Err(), logs.String())
 		default:
 		}
 		_, err := scrape(context.Background(), url)
@@ -517,7 +512,7 @@ func parseSample(line string) (metricSample, error) {
 func TestMonitoringComponentAdmitted(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	ns := c.createNamespace(ctx, t, "monitoring-install", podSecurityRestricted)
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	kinds := map[string]int{}

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 var ingressGVR = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
@@ -46,7 +48,7 @@ func TestCollidingNamesRouteOnlyToTheirOwn(t *testing.T) {
 	for _, order := range [][]string{{"a", "a-web"}, {"a-web", "a"}} {
 		t.Run(strings.Join(order, "-then-"), func(t *testing.T) {
 			t.Parallel()
-			ctx := testContext(t)
+			ctx := e2eutil.TestContext(t)
 			ns := c.createNamespace(ctx, t, "names-"+order[0], podSecurityRestricted)
 			watches := map[string]*challengeWatch{}
 			for _, name := range order {

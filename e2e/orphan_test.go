@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // deletionPolicyFile is the ValidatingAdmissionPolicy (and its binding) that refuses the deletions
@@ -31,7 +33,7 @@ const namespaceFile = "manifests/namespace.yaml"
 func TestOrphanDeletionRefused(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	applyDeletionPolicy(ctx, t, c)
 	ns := c.createNamespace(ctx, t, "orphan", podSecurityRestricted)
 	w, chal := startChallenge(ctx, t, c, ns, lifecycleChallenge("orphan", "ghcr.io/example/pwn:1.0", ""))
@@ -41,7 +43,7 @@ func TestOrphanDeletionRefused(t *testing.T) {
 	// The policy is in force once the API server's admission has loaded it: a dry-run orphan
 	// delete is refused.
 	orphan := metav1.DeletePropagationOrphan
-	waitFor(ctx, t, 30*time.Second, "the deletion policy to refuse a dry-run orphan delete", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "the deletion policy to refuse a dry-run orphan delete", func() (bool, error) {
 		err := challenges.Delete(ctx, chal.GetName(), metav1.DeleteOptions{PropagationPolicy: &orphan, DryRun: []string{metav1.DryRunAll}})
 		return apierrors.IsInvalid(err), nil
 	})
@@ -96,7 +98,7 @@ func TestOrphanDeletionRefused(t *testing.T) {
 	kubectl(ctx, t, "delete", "--wait=false", "-n", ns, name)
 	w.phase(t, 30*time.Second, "Terminating")
 	w.gone(t, 60*time.Second)
-	waitFor(ctx, t, 30*time.Second, "every child of the deleted instance to be gone", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "every child of the deleted instance to be gone", func() (bool, error) {
 		return len(childrenOf(ctx, t, c, ns, chal.GetUID())) == 0, nil
 	})
 }
@@ -132,7 +134,7 @@ func applyAdmissionPolicy(ctx context.Context, t *testing.T, c *cluster, file st
 			t.Fatal(err)
 		}
 		var checked *unstructured.Unstructured
-		waitFor(ctx, t, 30*time.Second, "the API server to type-check "+policy.GetName(), func() (bool, error) {
+		e2eutil.WaitFor(ctx, t, 30*time.Second, "the API server to type-check "+policy.GetName(), func() (bool, error) {
 			got, err := client.Get(ctx, policy.GetName(), metav1.GetOptions{})
 			if err != nil {
 				return false, err

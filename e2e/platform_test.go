@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 var secretGVR = podGVR.GroupVersion().WithResource("secrets")
@@ -44,7 +46,7 @@ const (
 func TestPlatform(t *testing.T) {
 	t.Parallel()
 	admin := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	ns := admin.createNamespace(ctx, t, "platform", podSecurityRestricted)
 	platform := platformCluster(ctx, t, admin, ns)
 
@@ -123,7 +125,7 @@ func TestPlatform(t *testing.T) {
 	if got := statusTime(t, stopped.obj, "expiresAt"); !got.Equal(expiresAt) {
 		t.Errorf("Stopped with expiresAt %s, want %s (the lifetime keeps running)", got.Format(time.RFC3339), expiresAt.Format(time.RFC3339))
 	}
-	waitFor(ctx, t, 30*time.Second, "the stopped instance's Pod to be gone", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "the stopped instance's Pod to be gone", func() (bool, error) {
 		return len(ofResource(childrenOf(ctx, t, admin, ns, chal.GetUID()), "pods")) == 0, nil
 	})
 	if kept := oneChild(ctx, t, admin, ns, chal.GetUID(), "services"); kept.GetUID() != service.GetUID() {
@@ -158,7 +160,7 @@ func TestPlatform(t *testing.T) {
 	if got := statusString(expired.obj, "instanceId"); got != id {
 		t.Errorf("Expired with instance id %q, want %q", got, id)
 	}
-	waitFor(ctx, t, 30*time.Second, "the expired instance's children to be gone", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "the expired instance's children to be gone", func() (bool, error) {
 		return len(childrenOf(ctx, t, admin, ns, chal.GetUID())) == 0, nil
 	})
 
@@ -192,7 +194,7 @@ func TestPlatform(t *testing.T) {
 	otherW.phase(t, 30*time.Second, "Terminating")
 	otherW.gone(t, 60*time.Second)
 	w.gone(t, 60*time.Second)
-	waitFor(ctx, t, 30*time.Second, "the deleted instance's children to be gone", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "the deleted instance's children to be gone", func() (bool, error) {
 		return len(childrenOf(ctx, t, admin, ns, other.GetUID())) == 0, nil
 	})
 	t.Logf("phases of the played instance: %v", w.phases())
@@ -259,7 +261,7 @@ func platformCluster(ctx context.Context, t *testing.T, admin *cluster, ns strin
 	}
 	platform := &cluster{dyn: dyn, mapper: admin.mapper, root: admin.root}
 	// The RBAC authorizer learns of the new binding through its informers.
-	waitFor(ctx, t, 15*time.Second, "the platform's RoleBinding to take effect", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 15*time.Second, "the platform's RoleBinding to take effect", func() (bool, error) {
 		_, err := dyn.Resource(chalGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 		return err == nil, err
 	})
@@ -318,7 +320,7 @@ func oneChild(ctx context.Context, t *testing.T, c *cluster, ns string, parentUI
 func onePod(ctx context.Context, t *testing.T, c *cluster, ns string, parentUID types.UID) *unstructured.Unstructured {
 	t.Helper()
 	var pod *unstructured.Unstructured
-	waitFor(ctx, t, 30*time.Second, "exactly one live Pod", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "exactly one live Pod", func() (bool, error) {
 		pods := ofResource(childrenOf(ctx, t, c, ns, parentUID), "pods")
 		if len(pods) != 1 || pods[0].GetDeletionTimestamp() != nil {
 			return false, nil
@@ -406,7 +408,7 @@ func flagVerifier(t *testing.T) *tokenHook {
 		{"POST /sync on the verification listener", h.verifyURL, "/sync", hookToken, http.StatusNotFound},
 		{"POST /flags/verify on the suite's hook, which has no verification token", "http://" + shared.hook.addr, "/flags/verify", verifyToken, http.StatusNotFound},
 	} {
-		if _, status := h.request(testContext(t), t, tc.baseURL, tc.path, tc.token, "ctf/any", "team-7", "CTF{00}"); status != tc.want {
+		if _, status := h.request(e2eutil.TestContext(t), t, tc.baseURL, tc.path, tc.token, "ctf/any", "team-7", "CTF{00}"); status != tc.want {
 			t.Errorf("%s: HTTP %d, want %d", tc.what, status, tc.want)
 		}
 	}

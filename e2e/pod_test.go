@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // definitionChallenge creates a ChallengeDefinition running image and a Challenge referring to it,
@@ -70,7 +72,7 @@ func withoutWorkloads(children map[string]*unstructured.Unstructured) map[string
 func TestPodRecreatedOnlyWhenChanged(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	changedNS := c.createNamespace(ctx, t, "recreate-changed", podSecurityRestricted)
 	unchangedNS := c.createNamespace(ctx, t, "recreate-unchanged", podSecurityRestricted)
 	wChanged, changed := definitionChallenge(ctx, t, c, changedNS, "changed", "ghcr.io/example/pwn:1.0")
@@ -103,7 +105,7 @@ func TestPodRecreatedOnlyWhenChanged(t *testing.T) {
 		t.Fatalf("change the definition's image: %v", err)
 	}
 	var newPod *unstructured.Unstructured
-	waitFor(ctx, t, 60*time.Second, "a new Pod with the new image", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 60*time.Second, "a new Pod with the new image", func() (bool, error) {
 		workloads := workloadsOf(childrenOf(ctx, t, c, changedNS, changed.GetUID()))
 		if len(workloads) == 1 && workloads[0].GetUID() != oldPod.GetUID() && containerImage(workloads[0]) == newImage {
 			newPod = workloads[0]
@@ -141,7 +143,7 @@ func TestPodRecreatedOnlyWhenChanged(t *testing.T) {
 func TestFailedPodReplaced(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	ns := c.createNamespace(ctx, t, "evicted", podSecurityRestricted)
 	w, chal := startChallenge(ctx, t, c, ns, lifecycleChallenge("evicted", "ghcr.io/example/pwn:1.0", ""))
 	w.phase(t, 60*time.Second, "Running")
@@ -175,7 +177,7 @@ func TestFailedPodReplaced(t *testing.T) {
 	})
 	t.Logf("after the eviction: %s", creating)
 	var fresh *unstructured.Unstructured
-	waitFor(ctx, t, 60*time.Second, "a fresh Pod in place of the failed one", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 60*time.Second, "a fresh Pod in place of the failed one", func() (bool, error) {
 		workloads := workloadsOf(childrenOf(ctx, t, c, ns, chal.GetUID()))
 		if len(workloads) == 1 && workloads[0].GetUID() != old.GetUID() {
 			fresh = workloads[0]

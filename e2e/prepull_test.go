@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 var daemonSetGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
@@ -35,7 +37,7 @@ const (
 // NetworkPolicy; a changed image updates the DaemonSet; spec.prePull: false removes both, and
 // removing it brings them back; deleting the definition removes them (garbage collection).
 func TestPrePull(t *testing.T) {
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	c := newCluster(t)
 	ns := c.createNamespace(ctx, t, "prepull", "restricted")
 	hook := startHook(t, c.root, "--flag-key-file=testdata/flag.key", "--prepull-image="+prePullHookImage, "--definition-namespaces="+ns)
@@ -57,14 +59,14 @@ func TestPrePull(t *testing.T) {
 	start := time.Now()
 	waitForPrePull(ctx, t, daemonSets, name, []string{webImage, "registry.ctf.example/bot:1"})
 	t.Logf("DaemonSet %s declared %v after the definition's creation", name, time.Since(start).Round(time.Millisecond))
-	waitFor(ctx, t, 30*time.Second, "NetworkPolicy "+name, func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "NetworkPolicy "+name, func() (bool, error) {
 		_, err := policies.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
 		return err == nil, err
 	})
-	waitFor(ctx, t, 60*time.Second, "a pre-pull Pod on the kwok node", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 60*time.Second, "a pre-pull Pod on the kwok node", func() (bool, error) {
 		pods, err := c.dyn.Resource(podGVR).Namespace(ns).List(ctx, metav1.ListOptions{
 			LabelSelector: "app.kubernetes.io/component=prepull,ctf.challenge-hook.dev/definition=web"})
 		if err != nil {
@@ -79,7 +81,7 @@ func TestPrePull(t *testing.T) {
 		return false, nil
 	})
 	waitForState(ctx, t, defs, "web", "PrePulling")
-	waitFor(ctx, t, 60*time.Second, "DaemonSet "+name+" ready on the kwok node", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 60*time.Second, "DaemonSet "+name+" ready on the kwok node", func() (bool, error) {
 		ds, err := daemonSets.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -145,7 +147,7 @@ func applyPrePullComponent(ctx context.Context, t *testing.T, c *cluster, hookBa
 // installed by an init container from the hook image.
 func waitForPrePull(ctx context.Context, t *testing.T, daemonSets dynamic.ResourceInterface, name string, images []string) {
 	t.Helper()
-	waitFor(ctx, t, 60*time.Second, fmt.Sprintf("DaemonSet %s pulling %v", name, images), func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 60*time.Second, fmt.Sprintf("DaemonSet %s pulling %v", name, images), func() (bool, error) {
 		ds, err := daemonSets.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -209,7 +211,7 @@ func podImages(pod unstructured.Unstructured) string {
 
 func waitForGone(ctx context.Context, t *testing.T, client dynamic.ResourceInterface, name string) {
 	t.Helper()
-	waitFor(ctx, t, 60*time.Second, name+" deleted", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 60*time.Second, name+" deleted", func() (bool, error) {
 		_, err := client.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -220,7 +222,7 @@ func waitForGone(ctx context.Context, t *testing.T, client dynamic.ResourceInter
 
 func waitForState(ctx context.Context, t *testing.T, defs dynamic.ResourceInterface, name, state string) {
 	t.Helper()
-	waitFor(ctx, t, 30*time.Second, fmt.Sprintf("definition %s pre-pull state %s", name, state), func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, fmt.Sprintf("definition %s pre-pull state %s", name, state), func() (bool, error) {
 		def, err := defs.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -234,7 +236,7 @@ func waitForState(ctx context.Context, t *testing.T, defs dynamic.ResourceInterf
 // status).
 func updateDefinition(ctx context.Context, t *testing.T, defs dynamic.ResourceInterface, name string, change func(spec map[string]any)) {
 	t.Helper()
-	waitFor(ctx, t, 10*time.Second, "update definition "+name, func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 10*time.Second, "update definition "+name, func() (bool, error) {
 		def, err := defs.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -257,7 +259,7 @@ func updateDefinition(ctx context.Context, t *testing.T, defs dynamic.ResourceIn
 // nothing, and joined's pods a-b/c and a/b-c make a valid DaemonSet whose Pod runs on the node;
 // deleting web frees its share and late gets its DaemonSet.
 func TestPrePullTrust(t *testing.T) {
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	c := newCluster(t)
 	event := c.createNamespace(ctx, t, "prepull-event", "restricted")
 	tenant := c.createNamespace(ctx, t, "prepull-tenant", "restricted")
@@ -306,7 +308,7 @@ func TestPrePullTrust(t *testing.T) {
 	}
 
 	daemonSets := c.dyn.Resource(daemonSetGVR).Namespace(event)
-	waitFor(ctx, t, 60*time.Second, "a pre-pull Pod of joined on the kwok node", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 60*time.Second, "a pre-pull Pod of joined on the kwok node", func() (bool, error) {
 		pods, err := c.dyn.Resource(podGVR).Namespace(event).List(ctx, metav1.ListOptions{
 			LabelSelector: "app.kubernetes.io/component=prepull,ctf.challenge-hook.dev/definition=joined"})
 		if err != nil {

@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // TestScale is `make bench-cluster` (hack/bench-cluster.sh), never part of `make e2e`: it creates
@@ -41,7 +43,7 @@ func TestScale(t *testing.T) {
 		t.Fatal("BENCH_AUDIT_LOG and BENCH_PIDS_DIR are not set: run `make bench-cluster`")
 	}
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	ns := c.createNamespace(ctx, t, "scale", podSecurityRestricted)
 
 	var def, chal *unstructured.Unstructured
@@ -62,7 +64,7 @@ func TestScale(t *testing.T) {
 		registerShards(ctx, t, c)
 	}
 
-	cpu := newCPUMeter(t, pidsDir, shared.hook.cmd.Process.Pid)
+	cpu := newCPUMeter(t, pidsDir, shared.hook.proc.Pid())
 	hookSyncs0 := hookSyncs(t)
 	start := time.Now()
 	created := createChallenges(ctx, t, c, ns, chal, n, shards)

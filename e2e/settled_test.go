@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // instanceLabel is the label the hook puts on every child (sync.LabelInstance).
@@ -36,7 +38,7 @@ type runningInstance struct {
 func TestInstancesRunAndSettle(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	var mu sync.Mutex
 	var instances []runningInstance
 	ran := func(t *testing.T, ns string, parent *unstructured.Unstructured) {
@@ -166,7 +168,7 @@ func TestInstancesRunAndSettle(t *testing.T) {
 	if _, err := c.dyn.Resource(serviceGVR).Namespace(tampered.ns).Patch(ctx, service.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("edit Service: %v", err)
 	}
-	waitFor(ctx, t, shared.resync+10*time.Second, "Metacontroller to restore the edited Service's label", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, shared.resync+10*time.Second, "Metacontroller to restore the edited Service's label", func() (bool, error) {
 		svc, err := c.dyn.Resource(serviceGVR).Namespace(tampered.ns).Get(ctx, service.GetName(), metav1.GetOptions{})
 		return err == nil && svc.GetLabels()[instanceLabel] == want, err
 	})
@@ -194,7 +196,7 @@ func snapshot(ctx context.Context, t *testing.T, c *cluster, instances []running
 func provideLoadBalancers(ctx context.Context, t *testing.T, c *cluster, ns string, parentUID types.UID) {
 	t.Helper()
 	var names []string
-	waitFor(ctx, t, 30*time.Second, "the instance's Service", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "the instance's Service", func() (bool, error) {
 		names = nil
 		services := ofResource(childrenOf(ctx, t, c, ns, parentUID), "services")
 		for _, svc := range services {

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // shardPolicyFile is the sharding component's ValidatingAdmissionPolicy (and its binding): a
@@ -28,7 +30,7 @@ const shardLabel = "ctf.challenge-hook.dev/shard"
 func TestShardLabelFixedAtCreation(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	ns := c.createNamespace(ctx, t, "shard", podSecurityRestricted)
 	const bindingName = "challenge-hook-shard-e2e"
 	applyAdmissionPolicy(ctx, t, c, shardPolicyFile, func(obj *unstructured.Unstructured) {
@@ -56,7 +58,7 @@ func TestShardLabelFixedAtCreation(t *testing.T) {
 	}
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	// In force once the API server's admission has loaded the binding.
-	waitFor(ctx, t, 30*time.Second, "the shard policy to refuse shard 2", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "the shard policy to refuse shard 2", func() (bool, error) {
 		_, err := challenges.Create(ctx, withShard("shard-2", "2"), dryRun)
 		return apierrors.IsInvalid(err), nil
 	})

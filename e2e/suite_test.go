@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // publicHost is what the suite's hook reports as the host of NodePort endpoints.
@@ -253,7 +255,7 @@ func (s *suite) probe(ctx context.Context, c *cluster) error {
 	if _, err := c.dyn.Resource(chalGVR).Namespace(created.GetName()).Create(ctx, chal, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create probe Challenge: %w", err)
 	}
-	return waitUntil(ctx, 90*time.Second, "Metacontroller to sync a probe Challenge (see .cache/e2e/logs/metacontroller.log)", func() (bool, error) {
+	return e2eutil.WaitUntil(ctx, 90*time.Second, "Metacontroller to sync a probe Challenge (see .cache/e2e/logs/metacontroller.log)", func() (bool, error) {
 		obj, err := c.dyn.Resource(chalGVR).Namespace(created.GetName()).Get(ctx, "probe", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, err

@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // hookDeploymentFile is the shipped hook Deployment, whose trust flags the suite's hook runs with.
@@ -76,7 +78,7 @@ func shippedTrustFlags(root string) ([]string, error) {
 // so it is not parallel: Go runs it before the parallel tests.
 func TestDefinitionOfAnotherNamespace(t *testing.T) {
 	c := newCluster(t)
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	shipped, err := shippedTrustFlags(c.root)
 	if err != nil {
 		t.Fatal(err)

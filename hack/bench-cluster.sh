@@ -20,16 +20,11 @@
 # Runs alone: take the lock the e2e tests take (flock /tmp/e2e.lock make bench-cluster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
-GO=${GO:-go}
-K8S=${K8S:-1.36.3}
-export K8S_BINS_DIR=${K8S_BINS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/k8s-bins/v$K8S}
+source hack/lib.sh
+run_defaults bench-cluster
 RUN=${BENCH_RUN:-$ROOT/.cache/bench-cluster}
-log() { echo "[bench-cluster $(date +%T)] $*" >&2; }
 
 bash hack/build-k8s-bins.sh
-export METACONTROLLER_VERSION=${METACONTROLLER_VERSION:-4.17.2}
-export MC_DIR=${METACONTROLLER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/metacontroller/v$METACONTROLLER_VERSION}
 METACONTROLLER_DIR=$MC_DIR bash hack/build-metacontroller.sh
 CGO_ENABLED=0 $GO build -o bin/challenge-hook ./cmd/challenge-hook
 mkdir -p "$RUN"

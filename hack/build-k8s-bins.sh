@@ -11,7 +11,7 @@
 #   KWOK_VER      kwok version; empty skips kwok
 #   K8S_BINS_DIR  output directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/k8s-bins/v$K8S)
 set -euo pipefail
-source "$(dirname "$0")/k8s-wrapper.sh"
+source "$(dirname "$0")/lib.sh"
 K8S=${K8S:-1.36.3}
 ETCD_VER=${ETCD_VER:-v3.6.16}
 KWOK_VER=${KWOK_VER-v0.8.0}
@@ -42,30 +42,11 @@ printf 'module local/etcdbin\n\ngo 1.24.0\n\nrequire go.etcd.io/etcd/server/v3 %
 (cd "$W/etcd" && timed go mod tidy && timed go build $TRIMPATH -ldflags "-s -w" -o "$OUT/etcd" .)
 
 # ---------------------------------------------------------------- kubernetes
-# The wrapper module (hack/k8s-wrapper.sh) builds the same commands as k8s.io/kubernetes's own.
+# The wrapper module (hack/lib.sh) builds the same commands as k8s.io/kubernetes's own.
 write_k8s_wrapper_gomod "$K8S" > "$W/k8s/go.mod"
-write_main() { # DIR IMPORT CONSTRUCTOR
-  mkdir -p "$W/k8s/cmd/$1"
-  cat > "$W/k8s/cmd/$1/main.go" <<EOF
-package main
-
-import (
-	"os"
-	_ "time/tzdata"
-
-	"k8s.io/component-base/cli"
-	_ "k8s.io/component-base/logs/json/register"
-	_ "k8s.io/component-base/metrics/prometheus/clientgo"
-	_ "k8s.io/component-base/metrics/prometheus/version"
-	"$2"
-)
-
-func main() { os.Exit(cli.Run(app.$3())) }
-EOF
-}
-write_main kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver/app NewAPIServerCommand
-write_main kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager/app NewControllerManagerCommand
-write_main kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler/app NewSchedulerCommand
+write_k8s_main "$W/k8s" kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver/app 'NewAPIServerCommand()'
+write_k8s_main "$W/k8s" kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager/app 'NewControllerManagerCommand()'
+write_k8s_main "$W/k8s" kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler/app 'NewSchedulerCommand()'
 mkdir -p "$W/k8s/cmd/kubectl"
 cat > "$W/k8s/cmd/kubectl/main.go" <<'EOF'
 package main
@@ -87,12 +68,7 @@ func main() {
 	}
 }
 EOF
-# Without these the binaries report v0.0.0-master and kubectl warns about version skew.
-LDF="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  LDF="$LDF -X $pkg.gitVersion=v$K8S -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(cut -d. -f2 <<<"$K8S") -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
-(cd "$W/k8s" && timed go mod tidy && timed go build $TRIMPATH -ldflags "$LDF" -o "$OUT/" ./cmd/...)
+(cd "$W/k8s" && timed go mod tidy && timed go build $TRIMPATH -ldflags "$(k8s_version_ldflags "$K8S")" -o "$OUT/" ./cmd/...)
 mkdir -p "$OUT/src" && cp -r "$W/k8s" "$OUT/src/k8s" && cp -r "$W/etcd" "$OUT/src/etcd"
 
 # ---------------------------------------------------------------- kwok (fake nodes and kubelets)

@@ -15,7 +15,7 @@
 #   KNP_DIR            default ${XDG_CACHE_HOME:-$HOME/.cache}/kube-network-policies/$KNP_VER-<patch level>
 #   PARTS              "k8s knp" (default both)
 set -euo pipefail
-source "$(dirname "$0")/k8s-wrapper.sh"
+source "$(dirname "$0")/lib.sh"
 K8S=${K8S:-1.36.3}
 KNP_VER=${KNP_VER-v0.7.0}
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}
@@ -41,36 +41,10 @@ if [[ " $PARTS " == *" k8s "* && ( ! -x $OUT/kubelet || ! -x $OUT/kube-proxy ) ]
   else
     write_k8s_wrapper_gomod "$K8S" > "$W/k8s/go.mod"
   fi
-  write_main() { # DIR IMPORT CONSTRUCTOR
-    mkdir -p "$W/k8s/cmd/$1"
-    cat > "$W/k8s/cmd/$1/main.go" <<EOF
-package main
-
-import (
-	"context"
-	"os"
-	_ "time/tzdata"
-
-	"k8s.io/component-base/cli"
-	_ "k8s.io/component-base/logs/json/register"
-	_ "k8s.io/component-base/metrics/prometheus/clientgo"
-	_ "k8s.io/component-base/metrics/prometheus/version"
-	"$2"
-)
-
-var _ = context.Background
-
-func main() { os.Exit(cli.Run(app.$3)) }
-EOF
-  }
-  write_main kubelet k8s.io/kubernetes/cmd/kubelet/app 'NewKubeletCommand(context.Background())'
-  write_main kube-proxy k8s.io/kubernetes/cmd/kube-proxy/app 'NewProxyCommand()'
-  LDF="-s -w"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    LDF="$LDF -X $pkg.gitVersion=v$K8S -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(cut -d. -f2 <<<"$K8S") -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  done
+  write_k8s_main "$W/k8s" kubelet k8s.io/kubernetes/cmd/kubelet/app 'NewKubeletCommand(context.Background())'
+  write_k8s_main "$W/k8s" kube-proxy k8s.io/kubernetes/cmd/kube-proxy/app 'NewProxyCommand()'
   mkdir -p "$OUT"
-  (cd "$W/k8s" && timed go mod tidy && timed go build $TRIMPATH -ldflags "$LDF" -o "$W/out/" ./cmd/kubelet ./cmd/kube-proxy)
+  (cd "$W/k8s" && timed go mod tidy && timed go build $TRIMPATH -ldflags "$(k8s_version_ldflags "$K8S")" -o "$W/out/" ./cmd/kubelet ./cmd/kube-proxy)
   mv "$W/out/kubelet" "$W/out/kube-proxy" "$OUT/"
 fi
 

@@ -15,16 +15,11 @@
 # METACONTROLLER_SOURCE (see hack/build-metacontroller.sh), NODE_ROOT (state, default .cache/e2e-node).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
-GO=${GO:-go}
-K8S=${K8S:-1.36.3}
-CACHE=${XDG_CACHE_HOME:-$HOME/.cache}
-export K8S K8S_BINS_DIR=${K8S_BINS_DIR:-$CACHE/k8s-bins/v$K8S}
+source hack/lib.sh
+run_defaults e2e-node
 export K8S_NODE_BINS_DIR=${K8S_NODE_BINS_DIR:-$CACHE/k8s-node-bins/v$K8S}
 export KNP_VER=${KNP_VER:-v0.7.0}
 KNP_BIN=$(bash hack/build-node-bins.sh --knp-bin); export KNP_BIN
-export METACONTROLLER_VERSION=${METACONTROLLER_VERSION:-4.17.2}
-export MC_DIR=${METACONTROLLER_DIR:-$CACHE/metacontroller/v$METACONTROLLER_VERSION}
 export NODE_ROOT=${NODE_ROOT:-$ROOT/.cache/e2e-node}
 export IMAGES_DIR=$NODE_ROOT/images
 export NODE_IP=${NODE_IP:-172.30.255.1} POD_CIDR=${POD_CIDR:-10.244.0.0/16} SERVICE_CIDR=${SERVICE_CIDR:-10.96.0.0/16}
@@ -32,15 +27,13 @@ export KUBELET_PORT=${KUBELET_PORT:-25250}
 HOOK_ADDR=${E2E_NODE_HOOK_ADDR:-127.0.0.1:25080}
 start=$SECONDS
 phase_start=$SECONDS
-log() { echo "[e2e-node $(date +%T)] $*" >&2; }
 phase() { log "PHASE $1: $((SECONDS - phase_start))s"; phase_start=$SECONDS; }
 
 [[ $(id -u) == 0 ]] || { log "needs root (network namespaces, iptables, mounts)"; exit 1; }
 [[ $(uname -s) == Linux ]] || { log "needs Linux"; exit 1; }
 # One real node per machine at a time (its bridge, veth, routes and iptables chains are the
 # machine's): a second run waits here. make e2e's kwok plane needs no such lock and runs beside it.
-exec 9> "${TMPDIR:-/tmp}/challenge-hook-e2e-node.lock"
-if ! flock -n 9; then log "another make e2e-node runs on this machine: waiting for it"; flock 9; fi
+take_lock "${TMPDIR:-/tmp}/challenge-hook-e2e-node.lock" "make e2e-node"
 
 # ---------------------------------------------------------------- 1. packages
 # containerd + runc from Debian; iptables/nftables/conntrack/ipset for kube-proxy and the policy
@@ -74,10 +67,7 @@ down() {
   log "PHASE teardown: $((SECONDS - t))s"
   if ! bash hack/node.sh leftovers; then log "LEFTOVERS after teardown (see above)"; [[ $status == 0 ]] && status=1; fi
   if [[ $status != 0 || ${E2E_KEEP_LOGS:-0} == 1 ]]; then
-    for f in "$NODE_ROOT"/logs/*.log "$NODE_ROOT"/cluster/logs/*.log; do
-      [[ -f $f ]] || continue
-      echo "----- tail of $f" >&2; tail -n 20 "$f" >&2
-    done
+    tail_logs 20 "$NODE_ROOT"/logs/*.log "$NODE_ROOT"/cluster/logs/*.log
   fi
   log "done in $((SECONDS - start))s, exit status $status"
   exit $status
@@ -90,18 +80,13 @@ bash hack/node.sh up 9>&-   # the lock stays with this script, not with the node
 phase node-up
 
 # ---------------------------------------------------------------- 4. tests
-# In the background, so that an interrupted run stops the tests (and the hook they started)
-# before the EXIT trap stops the node.
+# In the background (await_tests): an interrupted run stops the tests before the EXIT trap stops
+# the node.
 (cd e2e/node && exec env KUBECONFIG="$NODE_ROOT/cluster/kubeconfig" E2E_REPO_ROOT="$ROOT" \
   E2E_NODE_HOOK_BIN="$HOOK_BIN" E2E_NODE_HOOK_ADDR="$HOOK_ADDR" E2E_NODE_RESYNC_SECONDS="${E2E_NODE_RESYNC_SECONDS:-5}" \
   E2E_NODE_IP="$NODE_IP" E2E_NODE_POD_CIDR="$POD_CIDR" E2E_NODE_SERVICE_CIDR="$SERVICE_CIDR" \
   E2E_NODE_KUBELET_PORT="$KUBELET_PORT" E2E_NODE_CTFBOX="$IMAGES_DIR/ctfbox" \
   "$NODE_ROOT/e2enode.test" -test.v -test.count=1 -test.timeout=20m ${E2E_NODE_RUN_ARGS:-}) 9>&- &
-tests=$!
-trap 'status=130; kill -TERM "$tests" 2>/dev/null; wait "$tests"; exit 130' INT TERM
-set +e
-wait "$tests"
-status=$?
-set -e
+await_tests $!
 phase tests
 exit $status

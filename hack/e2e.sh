@@ -16,22 +16,17 @@
 # -test.run=TestLifecycle), E2E_KEEP_LOGS=1 to print the component logs' tails on success too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
-GO=${GO:-go}
-K8S=${K8S:-1.36.3}
-export K8S_BINS_DIR=${K8S_BINS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/k8s-bins/v$K8S}
+source hack/lib.sh
+run_defaults e2e
 RUN=${E2E_RUN:-$ROOT/.cache/e2e}
-log() { echo "[e2e $(date +%T)] $*" >&2; }
 
 start=$SECONDS
 bash hack/build-k8s-bins.sh
 log "control-plane binaries ready in $((SECONDS - start))s ($K8S_BINS_DIR)"
-export METACONTROLLER_VERSION=${METACONTROLLER_VERSION:-4.17.2}
-export MC_DIR=${METACONTROLLER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/metacontroller/v$METACONTROLLER_VERSION}
 METACONTROLLER_DIR=$MC_DIR bash hack/build-metacontroller.sh
 log "metacontroller ready after $((SECONDS - start))s ($MC_DIR)"
 # kube-state-metrics with the monitoring component's configuration (e2e/monitoring_test.go).
-export KSM_DIR=${KSM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-state-metrics/${KSM_VERSION:-v2.18.0}}
+export KSM_DIR=${KSM_DIR:-$CACHE/kube-state-metrics/${KSM_VERSION:-v2.18.0}}
 bash hack/build-kube-state-metrics.sh
 log "kube-state-metrics ready after $((SECONDS - start))s ($KSM_DIR)"
 
@@ -53,8 +48,7 @@ mkdir -p "$RUN"
 # One e2e plane per machine at a time (its ports are fixed): a second run waits here instead of
 # failing on "address already in use". The lock stays with this script, not with the plane's
 # processes (9>&- where they start).
-exec 9> "${TMPDIR:-/tmp}/challenge-hook-e2e-plane.lock"
-if ! flock -n 9; then log "another make e2e runs on this machine: waiting for it"; flock 9; fi
+take_lock "${TMPDIR:-/tmp}/challenge-hook-e2e-plane.lock" "make e2e"
 # A previous run killed hard may have left its plane running: stop it first (by its own PIDs).
 bash hack/cluster.sh stop >/dev/null 2>&1 9>&- || true
 
@@ -67,10 +61,7 @@ stop_plane() {
     grep -m3 '^panic:' "$RUN/logs/metacontroller.log" >&2 || true
   fi
   if [[ $status != 0 || ${E2E_KEEP_LOGS:-0} == 1 ]]; then
-    for f in "$RUN"/logs/*.log; do
-      [[ -f $f ]] || continue
-      echo "----- tail of $f" >&2; tail -n 15 "$f" >&2
-    done
+    tail_logs 15 "$RUN"/logs/*.log
   fi
   log "done in $((SECONDS - start))s, exit status $status"
 }
@@ -80,9 +71,8 @@ plane=$SECONDS
 bash hack/cluster.sh start 9>&-
 log "control plane up in $((SECONDS - plane))s"
 
-# The test binary runs in the background so that an interrupted run (Ctrl-C, CI cancel) stops it
-# before the EXIT trap stops the plane; the hook processes it started die with it.
-# E2E_METACONTROLLER_KUBECONFIG is the kubeconfig hack/cluster.sh runs Metacontroller with: the
+# The test binary runs in the background (await_tests): an interrupted run stops it before the EXIT
+# trap stops the plane. E2E_METACONTROLLER_KUBECONFIG is the kubeconfig hack/cluster.sh runs Metacontroller with: the
 # tests name its user in the deletion policy's ConfigMap, as an organizer names Metacontroller's.
 $GO test -tags e2e -c -o "$RUN/e2e.test" ./e2e
 (cd e2e && exec env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" E2E_KUBECTL="$K8S_BINS_DIR/kubectl" \
@@ -90,10 +80,5 @@ $GO test -tags e2e -c -o "$RUN/e2e.test" ./e2e
   E2E_METACONTROLLER_KUBECONFIG="$RUN/kubeconfig" \
   E2E_METACONTROLLER_METRICS="127.0.0.1:$MC_METRICS_PORT" E2E_KSM_BIN="$KSM_DIR/kube-state-metrics" \
   "$RUN/e2e.test" -test.v -test.count=1 -test.timeout=15m ${E2E_RUN_ARGS:-}) 9>&- &
-tests=$!
-trap 'status=130; kill -TERM "$tests" 2>/dev/null; wait "$tests"; exit 130' INT TERM
-set +e
-wait "$tests"
-status=$?
-set -e
+await_tests $!
 exit $status

@@ -16,56 +16,70 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
-// probeControlPort is where every probe container of trioDefinition takes its targets (POST
-// /targets): not 8080 or 1337, which the challenge server beside it serves.
+// probeControlPort is where every prober container takes its targets (POST /targets): not 8080
+// or 1337, which the challenge server beside it serves.
 const probeControlPort = 9090
+
+// ctfboxServer is a pod's challenge server container, as an item of the pod's containers: the test
+// image serving HTTP on 8080 and the flag on 1337, ready once /healthz answers. flag marks it as the
+// container the instance's flag is given to.
+func ctfboxServer(flag bool) string {
+	return `
+        - name: server
+          image: local/ctfbox:v1
+          ports: [{name: http, containerPort: 8080}, {name: flag, containerPort: 1337}]
+          readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}` + flagLine(flag)
+}
+
+// ctfboxProber is a pod's prober container, as an item of the pod's containers: ctfbox probe,
+// taking its targets on probeControlPort, starting with one, self (tcp://127.0.0.1:selfPort).
+func ctfboxProber(selfPort int, flag bool) string {
+	return fmt.Sprintf(`
+        - name: probe
+          image: local/ctfbox:v1
+          command: [/ctfbox, probe, -listen=:%d, self=tcp://127.0.0.1:%d]`, probeControlPort, selfPort) + flagLine(flag)
+}
+
+// flagLine is the container field that gives it the flag, or nothing.
+func flagLine(flag bool) string {
+	if !flag {
+		return ""
+	}
+	return "\n          flag: true"
+}
 
 // trioDefinition is an instance of three pods in the shape of examples/xss-admin-bot.yaml, with
 // the test images: web (the challenge server and a prober) admits the bot on 8080, db (the server
 // and a prober) admits web on 1337, and bot (a prober only, with the flag) admits nobody. Each
 // prober starts with one target, its own Pod's port (the control that it works); the test gives
 // it the others once every address is known.
-const trioDefinition = `
+func trioDefinition() string {
+	return `
 apiVersion: ctf.challenge-hook.dev/v1alpha1
 kind: ChallengeDefinition
 metadata: {name: trio}
 spec:
   pods:
     - name: web
-      containers:
-        - name: server
-          image: local/ctfbox:v1
-          ports: [{name: http, containerPort: 8080}, {name: flag, containerPort: 1337}]
-          readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
-        - name: probe
-          image: local/ctfbox:v1
-          command: [/ctfbox, probe, -listen=:9090, self=tcp://127.0.0.1:8080]
+      containers:` + ctfboxServer(false) + ctfboxProber(8080, false) + `
       internal:
         - {port: 8080, from: [bot]}
     - name: db
-      containers:
-        - name: server
-          image: local/ctfbox:v1
-          ports: [{name: http, containerPort: 8080}, {name: flag, containerPort: 1337}]
-          readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
-        - name: probe
-          image: local/ctfbox:v1
-          command: [/ctfbox, probe, -listen=:9090, self=tcp://127.0.0.1:1337]
+      containers:` + ctfboxServer(false) + ctfboxProber(1337, false) + `
       internal:
         - {port: 1337, from: [web]}
     - name: bot
-      containers:
-        - name: probe
-          image: local/ctfbox:v1
-          command: [/ctfbox, probe, -listen=:9090, self=tcp://127.0.0.1:9090]
-          flag: true
+      containers:` + ctfboxProber(probeControlPort, true) + `
   terminationGracePeriodSeconds: 2
   timeout: 30m
   maxLifetime: 2h
   flag: {dynamic: true, prefix: CTF, env: FLAG}
 `
+}
 
 // trioPod is what a probe is aimed at: a Pod of one instance and its Service, if any.
 type trioPod struct {
@@ -82,8 +96,8 @@ type trioPod struct {
 // No pod of one instance reaches any pod of the other, by Pod IP or Service ClusterIP, even on a
 // port its own sibling of the same name may reach. Each prober's own port answers (the control).
 func TestComponents(t *testing.T) {
-	ctx := testContext(t)
-	apply(ctx, t, trioDefinition)
+	ctx := e2eutil.TestContext(t)
+	apply(ctx, t, trioDefinition())
 	instances := []string{"trio-a", "trio-b"}
 	for _, name := range instances {
 		apply(ctx, t, fmt.Sprintf(`
@@ -253,7 +267,7 @@ spec:
 		return out
 	}
 	var waiting []string
-	err := waitUntil(ctx, time.Minute, "every allowed target to answer once", func() (bool, error) {
+	err := e2eutil.WaitUntil(ctx, time.Minute, "every allowed target to answer once", func() (bool, error) {
 		time.Sleep(time.Second)
 		waiting = nil
 		for prober, c := range readAll() {
@@ -361,7 +375,7 @@ func deleteInstance(ctx context.Context, t *testing.T, name string, timeout time
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, timeout, "Challenge "+name+" and its Pods gone", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, timeout, "Challenge "+name+" and its Pods gone", func() (bool, error) {
 		_, err := getChallenge(ctx, name)
 		pods, perr := kube.CoreV1().Pods(nsCTF).List(ctx, metav1.ListOptions{})
 		if perr != nil {

@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // The test node runs no CoreDNS (it would have to be built from source, and it would forward to
@@ -35,7 +37,7 @@ var dnsTargets = []string{"svc-udp", "svc-tcp", "pod-udp", "pod-tcp"}
 // the 5 s measured from a second after they are Running. The host, as an unprivileged user, asks
 // the same server meanwhile: the control that it answers.
 func TestDNS(t *testing.T) {
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	svcIP, podIP := startStandInDNS(ctx, t)
 	probes := []string{
 		"svc-udp=dns://" + hostPort(svcIP, 53), "svc-tcp=dnstcp://" + hostPort(svcIP, 53),
@@ -194,7 +196,7 @@ func startStandInDNS(ctx context.Context, t *testing.T) (svcIP, podIP string) {
 			{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)},
 		}},
 	}
-	waitFor(ctx, t, time.Minute, "ServiceAccount default in "+dnsNamespace, func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, time.Minute, "ServiceAccount default in "+dnsNamespace, func() (bool, error) {
 		_, err := kube.CoreV1().ServiceAccounts(dnsNamespace).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
@@ -214,7 +216,7 @@ func startStandInDNS(ctx context.Context, t *testing.T) (svcIP, podIP string) {
 	t.Cleanup(func() {
 		_ = kube.CoreV1().Services(dnsNamespace).Delete(context.Background(), dnsService, metav1.DeleteOptions{})
 	})
-	waitFor(ctx, t, 2*time.Minute, "the stand-in DNS server Ready", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 2*time.Minute, "the stand-in DNS server Ready", func() (bool, error) {
 		got, err := kube.CoreV1().Pods(dnsNamespace).Get(ctx, dnsPodName, metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // inline is a Challenge with an inline template of one container.
@@ -31,7 +33,7 @@ spec:
 // TestFailureReasons: what the kubelet really reports for a broken instance reaches status as the
 // hook's reason, with a message that names the cause.
 func TestFailureReasons(t *testing.T) {
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	cases := []struct {
 		name, container string
 		reasons         []string
@@ -75,7 +77,7 @@ func TestFailureReasons(t *testing.T) {
 			defer wg.Done()
 			start := time.Now()
 			var reason, message string
-			err := waitUntil(ctx, 3*time.Minute, c.name+" Error "+strings.Join(c.reasons, " or "), func() (bool, error) {
+			err := e2eutil.WaitUntil(ctx, 3*time.Minute, c.name+" Error "+strings.Join(c.reasons, " or "), func() (bool, error) {
 				got, err := getChallenge(ctx, c.name)
 				if err != nil {
 					return false, err
@@ -107,7 +109,7 @@ func TestFailureReasons(t *testing.T) {
 // no capabilities, no privilege escalation, seccomp, read-only root filesystem, no ServiceAccount
 // token, /tmp writable and bounded (past its 64Mi the kubelet evicts the Pod), the flag as a file.
 func TestSecurityContext(t *testing.T) {
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	const name = "secctx"
 	apply(ctx, t, `
 apiVersion: ctf.challenge-hook.dev/v1alpha1
@@ -171,7 +173,7 @@ spec:
 		}
 		return
 	}
-	waitFor(ctx, t, 2*time.Minute, "the kubelet to evict the Pod for its /tmp", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 2*time.Minute, "the kubelet to evict the Pod for its /tmp", func() (bool, error) {
 		events, err := kube.CoreV1().Events(nsCTF).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(pod.UID)})
 		if err != nil {
 			return false, err

@@ -19,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // The policy gate's measurement: this many new instances, this many at once.
@@ -48,7 +50,7 @@ type gateStart struct {
 // kube-network-policies, which learns a Pod's IP from its status, lets the first attempts of most
 // starts through. It prints, per start, the answers, the gate's wait and the time to Running.
 func TestPolicyGate(t *testing.T) {
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	if gateState() == "on" {
 		gateTargetAnswersUnpolicedPods(ctx, t)
 	}
@@ -141,7 +143,7 @@ func gateTargetAnswersUnpolicedPods(ctx context.Context, t *testing.T) {
 		_ = kube.CoreV1().Pods(nsPlatform).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
 	})
 	var done *corev1.ContainerStateTerminated
-	waitFor(ctx, t, 2*time.Minute, "the control gate's end", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 2*time.Minute, "the control gate's end", func() (bool, error) {
 		p, err := kube.CoreV1().Pods(nsPlatform).Get(ctx, name, metav1.GetOptions{})
 		if err != nil || len(p.Status.ContainerStatuses) == 0 {
 			return false, nil
@@ -195,7 +197,7 @@ spec:
 	defer func() {
 		_ = dyn.Resource(chalGVR).Namespace(nsCTF).Delete(context.Background(), name, metav1.DeleteOptions{})
 	}()
-	if err := waitUntil(ctx, 3*time.Minute, name+" Running", func() (bool, error) {
+	if err := e2eutil.WaitUntil(ctx, 3*time.Minute, name+" Running", func() (bool, error) {
 		got, err := getChallenge(ctx, name)
 		if err != nil {
 			return false, err
@@ -255,7 +257,7 @@ spec:
 	if err := dyn.Resource(chalGVR).Namespace(nsCTF).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return s, err
 	}
-	return s, waitUntil(ctx, 2*time.Minute, name+" gone", func() (bool, error) {
+	return s, e2eutil.WaitUntil(ctx, 2*time.Minute, name+" gone", func() (bool, error) {
 		_, err := getChallenge(ctx, name)
 		_, perr := kube.CoreV1().Pods(nsCTF).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err) && apierrors.IsNotFound(perr), nil

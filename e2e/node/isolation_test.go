@@ -23,6 +23,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // probeResult is one line of ctfbox probe: one new connection to one target.
@@ -204,7 +206,7 @@ func TestIsolation(t *testing.T) {
 }
 
 func isolation(t *testing.T, egress bool) {
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	apply(ctx, t, webDefinition)
 	suffix, teardown := "e0", "expire"
 	if egress {
@@ -241,7 +243,7 @@ spec:
 		_ = dyn.Resource(chalGVR).Namespace(nsCTF).Delete(context.Background(), victim, metav1.DeleteOptions{})
 	})
 	var atkIP string
-	waitFor(ctx, t, 2*time.Minute, "the attacker's container running", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 2*time.Minute, "the attacker's container running", func() (bool, error) {
 		p, err := kube.CoreV1().Pods(nsCTF).Get(ctx, attacker, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -284,7 +286,7 @@ spec:
   definitionRef: {name: web}
 `, victim, victim))
 	var svc *corev1.Service
-	waitFor(ctx, t, time.Minute, "the victim's Service with node ports", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, time.Minute, "the victim's Service with node ports", func() (bool, error) {
 		s, err := kube.CoreV1().Services(nsCTF).Get(ctx, victim, metav1.GetOptions{})
 		if err != nil || len(s.Spec.Ports) == 0 || s.Spec.Ports[0].NodePort == 0 {
 			return false, nil
@@ -306,7 +308,7 @@ spec:
 	victimIP := ""
 	aimAtVictimPod := func() {
 		t.Helper()
-		waitFor(ctx, t, time.Minute, "the victim's new Pod IP", func() (bool, error) {
+		e2eutil.WaitFor(ctx, t, time.Minute, "the victim's new Pod IP", func() (bool, error) {
 			p, err := kube.CoreV1().Pods(nsCTF).Get(ctx, victim, metav1.GetOptions{})
 			if err != nil || p.Status.PodIP == "" || p.Status.PodIP == victimIP || p.DeletionTimestamp != nil {
 				return false, nil
@@ -483,7 +485,7 @@ func maxTime(a, b time.Time) time.Time {
 
 func waitPodGone(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
-	waitFor(ctx, t, 2*time.Minute, "Pod "+name+" gone", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 2*time.Minute, "Pod "+name+" gone", func() (bool, error) {
 		_, err := kube.CoreV1().Pods(nsCTF).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})

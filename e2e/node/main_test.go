@@ -31,6 +31,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // Namespaces: the instances', the platform's (a Pod outside any instance, standing in for the API
@@ -140,7 +142,7 @@ func setUp() (stop func(), err error) {
 	}
 	// Pod Security admission needs the namespace's default ServiceAccount (controller-manager).
 	for _, ns := range []string{nsCTF, nsPlatform, nsOther} {
-		if err := waitUntil(ctx, time.Minute, "ServiceAccount default in "+ns, func() (bool, error) {
+		if err := e2eutil.WaitUntil(ctx, time.Minute, "ServiceAccount default in "+ns, func() (bool, error) {
 			_, err := kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 			return err == nil, nil
 		}); err != nil {
@@ -227,24 +229,18 @@ func startProcess(ctx context.Context, name, bin string, args []string, readyURL
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
+	proc, err := e2eutil.Start(cmd)
+	if err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		proc.Stop(syscall.SIGTERM, 10*time.Second)
 		_ = logFile.Close()
 	}
-	err = waitUntil(ctx, 30*time.Second, name+" ready", func() (bool, error) {
+	err = e2eutil.WaitUntil(ctx, 30*time.Second, name+" ready", func() (bool, error) {
 		select {
-		case <-done:
+		case <-proc.Exited():
 			return false, fmt.Errorf("%s exited, see %s", name, logFile.Name())
 		default:
 		}
@@ -275,7 +271,7 @@ func installCRDs(ctx context.Context) error {
 		if err := createOrUpdate(ctx, dyn.Resource(crdGVR), crd); err != nil {
 			return err
 		}
-		if err := waitUntil(ctx, 30*time.Second, "CRD "+crd.GetName()+" Established", func() (bool, error) {
+		if err := e2eutil.WaitUntil(ctx, 30*time.Second, "CRD "+crd.GetName()+" Established", func() (bool, error) {
 			got, err := dyn.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -375,7 +371,7 @@ spec:
 		return "", err
 	}
 	var ip string
-	err = waitUntil(ctx, 2*time.Minute, "Pod "+ns+"/"+name+" Ready", func() (bool, error) {
+	err = e2eutil.WaitUntil(ctx, 2*time.Minute, "Pod "+ns+"/"+name+" Ready", func() (bool, error) {
 		got, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -430,42 +426,6 @@ func createOrUpdate(ctx context.Context, client dynamic.ResourceInterface, obj *
 	return nil
 }
 
-// waitUntil polls cond every 100 ms until it holds, or fails after timeout with cond's last error.
-func waitUntil(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for {
-		ok, err := cond()
-		if err != nil {
-			last = err
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s waiting for %s (last error: %v)", timeout, what, last)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func waitFor(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	if err := waitUntil(ctx, timeout, what, cond); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // ---------------------------------------------------------------- Challenges
 
 // apply creates a Challenge or ChallengeDefinition from YAML in the ctf namespace.
@@ -499,7 +459,7 @@ func status(obj *unstructured.Unstructured, field string) string {
 func waitPhase(ctx context.Context, t *testing.T, name, phase, reason string, timeout time.Duration) *unstructured.Unstructured {
 	t.Helper()
 	var got *unstructured.Unstructured
-	err := waitUntil(ctx, timeout, fmt.Sprintf("Challenge %s phase %s %s", name, phase, reason), func() (bool, error) {
+	err := e2eutil.WaitUntil(ctx, timeout, fmt.Sprintf("Challenge %s phase %s %s", name, phase, reason), func() (bool, error) {
 		var err error
 		got, err = getChallenge(ctx, name)
 		if err != nil {
@@ -530,7 +490,7 @@ func deleteChallenge(ctx context.Context, t *testing.T, name string, timeout tim
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, timeout, "Challenge "+name+" and its Pod gone", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, timeout, "Challenge "+name+" and its Pod gone", func() (bool, error) {
 		_, err := getChallenge(ctx, name)
 		_, perr := kube.CoreV1().Pods(nsCTF).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err) && apierrors.IsNotFound(perr), nil

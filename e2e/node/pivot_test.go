@@ -16,6 +16,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // pivotDefinition is examples/pivot-two-hosts.yaml with the test images: entry, exposed to players
@@ -23,35 +25,21 @@ import (
 // entry also has an internal port, 8080, which only target reaches: a NodePort pod's internal
 // port, which no node port may publish. Each pod has a prober beside its server, aimed by the test
 // (POST /targets on 9090).
-const pivotDefinition = `
+func pivotDefinition() string {
+	return `
 apiVersion: ctf.challenge-hook.dev/v1alpha1
 kind: ChallengeDefinition
 metadata: {name: pivot}
 spec:
   pods:
     - name: entry
-      containers:
-        - name: server
-          image: local/ctfbox:v1
-          ports: [{name: http, containerPort: 8080}, {name: flag, containerPort: 1337}]
-          readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
-        - name: probe
-          image: local/ctfbox:v1
-          command: [/ctfbox, probe, -listen=:9090, self=tcp://127.0.0.1:8080]
+      containers:` + ctfboxServer(false) + ctfboxProber(8080, false) + `
       expose:
         - {port: 1337, type: NodePort}
       internal:
         - {port: 8080, from: [target]}
     - name: target
-      containers:
-        - name: server
-          image: local/ctfbox:v1
-          flag: true
-          ports: [{name: http, containerPort: 8080}, {name: flag, containerPort: 1337}]
-          readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
-        - name: probe
-          image: local/ctfbox:v1
-          command: [/ctfbox, probe, -listen=:9090, self=tcp://127.0.0.1:8080]
+      containers:` + ctfboxServer(true) + ctfboxProber(8080, false) + `
       internal:
         - {port: 8080, from: [entry]}
   terminationGracePeriodSeconds: 2
@@ -59,6 +47,7 @@ spec:
   maxLifetime: 2h
   flag: {dynamic: true, prefix: CTF, env: FLAG}
 `
+}
 
 // TestPivot proves with real packets the two-host pivot: a player reaches entry through its node
 // port; from entry, target answers on 8080 by name (hostAliases), Service IP and Pod IP, and on
@@ -68,8 +57,8 @@ spec:
 // instance's only node port is entry's exposed one, and no node port of the instance answers as
 // the internal port does.
 func TestPivot(t *testing.T) {
-	ctx := testContext(t)
-	apply(ctx, t, pivotDefinition)
+	ctx := e2eutil.TestContext(t)
+	apply(ctx, t, pivotDefinition())
 	const name = "pivot-a"
 	apply(ctx, t, fmt.Sprintf(`
 apiVersion: ctf.challenge-hook.dev/v1alpha1
@@ -177,7 +166,7 @@ spec:
 		}
 		return out
 	}
-	waitFor(ctx, t, time.Minute, "every allowed target to answer once", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, time.Minute, "every allowed target to answer once", func() (bool, error) {
 		time.Sleep(time.Second)
 		for prober, c := range readLogs() {
 			for tn, tg := range plan[prober] {

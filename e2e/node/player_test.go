@@ -19,6 +19,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // webDefinition is the README's ChallengeDefinition with the test challenge server: a dynamic flag
@@ -100,7 +102,7 @@ func httpGet(url string) (string, error) {
 func readSelf(t *testing.T, addr string) selfReport {
 	t.Helper()
 	var body string
-	err := waitUntil(context.Background(), 30*time.Second, "GET http://"+addr+"/self", func() (bool, error) {
+	err := e2eutil.WaitUntil(context.Background(), 30*time.Second, "GET http://"+addr+"/self", func() (bool, error) {
 		var err error
 		body, err = httpGet("http://" + addr + "/self")
 		return err == nil, err
@@ -153,7 +155,7 @@ var dynamicFlag = regexp.MustCompile(`^CTF\{[0-9a-f]{16,}\}$`)
 // endpoints of status.endpoints; /flags/verify says correct for it and false for another owner;
 // stop, start and restart move a real process while the endpoints and the flag stay.
 func TestPlayerLoop(t *testing.T) {
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	apply(ctx, t, webDefinition)
 	const name, owner = "web-team42", "team-42"
 	created := time.Now()
@@ -182,7 +184,7 @@ spec:
 	play := func(when string) selfReport {
 		t.Helper()
 		var got string
-		waitFor(ctx, t, 30*time.Second, "the flag at "+hostPort(host, flagPort)+" "+when, func() (bool, error) {
+		e2eutil.WaitFor(ctx, t, 30*time.Second, "the flag at "+hostPort(host, flagPort)+" "+when, func() (bool, error) {
 			var err error
 			got, err = tcpFlag(hostPort(host, flagPort))
 			return err == nil && got != "", err
@@ -213,7 +215,7 @@ spec:
 	t0 := time.Now()
 	patchChallenge(ctx, t, name, `{"stopped":true}`)
 	waitPhase(ctx, t, name, "Stopped", "", time.Minute)
-	waitFor(ctx, t, time.Minute, "the Pod gone after stop", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, time.Minute, "the Pod gone after stop", func() (bool, error) {
 		_, err := kube.CoreV1().Pods(nsCTF).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -242,7 +244,7 @@ spec:
 	secondContainer := containerID(ctx, name)
 	t0 = time.Now()
 	patchChallenge(ctx, t, name, fmt.Sprintf(`{"restartedAt":%q}`, time.Now().UTC().Format(time.RFC3339)))
-	waitFor(ctx, t, 2*time.Minute, "a new container after restart", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 2*time.Minute, "a new container after restart", func() (bool, error) {
 		id := containerID(ctx, name)
 		return id != "" && id != secondContainer, nil
 	})

@@ -1,0 +1,98 @@
+//go:build e2e || e2enode
+
+// Package e2eutil holds what the cluster tests (build tag e2e) and the node tests (build tag
+// e2enode) both need: polling with a deadline, a context that ends with the test, and a process
+// started in the background that can be stopped gracefully.
+package e2eutil
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// pollInterval is how often WaitUntil asks again.
+const pollInterval = 100 * time.Millisecond
+
+// WaitUntil polls cond every 100 ms until it holds (nil), or timeout passes or ctx ends (an error
+// naming what was awaited and cond's last error).
+func WaitUntil(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var lastErr error
+	for {
+		ok, err := cond()
+		if err != nil {
+			lastErr = err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// WaitFor is WaitUntil that fails the test when cond does not hold in time.
+func WaitFor(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	if err := WaitUntil(ctx, timeout, what, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestContext is cancelled when the test ends.
+func TestContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Process is a started command whose exit is awaited once, in the background.
+type Process struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error // cmd.Wait's result; read only after exited is closed
+}
+
+// Start starts cmd and awaits its exit in the background.
+func Start(cmd *exec.Cmd) (*Process, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	p := &Process{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// Pid is the process's ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited is closed once the process has exited; Err then says how.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Err is the process's exit error (nil: status 0); only meaningful once Exited is closed.
+func (p *Process) Err() error { return p.err }
+
+// Stop sends sig (SIGTERM: a graceful stop; SIGKILL: a crash) and waits until the process has
+// exited, killing it when it is still there after grace.
+func (p *Process) Stop(sig os.Signal, grace time.Duration) {
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
