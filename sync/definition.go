@@ -150,20 +150,6 @@ func parsePositiveDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// Limits shared with the CRD schema.
-const (
-	maxContainers = 8
-	maxExpose     = 8
-	maxExposeFrom = 8
-	maxPeerLabels = 16
-	maxFlagPrefix = 32
-	maxPods       = 8
-	maxPodName    = 20
-	maxInternal   = 16
-	// An internal port admits the other pods of the template, so at most all of them.
-	maxInternalFrom = maxPods - 1
-)
-
 var flagPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 
 var validProtocols = map[string]bool{"TCP": true, "UDP": true, "SCTP": true}
@@ -207,8 +193,8 @@ func ValidateDefinition(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field
 			errs = append(errs, field.Invalid(fldPath.Child("runtimeClassName"), spec.RuntimeClassName, strings.Join(msgs, "; ")))
 		}
 	}
-	if g := spec.TerminationGracePeriodSeconds; g != nil && (*g < 1 || *g > maxTerminationGracePeriod) {
-		errs = append(errs, field.Invalid(fldPath.Child("terminationGracePeriodSeconds"), *g, fmt.Sprintf("not between 1 and %d", maxTerminationGracePeriod)))
+	if g := spec.TerminationGracePeriodSeconds; g != nil && (*g < 1 || *g > v1alpha1.MaxTerminationGracePeriodSeconds) {
+		errs = append(errs, field.Invalid(fldPath.Child("terminationGracePeriodSeconds"), *g, fmt.Sprintf("not between 1 and %d", v1alpha1.MaxTerminationGracePeriodSeconds)))
 	}
 	switch {
 	case withPods && spec.Security != nil:
@@ -224,7 +210,7 @@ func ValidateDefinition(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field
 // exposures of the whole instance, across calls.
 func validatePod(containers []v1alpha1.Container, expose []v1alpha1.Expose, containersPath, exposePath *field.Path, templateHasFlag bool, routedCount map[string]int) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, validateCount(len(containers), maxContainers, containersPath, "containers")...)
+	errs = append(errs, validateCount(len(containers), v1alpha1.MaxContainers, containersPath, "containers")...)
 	portProtocol := podPorts(containers)
 	containerNames := map[string]bool{}
 	portsSeen := map[int32]bool{}
@@ -289,7 +275,7 @@ func validateCount(n, limit int, fldPath *field.Path, what string) field.ErrorLi
 // ports, which only the other pods it names reach.
 func validatePods(pods []v1alpha1.PodTemplate, fldPath *field.Path, templateHasFlag bool, routedCount map[string]int) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, validateCount(len(pods), maxPods, fldPath, "pods")...)
+	errs = append(errs, validateCount(len(pods), v1alpha1.MaxPods, fldPath, "pods")...)
 	names := map[string]bool{}
 	for _, p := range pods {
 		names[p.Name] = true
@@ -317,8 +303,8 @@ func validatePodName(name string, fldPath *field.Path) field.ErrorList {
 		return field.ErrorList{field.Required(fldPath, "")}
 	}
 	msgs := validation.IsDNS1035Label(name)
-	if len(name) > maxPodName {
-		msgs = append(msgs, fmt.Sprintf("must be no more than %d characters", maxPodName))
+	if len(name) > v1alpha1.MaxPodName {
+		msgs = append(msgs, fmt.Sprintf("must be no more than %d characters", v1alpha1.MaxPodName))
 	}
 	if strings.Contains(name, componentSeparator) {
 		msgs = append(msgs, fmt.Sprintf("must not contain %q, which separates the parts of its children's names", componentSeparator))
@@ -330,10 +316,11 @@ func validatePodName(name string, fldPath *field.Path) field.ErrorList {
 }
 
 // validateInternal checks a pod's internal ports: ports of its own containers, each admitting 1 to
-// maxInternalFrom other pods of the template by name. names holds every pod name of the template.
+// v1alpha1.MaxInternalFrom other pods of the template by name. names holds every pod name of the
+// template.
 func validateInternal(pod v1alpha1.PodTemplate, pods []v1alpha1.PodTemplate, names map[string]bool, fldPath *field.Path) field.ErrorList {
-	if len(pod.Internal) > maxInternal {
-		return field.ErrorList{field.TooMany(fldPath, len(pod.Internal), maxInternal)}
+	if len(pod.Internal) > v1alpha1.MaxInternal {
+		return field.ErrorList{field.TooMany(fldPath, len(pod.Internal), v1alpha1.MaxInternal)}
 	}
 	var errs field.ErrorList
 	portProtocol := podPorts(pod.Containers)
@@ -357,10 +344,10 @@ func validateInternal(pod v1alpha1.PodTemplate, pods []v1alpha1.PodTemplate, nam
 		fromPath := inPath.Child("from")
 		switch n := len(in.From); {
 		case n == 0:
-			errs = append(errs, field.Required(fromPath, fmt.Sprintf("name the 1 to %d other pods that reach this port", maxInternalFrom)))
+			errs = append(errs, field.Required(fromPath, fmt.Sprintf("name the 1 to %d other pods that reach this port", v1alpha1.MaxInternalFrom)))
 			continue
-		case n > maxInternalFrom:
-			errs = append(errs, field.TooMany(fromPath, n, maxInternalFrom))
+		case n > v1alpha1.MaxInternalFrom:
+			errs = append(errs, field.TooMany(fromPath, n, v1alpha1.MaxInternalFrom))
 			continue
 		}
 		seenFrom := map[string]bool{}
@@ -536,8 +523,8 @@ func validatePort(port int32, fldPath *field.Path) field.ErrorList {
 // validateExpose checks a Pod's exposures; routedCount counts the HTTP and TLS exposures of the
 // whole instance (it has one host), across the calls for its pods.
 func validateExpose(expose []v1alpha1.Expose, portProtocol map[int32]string, routedCount map[string]int, fldPath *field.Path) field.ErrorList {
-	if len(expose) > maxExpose {
-		return field.ErrorList{field.TooMany(fldPath, len(expose), maxExpose)}
+	if len(expose) > v1alpha1.MaxExpose {
+		return field.ErrorList{field.TooMany(fldPath, len(expose), v1alpha1.MaxExpose)}
 	}
 	var errs field.ErrorList
 	seen := map[int32]bool{}
@@ -587,9 +574,9 @@ func validateExposeFrom(e v1alpha1.Expose, kind exposureKind, fldPath *field.Pat
 		}
 		return nil
 	}
-	if len(e.From) == 0 || len(e.From) > maxExposeFrom {
+	if len(e.From) == 0 || len(e.From) > v1alpha1.MaxExposeFrom {
 		return field.ErrorList{field.Invalid(fldPath, len(e.From), fmt.Sprintf(
-			"a ClusterIP exposure admits only the Pods it names (an admin bot, a checker): need 1 to %d peers", maxExposeFrom))}
+			"a ClusterIP exposure admits only the Pods it names (an admin bot, a checker): need 1 to %d peers", v1alpha1.MaxExposeFrom))}
 	}
 	var errs field.ErrorList
 	for j, peer := range e.From {
@@ -603,8 +590,8 @@ func validateExposeFrom(e v1alpha1.Expose, kind exposureKind, fldPath *field.Pat
 			}
 		}
 		labelsPath := peerPath.Child("podLabels")
-		if len(peer.PodLabels) > maxPeerLabels {
-			errs = append(errs, field.TooMany(labelsPath, len(peer.PodLabels), maxPeerLabels))
+		if len(peer.PodLabels) > v1alpha1.MaxPeerLabels {
+			errs = append(errs, field.TooMany(labelsPath, len(peer.PodLabels), v1alpha1.MaxPeerLabels))
 			continue
 		}
 		// Sorted, so that the errors are in the same order on every sync.
@@ -668,7 +655,7 @@ func validateFlag(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.Error
 		}
 	}
 	if flag.Prefix != "" && !ValidFlagPrefix(flag.Prefix) {
-		errs = append(errs, field.Invalid(fldPath.Child("prefix"), flag.Prefix, fmt.Sprintf("at most %d letters, digits or underscores", maxFlagPrefix)))
+		errs = append(errs, field.Invalid(fldPath.Child("prefix"), flag.Prefix, fmt.Sprintf("at most %d letters, digits or underscores", v1alpha1.MaxFlagPrefix)))
 	}
 	return errs
 }

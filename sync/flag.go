@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
 const (
@@ -69,7 +71,7 @@ func VerifyDynamicFlag(key []byte, definitionKey, owner, submitted string) bool 
 
 // ValidFlagPrefix: letters, digits and underscores, 1 to 32 of them, as the CRD allows.
 func ValidFlagPrefix(prefix string) bool {
-	return len(prefix) <= maxFlagPrefix && flagPrefixPattern.MatchString(prefix)
+	return len(prefix) <= v1alpha1.MaxFlagPrefix && flagPrefixPattern.MatchString(prefix)
 }
 
 // CheckFlagSubject checks what a flag is derived from, as a platform names it: a definition key

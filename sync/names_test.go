@@ -52,7 +52,7 @@ func collidingTemplates(podNames []string) []v1alpha1.DefinitionSpec {
 		plain = append(plain, name)
 	}
 	for len(plain) > 0 {
-		n := min(maxPods, len(plain))
+		n := min(v1alpha1.MaxPods, len(plain))
 		groups = append(groups, plain[:n])
 		plain = plain[n:]
 	}

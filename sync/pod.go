@@ -28,9 +28,8 @@ const (
 	progressDeadline = 120 * time.Second
 	// defaultTerminationGracePeriod is how long a Pod's processes get after SIGTERM: short, because
 	// a player's process that ignores it keeps running until SIGKILL, isolated by a policy that
-	// waits for it. A definition may set its own, up to maxTerminationGracePeriod.
+	// waits for it. A definition may set its own, up to v1alpha1.MaxTerminationGracePeriodSeconds.
 	defaultTerminationGracePeriod int64 = 5
-	maxTerminationGracePeriod     int64 = 30
 	tmpVolumeName                       = "tmp"
 	// tmpSizeLimit bounds /tmp, which is memory-backed: it counts in the container's memory limit
 	// instead of the node's disk.

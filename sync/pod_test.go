@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -106,7 +107,7 @@ func TestPodBackstopAndGracePeriod(t *testing.T) {
 	grace := int64(20)
 	in.template.TerminationGracePeriodSeconds = &grace
 	require.Equal(t, grace, *buildPodSpec(in, in.components[0]).TerminationGracePeriodSeconds)
-	for _, refused := range []int64{0, maxTerminationGracePeriod + 1} {
+	for _, refused := range []int64{0, v1alpha1.MaxTerminationGracePeriodSeconds + 1} {
 		in.template.TerminationGracePeriodSeconds = &refused
 		require.ErrorContains(t, ValidateDefinition(in.template, field.NewPath("spec")).ToAggregate(), "spec.terminationGracePeriodSeconds")
 	}

@@ -105,9 +105,9 @@ func TestPrePullImagesOfPods(t *testing.T) {
 // containers: 8 pods of 8 containers, each of its own image.
 func manyImagesDefinition(namespace string) ChallengeDefinition {
 	spec := v1alpha1.DefinitionSpec{}
-	for i := range maxPods {
+	for i := range v1alpha1.MaxPods {
 		pod := v1alpha1.PodTemplate{Name: fmt.Sprintf("p%d", i)}
-		for j := range maxContainers {
+		for j := range v1alpha1.MaxContainers {
 			pod.Containers = append(pod.Containers, v1alpha1.Container{Name: fmt.Sprintf("c%d", j), Image: fmt.Sprintf("registry.example/i%d-%d:1", i, j)})
 		}
 		spec.Pods = append(spec.Pods, pod)
