@@ -84,26 +84,12 @@ func activeDeadline(t v1alpha1.DefinitionSpec, cfg Config) int64 {
 // buildPodSpec is the hardened Pod of an instance. Optional values are set only when the template
 // sets them: an empty value the API server drops would differ from the live object on every sync.
 func buildPodSpec(in *instance, c *component) *corev1ac.PodSpecApplyConfiguration {
-	t, security := in.template, c.spec.Security
-	runAsRoot := security != nil && security.RunAsRoot
-	readOnlyRoot := security == nil || security.ReadOnlyRootFilesystem == nil || *security.ReadOnlyRootFilesystem
-
-	podSecurity := corev1ac.PodSecurityContext().WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
-	if !runAsRoot {
-		podSecurity.WithRunAsNonRoot(true)
-	}
-	if security != nil && security.RunAsUser != nil {
-		podSecurity.WithRunAsUser(*security.RunAsUser)
-	}
-	grace := defaultTerminationGracePeriod
-	if t.TerminationGracePeriodSeconds != nil {
-		grace = *t.TerminationGracePeriodSeconds
-	}
+	t := in.template
 	pod := corev1ac.PodSpec().
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
-		WithTerminationGracePeriodSeconds(grace).
-		WithSecurityContext(podSecurity)
+		WithTerminationGracePeriodSeconds(terminationGracePeriod(t)).
+		WithSecurityContext(podSecurityContext(c.spec.Security))
 	if t.RuntimeClassName != "" {
 		pod.WithRuntimeClassName(t.RuntimeClassName)
 	}
@@ -117,73 +103,123 @@ func buildPodSpec(in *instance, c *component) *corev1ac.PodSpecApplyConfiguratio
 	if in.cfg.PolicyGate.Enabled {
 		pod.WithInitContainers(buildPolicyGate(in.cfg.PolicyGate))
 	}
-
-	var mounts []*corev1ac.VolumeMountApplyConfiguration
-	if readOnlyRoot {
-		// Most programs need a writable /tmp; it is the only writable path, bounded, and in memory.
-		pod.WithVolumes(corev1ac.Volume().WithName(tmpVolumeName).WithEmptyDir(corev1ac.EmptyDirVolumeSource().
-			WithMedium(corev1.StorageMediumMemory).
-			WithSizeLimit(resource.MustParse(tmpSizeLimit))))
-		mounts = append(mounts, corev1ac.VolumeMount().WithName(tmpVolumeName).WithMountPath("/tmp"))
-	}
-	var flagEnv *corev1ac.EnvVarApplyConfiguration
-	var flagMount *corev1ac.VolumeMountApplyConfiguration
-	if f := t.Flag; f != nil && c.mountsFlag {
-		if f.Path != "" {
-			base := pathBase(f.Path)
-			pod.WithVolumes(corev1ac.Volume().WithName(flagVolumeName).WithSecret(corev1ac.SecretVolumeSource().
-				WithSecretName(in.flagSecretName()).
-				WithItems(corev1ac.KeyToPath().WithKey(flagSecretKey).WithPath(base)).
-				WithDefaultMode(flagFileMode)))
-			flagMount = corev1ac.VolumeMount().WithName(flagVolumeName).WithMountPath(f.Path).WithSubPath(base).WithReadOnly(true)
-		}
-		if f.Env != "" {
-			flagEnv = corev1ac.EnvVar().WithName(f.Env).WithValueFrom(corev1ac.EnvVarSource().
-				WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(in.flagSecretName()).WithKey(flagSecretKey)))
-		}
-	}
-
+	files := buildPodFiles(in, c)
+	pod.WithVolumes(files.volumes...)
 	for _, ct := range c.spec.Containers {
-		flag := receivesFlag(t, ct)
-		containerMounts := mounts
-		if flag && flagMount != nil {
-			containerMounts = append(slices.Clip(mounts), flagMount)
-		}
-		requests, limits := containerResources(ct.Resources)
-		out := corev1ac.Container().
-			WithName(ct.Name).
-			WithImage(ct.Image).
-			WithCommand(ct.Command...).
-			WithArgs(ct.Args...).
-			WithResources(corev1ac.ResourceRequirements().WithRequests(requests).WithLimits(limits)).
-			WithVolumeMounts(containerMounts...).
-			WithSecurityContext(corev1ac.SecurityContext().
-				WithAllowPrivilegeEscalation(security != nil && security.AllowPrivilegeEscalation).
-				WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
-				WithReadOnlyRootFilesystem(readOnlyRoot))
-		if probe := readinessProbe(ct); probe != nil {
-			out.WithReadinessProbe(probe)
-		}
-		for _, p := range ct.Ports {
-			port := corev1ac.ContainerPort().WithContainerPort(p.ContainerPort).WithProtocol(corev1.Protocol(protocolOf(p)))
-			if p.Name != "" {
-				port.WithName(p.Name)
-			}
-			out.WithPorts(port)
-		}
-		for _, e := range ct.Env {
-			env := corev1ac.EnvVar().WithName(e.Name)
-			if e.Value != "" {
-				env.WithValue(e.Value)
-			}
-			out.WithEnv(env)
-		}
-		if flag && flagEnv != nil {
-			out.WithEnv(flagEnv)
-		}
-		pod.WithContainers(out)
+		pod.WithContainers(buildContainer(t, ct, c.spec.Security, files))
 	}
 	return pod
+}
+
+// terminationGracePeriod is the template's grace period, or the default.
+func terminationGracePeriod(t v1alpha1.DefinitionSpec) int64 {
+	if t.TerminationGracePeriodSeconds != nil {
+		return *t.TerminationGracePeriodSeconds
+	}
+	return defaultTerminationGracePeriod
+}
+
+// podSecurityContext is the Pod's: the runtime's seccomp profile, not root unless the template
+// opts out, the template's user if it names one.
+func podSecurityContext(security *v1alpha1.Security) *corev1ac.PodSecurityContextApplyConfiguration {
+	podSecurity := corev1ac.PodSecurityContext().WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+	if security == nil || !security.RunAsRoot {
+		podSecurity.WithRunAsNonRoot(true)
+	}
+	if security != nil && security.RunAsUser != nil {
+		podSecurity.WithRunAsUser(*security.RunAsUser)
+	}
+	return podSecurity
+}
+
+// readOnlyRoot: the containers' root filesystem is read-only unless the template opts out.
+func readOnlyRoot(security *v1alpha1.Security) bool {
+	return security == nil || security.ReadOnlyRootFilesystem == nil || *security.ReadOnlyRootFilesystem
+}
+
+// podFiles are the Pod's volumes and what its containers mount or read from them.
+type podFiles struct {
+	volumes []*corev1ac.VolumeApplyConfiguration
+	// mounts are every container's: the writable /tmp of a read-only root filesystem.
+	mounts []*corev1ac.VolumeMountApplyConfiguration
+	// flagMount is the flag file of the containers that receive the flag (nil: no flag file).
+	flagMount *corev1ac.VolumeMountApplyConfiguration
+	// flagEnv is the flag variable of the containers that receive the flag (nil: no variable).
+	flagEnv *corev1ac.EnvVarApplyConfiguration
+}
+
+// buildPodFiles returns the component's volumes: /tmp with a read-only root filesystem, and the
+// flag's Secret where the component receives the flag.
+func buildPodFiles(in *instance, c *component) podFiles {
+	var files podFiles
+	if readOnlyRoot(c.spec.Security) {
+		// Most programs need a writable /tmp; it is the only writable path, bounded, and in memory.
+		files.volumes = append(files.volumes, corev1ac.Volume().WithName(tmpVolumeName).WithEmptyDir(corev1ac.EmptyDirVolumeSource().
+			WithMedium(corev1.StorageMediumMemory).
+			WithSizeLimit(resource.MustParse(tmpSizeLimit))))
+		files.mounts = append(files.mounts, corev1ac.VolumeMount().WithName(tmpVolumeName).WithMountPath("/tmp"))
+	}
+	f := in.template.Flag
+	if f == nil || !c.mountsFlag {
+		return files
+	}
+	if f.Path != "" {
+		base := pathBase(f.Path)
+		files.volumes = append(files.volumes, corev1ac.Volume().WithName(flagVolumeName).WithSecret(corev1ac.SecretVolumeSource().
+			WithSecretName(in.flagSecretName()).
+			WithItems(corev1ac.KeyToPath().WithKey(flagSecretKey).WithPath(base)).
+			WithDefaultMode(flagFileMode)))
+		files.flagMount = corev1ac.VolumeMount().WithName(flagVolumeName).WithMountPath(f.Path).WithSubPath(base).WithReadOnly(true)
+	}
+	if f.Env != "" {
+		files.flagEnv = corev1ac.EnvVar().WithName(f.Env).WithValueFrom(corev1ac.EnvVarSource().
+			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(in.flagSecretName()).WithKey(flagSecretKey)))
+	}
+	return files
+}
+
+// buildContainer is a hardened container of the template: no privilege escalation unless the
+// template allows it, no capabilities, the root filesystem read-only unless the template opts out,
+// default resources, a readiness probe, and the flag where it receives it.
+func buildContainer(t v1alpha1.DefinitionSpec, ct v1alpha1.Container, security *v1alpha1.Security, files podFiles) *corev1ac.ContainerApplyConfiguration {
+	flag := receivesFlag(t, ct)
+	mounts := files.mounts
+	if flag && files.flagMount != nil {
+		mounts = append(slices.Clip(mounts), files.flagMount)
+	}
+	requests, limits := containerResources(ct.Resources)
+	out := corev1ac.Container().
+		WithName(ct.Name).
+		WithImage(ct.Image).
+		WithCommand(ct.Command...).
+		WithArgs(ct.Args...).
+		WithResources(corev1ac.ResourceRequirements().WithRequests(requests).WithLimits(limits)).
+		WithVolumeMounts(mounts...).
+		WithSecurityContext(corev1ac.SecurityContext().
+			WithAllowPrivilegeEscalation(security != nil && security.AllowPrivilegeEscalation).
+			WithCapabilities(corev1ac.Capabilities().WithDrop("ALL")).
+			WithReadOnlyRootFilesystem(readOnlyRoot(security)))
+	if probe := readinessProbe(ct); probe != nil {
+		out.WithReadinessProbe(probe)
+	}
+	for _, p := range ct.Ports {
+		port := corev1ac.ContainerPort().WithContainerPort(p.ContainerPort).WithProtocol(corev1.Protocol(protocolOf(p)))
+		if p.Name != "" {
+			port.WithName(p.Name)
+		}
+		out.WithPorts(port)
+	}
+	for _, e := range ct.Env {
+		env := corev1ac.EnvVar().WithName(e.Name)
+		if e.Value != "" {
+			env.WithValue(e.Value)
+		}
+		out.WithEnv(env)
+	}
+	if flag && files.flagEnv != nil {
+		out.WithEnv(files.flagEnv)
+	}
+	return out
 }
 
 func pathBase(p string) string {
