@@ -91,29 +91,9 @@ func findDefinition(defs []ChallengeDefinition, ref v1alpha1.DefinitionRef) (Cha
 
 // validateChallengeSpec checks what the hook reads of the Challenge itself.
 func validateChallengeSpec(parent Challenge) field.ErrorList {
-	var errs field.ErrorList
-	name := parent.Metadata.Name
-	if msgs := validation.IsDNS1035Label(name); len(msgs) > 0 {
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), name,
-			"children are named after the Challenge, so it must be a DNS-1035 label: "+strings.Join(msgs, "; ")))
-	} else if strings.Contains(name, componentSeparator) {
-		// The CRD refuses it; a Challenge admitted before keeps what runs until its deadline.
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), name, fmt.Sprintf(
-			"must not contain %q: the children of an instance of several pods are named <challenge>%s<pod>, which another Challenge's children could be named; create the Challenge again with a name without %q",
-			componentSeparator, componentSeparator, componentSeparator)))
-	}
+	errs := validateChallengeName(parent.Metadata.Name)
 	spec, specPath := parent.Spec, field.NewPath("spec")
-	switch owner := specPath.Child("owner"); {
-	case spec.Owner == "":
-		errs = append(errs, field.Required(owner, ""))
-	case len(spec.Owner) > validation.LabelValueMaxLength:
-		// Not quoted: it may be megabytes long.
-		errs = append(errs, field.TooLong(owner, spec.Owner, validation.LabelValueMaxLength))
-	default:
-		if msgs := validation.IsValidLabelValue(spec.Owner); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(owner, spec.Owner, "it is copied to a label, so it must be a valid label value: "+strings.Join(msgs, "; ")))
-		}
-	}
+	errs = append(errs, validateOwner(spec.Owner, specPath.Child("owner"))...)
 	const exactlyOne = "set exactly one of spec.definitionRef and spec.template"
 	switch {
 	case spec.Template == nil && spec.DefinitionRef == nil:
@@ -142,6 +122,36 @@ func validateChallengeSpec(parent Challenge) field.ErrorList {
 	return errs
 }
 
+// validateChallengeName checks the Challenge's name, which its children's names are made of.
+func validateChallengeName(name string) field.ErrorList {
+	if msgs := validation.IsDNS1035Label(name); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name,
+			"children are named after the Challenge, so it must be a DNS-1035 label: "+strings.Join(msgs, "; "))}
+	}
+	if strings.Contains(name, componentSeparator) {
+		// The CRD refuses it; a Challenge admitted before keeps what runs until its deadline.
+		return field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name, fmt.Sprintf(
+			"must not contain %q: the children of an instance of several pods are named <challenge>%s<pod>, which another Challenge's children could be named; create the Challenge again with a name without %q",
+			componentSeparator, componentSeparator, componentSeparator))}
+	}
+	return nil
+}
+
+// validateOwner checks spec.owner (at fldPath), which is copied to a label.
+func validateOwner(owner string, fldPath *field.Path) field.ErrorList {
+	switch {
+	case owner == "":
+		return field.ErrorList{field.Required(fldPath, "")}
+	case len(owner) > validation.LabelValueMaxLength:
+		// Not quoted: it may be megabytes long.
+		return field.ErrorList{field.TooLong(fldPath, owner, validation.LabelValueMaxLength)}
+	}
+	if msgs := validation.IsValidLabelValue(owner); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(fldPath, owner, "it is copied to a label, so it must be a valid label value: "+strings.Join(msgs, "; "))}
+	}
+	return nil
+}
+
 func parsePositiveDuration(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
@@ -161,26 +171,9 @@ var validProtocols = map[string]bool{"TCP": true, "UDP": true, "SCTP": true}
 // A template is one Pod (containers) or several (pods). Either form is "set" when its list is not
 // nil, as for the CRD's has(): an empty list is set, and refused for having no entry.
 func ValidateDefinition(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
 	withPods := spec.Pods != nil
-	// At most one exposure of each routed type in the whole instance: it has one host.
-	routedCount := map[string]int{}
-	if !withPods {
-		errs = append(errs, validatePod(spec.Containers, spec.Expose, fldPath.Child("containers"), fldPath.Child("expose"), spec.Flag != nil, routedCount)...)
-	} else {
-		if spec.Containers != nil {
-			errs = append(errs, field.Forbidden(fldPath.Child("pods"), "set exactly one of containers (an instance of one Pod) and pods (an instance of several)"))
-		}
-		errs = append(errs, validatePods(spec.Pods, fldPath.Child("pods"), spec.Flag != nil, routedCount)...)
-		if spec.Expose != nil {
-			errs = append(errs, field.Forbidden(fldPath.Child("expose"), "with pods, set expose on each pod, not on the template"))
-		}
-	}
-	timeout := validDuration(spec.Timeout, fldPath.Child("timeout"), &errs)
-	maxLifetime := validDuration(spec.MaxLifetime, fldPath.Child("maxLifetime"), &errs)
-	if timeout > 0 && maxLifetime > 0 && timeout > maxLifetime {
-		errs = append(errs, field.Invalid(fldPath.Child("timeout"), spec.Timeout, "longer than maxLifetime "+spec.MaxLifetime))
-	}
+	errs := validateWorkloads(spec, fldPath)
+	errs = append(errs, validateLifetime(spec, fldPath)...)
 	if withPods && spec.Egress {
 		errs = append(errs, field.Forbidden(fldPath.Child("egress"), "with pods, set egress on each pod, not on the template"))
 	}
@@ -609,6 +602,37 @@ func validateExposeFrom(e v1alpha1.Expose, kind exposureKind, fldPath *field.Pat
 
 // validateFlag checks the template's flag, and which containers receive it: with pods, those that
 // set flag: true, at least one; in a template of one Pod, those, or every container when none does.
+// validateWorkloads checks the template's containers (an instance of one Pod) or pods (an instance
+// of several) and their exposures.
+func validateWorkloads(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.ErrorList {
+	// At most one exposure of each routed type in the whole instance: it has one host.
+	routedCount := map[string]int{}
+	if spec.Pods == nil {
+		return validatePod(spec.Containers, spec.Expose, fldPath.Child("containers"), fldPath.Child("expose"), spec.Flag != nil, routedCount)
+	}
+	var errs field.ErrorList
+	if spec.Containers != nil {
+		errs = append(errs, field.Forbidden(fldPath.Child("pods"), "set exactly one of containers (an instance of one Pod) and pods (an instance of several)"))
+	}
+	errs = append(errs, validatePods(spec.Pods, fldPath.Child("pods"), spec.Flag != nil, routedCount)...)
+	if spec.Expose != nil {
+		errs = append(errs, field.Forbidden(fldPath.Child("expose"), "with pods, set expose on each pod, not on the template"))
+	}
+	return errs
+}
+
+// validateLifetime checks the template's timeout and maxLifetime: durations, the timeout no longer
+// than the cap.
+func validateLifetime(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	timeout := validDuration(spec.Timeout, fldPath.Child("timeout"), &errs)
+	maxLifetime := validDuration(spec.MaxLifetime, fldPath.Child("maxLifetime"), &errs)
+	if timeout > 0 && maxLifetime > 0 && timeout > maxLifetime {
+		errs = append(errs, field.Invalid(fldPath.Child("timeout"), spec.Timeout, "longer than maxLifetime "+spec.MaxLifetime))
+	}
+	return errs
+}
+
 func validateFlag(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.ErrorList {
 	flag := spec.Flag
 	if flag == nil {
@@ -627,35 +651,45 @@ func validateFlag(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.Error
 		errs = append(errs, field.Invalid(fldPath, field.OmitValueType{}, "no container receives it: with pods, set flag: true on each container that receives the flag"))
 	}
 	if flag.Env != "" {
-		env := fldPath.Child("env")
-		if msgs := validation.IsEnvVarName(flag.Env); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(env, flag.Env, strings.Join(msgs, "; ")))
-		}
-		setsEnv := func(c v1alpha1.Container) bool {
-			return slices.ContainsFunc(c.Env, func(e v1alpha1.EnvVar) bool { return e.Name == flag.Env })
-		}
-		// Any container, receiving the flag or not: which ones do may change with the template,
-		// and a variable that means the flag in one container and not in its neighbour misleads.
-		for _, c := range spec.Containers {
-			if setsEnv(c) {
-				errs = append(errs, field.Invalid(env, flag.Env, fmt.Sprintf("container %q already sets it", c.Name)))
-			}
-		}
-		for _, p := range spec.Pods {
-			for _, c := range p.Containers {
-				if setsEnv(c) {
-					errs = append(errs, field.Invalid(env, flag.Env, fmt.Sprintf("container %q of pod %q already sets it", c.Name, p.Name)))
-				}
-			}
-		}
+		errs = append(errs, validateFlagEnv(spec, fldPath.Child("env"))...)
 	}
-	if flag.Path != "" {
-		if !path.IsAbs(flag.Path) || path.Clean(flag.Path) != flag.Path || flag.Path == "/" || flag.Path == "/tmp" {
-			errs = append(errs, field.Invalid(fldPath.Child("path"), flag.Path, "must be a clean absolute file path such as /flag.txt"))
-		}
+	if flag.Path != "" && !validFlagPath(flag.Path) {
+		errs = append(errs, field.Invalid(fldPath.Child("path"), flag.Path, "must be a clean absolute file path such as /flag.txt"))
 	}
 	if flag.Prefix != "" && !ValidFlagPrefix(flag.Prefix) {
 		errs = append(errs, field.Invalid(fldPath.Child("prefix"), flag.Prefix, fmt.Sprintf("at most %d letters, digits or underscores", v1alpha1.MaxFlagPrefix)))
 	}
 	return errs
+}
+
+// validateFlagEnv checks the flag's variable (at env): a valid name that no container sets itself.
+func validateFlagEnv(spec v1alpha1.DefinitionSpec, env *field.Path) field.ErrorList {
+	name := spec.Flag.Env
+	var errs field.ErrorList
+	if msgs := validation.IsEnvVarName(name); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(env, name, strings.Join(msgs, "; ")))
+	}
+	setsEnv := func(c v1alpha1.Container) bool {
+		return slices.ContainsFunc(c.Env, func(e v1alpha1.EnvVar) bool { return e.Name == name })
+	}
+	// Any container, receiving the flag or not: which ones do may change with the template,
+	// and a variable that means the flag in one container and not in its neighbour misleads.
+	for _, c := range spec.Containers {
+		if setsEnv(c) {
+			errs = append(errs, field.Invalid(env, name, fmt.Sprintf("container %q already sets it", c.Name)))
+		}
+	}
+	for _, p := range spec.Pods {
+		for _, c := range p.Containers {
+			if setsEnv(c) {
+				errs = append(errs, field.Invalid(env, name, fmt.Sprintf("container %q of pod %q already sets it", c.Name, p.Name)))
+			}
+		}
+	}
+	return errs
+}
+
+// validFlagPath: the flag's file is a clean absolute path, not the root or /tmp (its own mount).
+func validFlagPath(p string) bool {
+	return path.IsAbs(p) && path.Clean(p) == p && p != "/" && p != "/tmp"
 }

@@ -39,25 +39,12 @@ func (in *instance) observe(endpoints []v1alpha1.Endpoint, missing, refused stri
 		}
 		return verdict{v1alpha1.PhaseNone, v1alpha1.ReasonPending, "creating the instance's NetworkPolicy first, then its Pod"}, time.Time{}
 	}
-	var wake time.Time
 	verdicts := make([]podVerdict, len(in.components))
 	for i, c := range in.components {
 		verdicts[i] = in.observePod(c)
-		if w := verdicts[i].wake; !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
-			wake = w
-		}
 	}
-	first := func(stage podStage, phase string) (verdict, bool) {
-		for i, pv := range verdicts {
-			if pv.stage == stage && pv.phase == phase {
-				if c := in.components[i]; c.name != "" {
-					pv.message = "pod " + c.name + ": " + pv.message
-				}
-				return pv.verdict, true
-			}
-		}
-		return verdict{}, false
-	}
+	wake := earliestWake(verdicts)
+	first := func(stage podStage, phase string) (verdict, bool) { return in.firstPodVerdict(verdicts, stage, phase) }
 	if v, found := first(podStarting, v1alpha1.PhaseError); found {
 		return v, time.Time{}
 	}
@@ -234,6 +221,32 @@ func podFailure(in *instance, c *component) (verdict, bool) {
 	return verdict{}, false
 }
 
+// earliestWake is the earliest time at which one of the pods' verdicts changes by itself (zero:
+// none does).
+func earliestWake(verdicts []podVerdict) time.Time {
+	var wake time.Time
+	for _, pv := range verdicts {
+		if w := pv.wake; !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
+			wake = w
+		}
+	}
+	return wake
+}
+
+// firstPodVerdict is the verdict of the first pod (in the components' order) at stage with phase,
+// its message naming the pod in an instance of several.
+func (in *instance) firstPodVerdict(verdicts []podVerdict, stage podStage, phase string) (verdict, bool) {
+	for i, pv := range verdicts {
+		if pv.stage == stage && pv.phase == phase {
+			if c := in.components[i]; c.name != "" {
+				pv.message = "pod " + c.name + ": " + pv.message
+			}
+			return pv.verdict, true
+		}
+	}
+	return verdict{}, false
+}
+
 func containerFailure(cs corev1.ContainerStatus, in *instance, c *component) (verdict, bool) {
 	if gate, found := policyGateStatus(in, c.pod); found && cs.Name == gate.Name {
 		if v, failed := policyGateFailure(in, c.pod, gate); failed {
@@ -249,10 +262,15 @@ func containerFailure(cs corev1.ContainerStatus, in *instance, c *component) (ve
 	if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && cs.RestartCount > 0 {
 		return crashLooping(cs, t, in, c), true
 	}
-	w := cs.State.Waiting
-	if w == nil {
-		return verdict{}, false
+	if w := cs.State.Waiting; w != nil {
+		return waitingFailure(cs, w, in, c)
 	}
+	return verdict{}, false
+}
+
+// waitingFailure is the verdict on a container the kubelet holds back (w), when it cannot start
+// without a change of the template or the image.
+func waitingFailure(cs corev1.ContainerStatus, w *corev1.ContainerStateWaiting, in *instance, c *component) (verdict, bool) {
 	switch w.Reason {
 	case v1alpha1.ReasonErrImagePull, v1alpha1.ReasonImagePullBackOff, "InvalidImageName":
 		reason := w.Reason
