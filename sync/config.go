@@ -12,6 +12,14 @@ import (
 // the one parser of the hook's configuration: the binary's server and render use it, and so do the
 // golden tests, for testdata/dev.flags and each case's flags.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.registerEndpointFlags(fs)
+	c.registerPodFlags(fs)
+	c.registerNetworkFlags(fs)
+	c.registerTrustFlags(fs)
+}
+
+// registerEndpointFlags registers where players reach instances: node ports, Ingresses, a Gateway.
+func (c *Config) registerEndpointFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PublicHost, "public-host", c.PublicHost, "`host` players use for NodePort endpoints")
 	fs.StringVar(&c.IngressDomain, "ingress-domain", c.IngressDomain, "parent `domain` of per-instance HTTP hosts <instanceId>.<domain>")
 	fs.StringVar(&c.IngressClassName, "ingress-class", c.IngressClassName, "`class` name of Ingress children (empty: the cluster default)")
@@ -36,6 +44,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		flagfunc.Namespace(&c.GatewayDataPlane.Namespace))
 	flagfunc.Var(fs, "gateway-pod-labels", flagfunc.JoinLabels(c.GatewayDataPlane.Labels), "`labels` (k=v,...) of the Gateway's data-plane Pods (empty: gateway.networking.k8s.io/gateway-name=<the Gateway's name>)",
 		flagfunc.Labels(&c.GatewayDataPlane.Labels))
+}
+
+// registerPodFlags registers what the hook gives every instance's Pod besides the template: the
+// pre-pull and policy gate images, the lifetime defaults.
+func (c *Config) registerPodFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PrePullImage, "prepull-image", c.PrePullImage, "`image` of this hook, whose /pause the pre-pull DaemonSets run (manifests/components/prepull; empty: POST /prepull/sync answers 503)")
 	fs.BoolVar(&c.PolicyGate.Enabled, "policy-gate", c.PolicyGate.Enabled, "start every instance Pod with an init container (--policy-gate-image) that holds the challenge's containers until the Pod's NetworkPolicy is enforced; false: they may send and receive their first packets before it, on policy agents that learn a Pod from its status (kube-network-policies, kind's)")
 	fs.StringVar(&c.PolicyGate.Image, "policy-gate-image", c.PolicyGate.Image, "`image` of this hook, whose /challenge-hook wait-for-policy the policy gate runs (changing it recreates every running instance's Pod: change it between events)")
@@ -52,8 +65,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	flagfunc.Var(fs, "default-timeout", c.DefaultTimeout.String(), "instance lifetime (`duration`) when neither the Challenge nor its definition sets one", flagfunc.PositiveDuration(&c.DefaultTimeout))
 	flagfunc.Var(fs, "default-max-lifetime", c.DefaultMaxLifetime.String(), "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime", flagfunc.PositiveDuration(&c.DefaultMaxLifetime))
 	flagfunc.Var(fs, "expiry-warning", c.ExpiryWarning.String(), "how long (`duration`) before expiry the ExpiringSoon condition is True; the hook asks to be woken then (0s: never)", flagfunc.NonNegativeDuration(&c.ExpiryWarning))
+}
 
-	// Where the cluster's networks and platform Pods are, for each instance's NetworkPolicy.
+// registerNetworkFlags registers where the cluster's networks and platform Pods are, for each
+// instance's NetworkPolicy.
+func (c *Config) registerNetworkFlags(fs *flag.FlagSet) {
 	flagfunc.Var(fs, "pod-cidrs", "", "the cluster's Pod `CIDRs`, comma-separated: refused as egress destinations and as NodePort/LoadBalancer sources (empty: every private and CGNAT range)",
 		flagfunc.CIDRs(&c.PodCIDRs, "the cluster's Pod CIDRs, e.g. 10.244.0.0/16 (kubectl get nodes -o jsonpath='{.items[*].spec.podCIDR}' lists each node's part)"))
 	flagfunc.Var(fs, "service-cidrs", "", "the cluster's Service `CIDRs`, comma-separated: refused as egress destinations",
@@ -69,8 +85,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		flagfunc.Namespace(&c.IngressController.Namespace))
 	flagfunc.Var(fs, "ingress-controller-pod-labels", flagfunc.JoinLabels(c.IngressController.Labels), "`labels` (k=v,...) of the ingress controller's Pods (empty: every Pod of its namespace)",
 		flagfunc.Labels(&c.IngressController.Labels))
+}
 
-	// What the hook believes of a Challenge, whose author is the platform, not the organizer.
+// registerTrustFlags registers what the hook believes of a Challenge, whose author is the
+// platform, not the organizer.
+func (c *Config) registerTrustFlags(fs *flag.FlagSet) {
 	fs.BoolFunc("inline-templates", "accept Challenges with an inline spec.template; false: only ChallengeDefinitions say what runs, and an inline template is refused (InvalidSpec) (default "+
 		strconv.FormatBool(!c.RefuseInlineTemplates)+")", func(v string) error {
 		allow, err := strconv.ParseBool(v)

@@ -185,7 +185,29 @@ func addHookFlags(c *configFlags, cfg *hookConfig) {
 
 // parseServerConfig parses the server's flags (args without the program name).
 func parseServerConfig(args []string, getenv func(string) string) (serverConfig, *configFlags, error) {
-	cfg := serverConfig{
+	cfg := defaultServerConfig()
+	c := newConfigFlags("challenge-hook")
+	c.env(func(fs *flag.FlagSet) {
+		flagfunc.Var(fs, "listen", cfg.listen, "address to serve on, `host:port`", flagfunc.HostPort(&cfg.listen))
+		fs.Func("clock", "pin the clock to this RFC 3339 `time`, for demos and golden replays only: on a frozen clock no instance ever expires; logs a warning at start-up (empty: the real clock)",
+			flagfunc.Time(&cfg.clock))
+	})
+	addHookFlags(c, &cfg.hook)
+	c.env(cfg.registerServerFlags)
+	if err := c.parse(args, getenv); err != nil {
+		return cfg, c, err
+	}
+	if c.fs.NArg() > 0 {
+		return cfg, c, fmt.Errorf("unexpected argument %q: the server takes flags only (the subcommands are render, flag and wait-for-policy)", c.fs.Arg(0))
+	}
+	verifyListenSet := false
+	c.fs.Visit(func(f *flag.Flag) { verifyListenSet = verifyListenSet || f.Name == "verify-listen" }) // the environment's too
+	return cfg, c, cfg.check(verifyListenSet)
+}
+
+// defaultServerConfig is the server's configuration without flags.
+func defaultServerConfig() serverConfig {
+	return serverConfig{
 		listen:                ":8080",
 		verifyListen:          defaultVerifyListen,
 		metricsListen:         defaultMetricsListen,
@@ -201,87 +223,88 @@ func parseServerConfig(args []string, getenv func(string) string) (serverConfig,
 		shutdownTimeout:       25 * time.Second,
 		logLevel:              slog.LevelInfo,
 	}
-	c := newConfigFlags("challenge-hook")
-	c.env(func(fs *flag.FlagSet) {
-		flagfunc.Var(fs, "listen", cfg.listen, "address to serve on, `host:port`", flagfunc.HostPort(&cfg.listen))
-		fs.Func("clock", "pin the clock to this RFC 3339 `time`, for demos and golden replays only: on a frozen clock no instance ever expires; logs a warning at start-up (empty: the real clock)",
-			flagfunc.Time(&cfg.clock))
+}
+
+// registerServerFlags registers the server's own flags, besides --listen, --clock and the hook's.
+func (cfg *serverConfig) registerServerFlags(fs *flag.FlagSet) {
+	fs.StringVar(&cfg.tokenFile, "token-file", "", "`file` holding the bearer token Metacontroller sends to /sync, /finalize, /customize, /prepull/sync and /prepull/customize, required unless --"+insecureNoTokenFlag+"; it never verifies flags")
+	fs.BoolVar(&cfg.insecureNoToken, insecureNoTokenFlag, false, "serve /sync, /finalize, /customize, /prepull/sync and /prepull/customize to any caller without a token: their answers hold every team's flag, so for a local demo only, never in a cluster")
+	flagfunc.Var(fs, "verify-listen", cfg.verifyListen, "address of the flag-verification listener, `host:port`: POST /flags/verify only, served only with --verify-token-file", flagfunc.HostPort(&cfg.verifyListen))
+	flagfunc.Var(fs, "metrics-listen", cfg.metricsListen, "address of the metrics listener, `host:port`: GET /metrics only, for Prometheus", flagfunc.HostPort(&cfg.metricsListen))
+	fs.StringVar(&cfg.verifyTokenFile, "verify-token-file", "", "`file` holding the bearer token the platform sends to POST /flags/verify on --verify-listen; it opens nothing else, and must differ from --token-file's (empty: no flag verification)")
+	fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")
+	fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "TLS private key `file` (PEM), reloaded when it changes; needs --tls-cert-file")
+	flagfunc.Var(fs, "max-request-bytes", strconv.FormatInt(cfg.maxRequestBytes, 10), "largest request body accepted (`size`), in bytes or with a binary suffix such as 1Mi; raise the memory limit with it",
+		flagfunc.ByteSize(&cfg.maxRequestBytes))
+	flagfunc.Var(fs, "max-concurrent-requests", strconv.Itoa(cfg.maxConcurrentRequests), "`number` of sync, finalize and customize requests answered at once; more wait up to 1s, then get 429 with Retry-After",
+		flagfunc.PositiveInt(&cfg.maxConcurrentRequests))
+	flagfunc.Var(fs, "max-concurrent-verifications", strconv.Itoa(cfg.maxVerifications), "`number` of flag verifications answered at once; more wait up to 1s, then get 429 with Retry-After",
+		flagfunc.PositiveInt(&cfg.maxVerifications))
+	flagfunc.Var(fs, "max-header-bytes", strconv.FormatInt(cfg.maxHeaderBytes, 10), "largest request header block accepted (`size`), in bytes or with a binary suffix such as 16Ki, on every listener; larger ones get 431",
+		flagfunc.ByteSize(&cfg.maxHeaderBytes))
+	flagfunc.Var(fs, "max-connections", strconv.Itoa(cfg.maxConnections), "`number` of connections each listener holds open at once; more wait for one to close",
+		flagfunc.PositiveInt(&cfg.maxConnections))
+	flagfunc.Var(fs, "read-header-timeout", cfg.readHeaderTimeout.String(), "`duration` allowed to read request headers", flagfunc.PositiveDuration(&cfg.readHeaderTimeout))
+	flagfunc.Var(fs, "read-timeout", cfg.readTimeout.String(), "`duration` allowed to read a whole request", flagfunc.PositiveDuration(&cfg.readTimeout))
+	flagfunc.Var(fs, "write-timeout", cfg.writeTimeout.String(), "`duration` allowed from the end of the request headers to the end of the response", flagfunc.PositiveDuration(&cfg.writeTimeout))
+	flagfunc.Var(fs, "idle-timeout", cfg.idleTimeout.String(), "how long (`duration`) an idle keep-alive connection stays open", flagfunc.PositiveDuration(&cfg.idleTimeout))
+	flagfunc.Var(fs, "shutdown-delay", "", "on SIGTERM, keep serving (with /readyz failing) this `duration` before closing the listener, so load balancers stop sending traffic",
+		flagfunc.NonNegativeDuration(&cfg.shutdownDelay))
+	flagfunc.Var(fs, "shutdown-timeout", cfg.shutdownTimeout.String(), "on SIGTERM, the longest `duration` until exit, shutdown delay and in-flight requests included", flagfunc.PositiveDuration(&cfg.shutdownTimeout))
+	flagfunc.Var(fs, "log-level", strings.ToLower(cfg.logLevel.String()), "`level`: debug, info, warn or error", func(v string) error {
+		level, ok := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[strings.ToLower(v)]
+		if !ok {
+			return errors.New("expected debug, info, warn or error")
+		}
+		cfg.logLevel = level
+		return nil
 	})
-	addHookFlags(c, &cfg.hook)
-	c.env(func(fs *flag.FlagSet) {
-		fs.StringVar(&cfg.tokenFile, "token-file", "", "`file` holding the bearer token Metacontroller sends to /sync, /finalize, /customize, /prepull/sync and /prepull/customize, required unless --"+insecureNoTokenFlag+"; it never verifies flags")
-		fs.BoolVar(&cfg.insecureNoToken, insecureNoTokenFlag, false, "serve /sync, /finalize, /customize, /prepull/sync and /prepull/customize to any caller without a token: their answers hold every team's flag, so for a local demo only, never in a cluster")
-		flagfunc.Var(fs, "verify-listen", cfg.verifyListen, "address of the flag-verification listener, `host:port`: POST /flags/verify only, served only with --verify-token-file", flagfunc.HostPort(&cfg.verifyListen))
-		flagfunc.Var(fs, "metrics-listen", cfg.metricsListen, "address of the metrics listener, `host:port`: GET /metrics only, for Prometheus", flagfunc.HostPort(&cfg.metricsListen))
-		fs.StringVar(&cfg.verifyTokenFile, "verify-token-file", "", "`file` holding the bearer token the platform sends to POST /flags/verify on --verify-listen; it opens nothing else, and must differ from --token-file's (empty: no flag verification)")
-		fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")
-		fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "TLS private key `file` (PEM), reloaded when it changes; needs --tls-cert-file")
-		flagfunc.Var(fs, "max-request-bytes", strconv.FormatInt(cfg.maxRequestBytes, 10), "largest request body accepted (`size`), in bytes or with a binary suffix such as 1Mi; raise the memory limit with it",
-			flagfunc.ByteSize(&cfg.maxRequestBytes))
-		flagfunc.Var(fs, "max-concurrent-requests", strconv.Itoa(cfg.maxConcurrentRequests), "`number` of sync, finalize and customize requests answered at once; more wait up to 1s, then get 429 with Retry-After",
-			flagfunc.PositiveInt(&cfg.maxConcurrentRequests))
-		flagfunc.Var(fs, "max-concurrent-verifications", strconv.Itoa(cfg.maxVerifications), "`number` of flag verifications answered at once; more wait up to 1s, then get 429 with Retry-After",
-			flagfunc.PositiveInt(&cfg.maxVerifications))
-		flagfunc.Var(fs, "max-header-bytes", strconv.FormatInt(cfg.maxHeaderBytes, 10), "largest request header block accepted (`size`), in bytes or with a binary suffix such as 16Ki, on every listener; larger ones get 431",
-			flagfunc.ByteSize(&cfg.maxHeaderBytes))
-		flagfunc.Var(fs, "max-connections", strconv.Itoa(cfg.maxConnections), "`number` of connections each listener holds open at once; more wait for one to close",
-			flagfunc.PositiveInt(&cfg.maxConnections))
-		flagfunc.Var(fs, "read-header-timeout", cfg.readHeaderTimeout.String(), "`duration` allowed to read request headers", flagfunc.PositiveDuration(&cfg.readHeaderTimeout))
-		flagfunc.Var(fs, "read-timeout", cfg.readTimeout.String(), "`duration` allowed to read a whole request", flagfunc.PositiveDuration(&cfg.readTimeout))
-		flagfunc.Var(fs, "write-timeout", cfg.writeTimeout.String(), "`duration` allowed from the end of the request headers to the end of the response", flagfunc.PositiveDuration(&cfg.writeTimeout))
-		flagfunc.Var(fs, "idle-timeout", cfg.idleTimeout.String(), "how long (`duration`) an idle keep-alive connection stays open", flagfunc.PositiveDuration(&cfg.idleTimeout))
-		flagfunc.Var(fs, "shutdown-delay", "", "on SIGTERM, keep serving (with /readyz failing) this `duration` before closing the listener, so load balancers stop sending traffic",
-			flagfunc.NonNegativeDuration(&cfg.shutdownDelay))
-		flagfunc.Var(fs, "shutdown-timeout", cfg.shutdownTimeout.String(), "on SIGTERM, the longest `duration` until exit, shutdown delay and in-flight requests included", flagfunc.PositiveDuration(&cfg.shutdownTimeout))
-		flagfunc.Var(fs, "log-level", strings.ToLower(cfg.logLevel.String()), "`level`: debug, info, warn or error", func(v string) error {
-			level, ok := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[strings.ToLower(v)]
-			if !ok {
-				return errors.New("expected debug, info, warn or error")
-			}
-			cfg.logLevel = level
-			return nil
-		})
-	})
-	if err := c.parse(args, getenv); err != nil {
-		return cfg, c, err
-	}
-	if c.fs.NArg() > 0 {
-		return cfg, c, fmt.Errorf("unexpected argument %q: the server takes flags only (the subcommands are render, flag and wait-for-policy)", c.fs.Arg(0))
-	}
+}
+
+// check refuses a configuration the server cannot serve safely or at all; verifyListenSet says
+// whether --verify-listen was given (its default is not checked against --listen).
+func (cfg *serverConfig) check(verifyListenSet bool) error {
 	if (cfg.tlsCertFile == "") != (cfg.tlsKeyFile == "") {
-		return cfg, c, errors.New("--tls-cert-file and --tls-key-file (CHALLENGE_HOOK_TLS_CERT_FILE, CHALLENGE_HOOK_TLS_KEY_FILE) must be set together")
+		return errors.New("--tls-cert-file and --tls-key-file (CHALLENGE_HOOK_TLS_CERT_FILE, CHALLENGE_HOOK_TLS_KEY_FILE) must be set together")
 	}
 	if err := checkNetworkFlags(cfg.hook.sync); err != nil {
-		return cfg, c, err
+		return err
 	}
 	if gate := cfg.hook.sync.PolicyGate; gate.Enabled && gate.Image == "" {
-		return cfg, c, errors.New("--policy-gate-image (CHALLENGE_HOOK_POLICY_GATE_IMAGE) is empty: every instance Pod starts with the policy gate, an init container of this hook's image " +
+		return errors.New("--policy-gate-image (CHALLENGE_HOOK_POLICY_GATE_IMAGE) is empty: every instance Pod starts with the policy gate, an init container of this hook's image " +
 			"that holds the challenge's containers until the Pod's NetworkPolicy is enforced; set it to this hook's image, or pass --policy-gate=false")
 	}
 	if err := cfg.hook.sync.CheckTrust(); err != nil {
-		return cfg, c, err
+		return err
 	}
-	verifyListenSet := false
-	c.fs.Visit(func(f *flag.Flag) { verifyListenSet = verifyListenSet || f.Name == "verify-listen" }) // the environment's too
+	if err := cfg.checkListeners(verifyListenSet); err != nil {
+		return err
+	}
+	if cfg.shutdownDelay >= cfg.shutdownTimeout {
+		return fmt.Errorf("--shutdown-delay (%s) must be shorter than --shutdown-timeout (%s), which includes it", cfg.shutdownDelay, cfg.shutdownTimeout)
+	}
+	return nil
+}
+
+// checkListeners refuses flag verification or metrics on another listener's address: each has
+// its own, so that the hook's NetworkPolicy admits each caller to its own alone.
+func (cfg *serverConfig) checkListeners(verifyListenSet bool) error {
 	if cfg.verifyTokenFile == "" && verifyListenSet {
-		return cfg, c, fmt.Errorf("--verify-listen %s is set but --verify-token-file is not: flag verification is served only with its own token; "+
+		return fmt.Errorf("--verify-listen %s is set but --verify-token-file is not: flag verification is served only with its own token; "+
 			"pass --verify-token-file, or drop --verify-listen to serve no flag verification", cfg.verifyListen)
 	}
 	if _, port, _ := net.SplitHostPort(cfg.listen); cfg.verifyTokenFile != "" && cfg.verifyListen == cfg.listen && port != "0" {
-		return cfg, c, fmt.Errorf("--verify-listen and --listen are both %s: flag verification needs a listener of its own, so that the hook's NetworkPolicy can admit the platform to it alone", cfg.listen)
+		return fmt.Errorf("--verify-listen and --listen are both %s: flag verification needs a listener of its own, so that the hook's NetworkPolicy can admit the platform to it alone", cfg.listen)
 	}
 	for _, other := range []struct{ name, addr string }{{"listen", cfg.listen}, {"verify-listen", cfg.verifyListen}} {
 		if other.name == "verify-listen" && cfg.verifyTokenFile == "" {
 			continue // nothing listens there
 		}
 		if _, port, _ := net.SplitHostPort(cfg.metricsListen); cfg.metricsListen == other.addr && port != "0" {
-			return cfg, c, fmt.Errorf("--metrics-listen and --%s are both %s: metrics need a listener of their own, so that the hook's NetworkPolicy can admit Prometheus to it alone", other.name, other.addr)
+			return fmt.Errorf("--metrics-listen and --%s are both %s: metrics need a listener of their own, so that the hook's NetworkPolicy can admit Prometheus to it alone", other.name, other.addr)
 		}
 	}
-	if cfg.shutdownDelay >= cfg.shutdownTimeout {
-		return cfg, c, fmt.Errorf("--shutdown-delay (%s) must be shorter than --shutdown-timeout (%s), which includes it", cfg.shutdownDelay, cfg.shutdownTimeout)
-	}
-	return cfg, c, nil
+	return nil
 }
 
 // checkTokenRequired refuses to serve Metacontroller's routes without its token, unless

@@ -63,57 +63,20 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 		return nil, err
 	}
 	logger := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.logLevel}))
-	if file := cfg.hook.flagKeyFile; file != "" {
-		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
-			// In-cluster the key comes from an optional Secret: without it the hook still serves, and
-			// Challenges that ask for a dynamic flag say FlagKeyMissing until the key exists and the
-			// hook restarts.
-			logger.Warn("flag key file does not exist: dynamic flags are refused until it exists and the hook restarts",
-				slog.String("flag_key_file", file))
-			cfg.hook.flagKeyFile = ""
-		}
-	}
+	dropMissingOptionalFiles(&cfg, logger)
 	if err := cfg.hook.loadFlagKey(); err != nil {
 		return nil, err
 	}
-	if file := cfg.verifyTokenFile; file != "" {
-		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
-			// Also an optional Secret in-cluster: the hook serves Metacontroller all the same, and
-			// flag verification (its listener) starts with the hook once the token exists.
-			logger.Warn("verification token file does not exist: no flag verification (nothing listens on --verify-listen) until it exists and the hook restarts",
-				slog.String("verify_token_file", file))
-			cfg.verifyTokenFile = ""
-		}
-	}
-	var hookToken, verifyToken []byte
-	var err error
-	if cfg.tokenFile != "" {
-		if hookToken, err = readSecretFile("token-file", cfg.tokenFile); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.verifyTokenFile != "" {
-		if verifyToken, err = readSecretFile("verify-token-file", cfg.verifyTokenFile); err != nil {
-			return nil, err
-		}
-		if bytes.Equal(verifyToken, hookToken) {
-			return nil, fmt.Errorf("--verify-token-file %s holds the same token as --token-file %s: each credential must grant only what it names "+
-				"(whoever verifies flags must not be able to call /sync and read every flag in its answers); generate a separate one",
-				cfg.verifyTokenFile, cfg.tokenFile)
-		}
+	hookToken, verifyToken, err := readTokens(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.insecureNoToken {
 		logger.Warn("serving /sync, /finalize, /customize, /prepull/sync and /prepull/customize without a token (--"+insecureNoTokenFlag+"): whoever reaches --listen "+
 			"mints every team's flag; for a local demo only, never in a cluster", slog.String("listen", cfg.listen))
 	}
 	warnUnsetNetworks(logger, cfg.hook.sync)
-	now := clock(time.Now)
-	if pinned := cfg.clock; !pinned.IsZero() {
-		// Loud, because a production hook on a frozen clock never expires an instance.
-		logger.Warn("clock pinned by --clock: for demos and golden replays only; instances never expire on a frozen clock",
-			slog.String("clock", pinned.Format(time.RFC3339)))
-		now = func() time.Time { return pinned }
-	}
+	now := startupClock(cfg, logger)
 	a := &app{cfg: cfg, logger: logger, health: &health{}}
 	if cfg.tlsCertFile != "" {
 		certs, err := newCertReloader(cfg.tlsCertFile, cfg.tlsKeyFile, logger)
@@ -132,6 +95,63 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 	return a, nil
 }
 
+// dropMissingOptionalFiles forgets the flag key and verification token files that do not exist,
+// with a warning: in-cluster both come from optional Secrets, and the hook serves without them.
+func dropMissingOptionalFiles(cfg *serverConfig, logger *slog.Logger) {
+	if file := cfg.hook.flagKeyFile; file != "" {
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			// In-cluster the key comes from an optional Secret: without it the hook still serves, and
+			// Challenges that ask for a dynamic flag say FlagKeyMissing until the key exists and the
+			// hook restarts.
+			logger.Warn("flag key file does not exist: dynamic flags are refused until it exists and the hook restarts",
+				slog.String("flag_key_file", file))
+			cfg.hook.flagKeyFile = ""
+		}
+	}
+	if file := cfg.verifyTokenFile; file != "" {
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			// Also an optional Secret in-cluster: the hook serves Metacontroller all the same, and
+			// flag verification (its listener) starts with the hook once the token exists.
+			logger.Warn("verification token file does not exist: no flag verification (nothing listens on --verify-listen) until it exists and the hook restarts",
+				slog.String("verify_token_file", file))
+			cfg.verifyTokenFile = ""
+		}
+	}
+}
+
+// readTokens reads Metacontroller's token and the verification token, where their files are set,
+// and refuses one token for both.
+func readTokens(cfg serverConfig) (hookToken, verifyToken []byte, err error) {
+	if cfg.tokenFile != "" {
+		if hookToken, err = readSecretFile("token-file", cfg.tokenFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cfg.verifyTokenFile != "" {
+		if verifyToken, err = readSecretFile("verify-token-file", cfg.verifyTokenFile); err != nil {
+			return nil, nil, err
+		}
+		if bytes.Equal(verifyToken, hookToken) {
+			return nil, nil, fmt.Errorf("--verify-token-file %s holds the same token as --token-file %s: each credential must grant only what it names "+
+				"(whoever verifies flags must not be able to call /sync and read every flag in its answers); generate a separate one",
+				cfg.verifyTokenFile, cfg.tokenFile)
+		}
+	}
+	return hookToken, verifyToken, nil
+}
+
+// startupClock is the real clock, or the one --clock pins (with a warning).
+func startupClock(cfg serverConfig, logger *slog.Logger) clock {
+	pinned := cfg.clock
+	if pinned.IsZero() {
+		return time.Now
+	}
+	// Loud, because a production hook on a frozen clock never expires an instance.
+	logger.Warn("clock pinned by --clock: for demos and golden replays only; instances never expire on a frozen clock",
+		slog.String("clock", pinned.Format(time.RFC3339)))
+	return func() time.Time { return pinned }
+}
+
 // serve serves the main listener ln, the metrics listener metricsLn and, with a verification
 // token, the flag-verification listener verifyLn (nil otherwise) until ctx is cancelled, then
 // shuts them down gracefully: /readyz fails at once, the listeners stay open for
@@ -142,18 +162,35 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 // connections (more wait in the kernel's backlog), --max-header-bytes of headers read within
 // --read-header-timeout, so that callers without a token cannot grow the hook's memory.
 func (a *app) serve(ctx context.Context, ln, verifyLn, metricsLn net.Listener) error {
-	type listener struct {
-		ln      net.Listener
-		handler http.Handler
-	}
-	listeners := []listener{{ln, a.handler}, {metricsLn, a.metricsHandler}}
+	listeners := []servedListener{{ln, a.handler}, {metricsLn, a.metricsHandler}}
 	if verifyLn != nil {
-		listeners = append(listeners, listener{verifyLn, a.verifyHandler})
+		listeners = append(listeners, servedListener{verifyLn, a.verifyHandler})
 	}
-	scheme := "http"
-	if a.certs != nil {
-		scheme = "https"
+	servers, serveErr := a.startServers(listeners)
+	a.health.ready.Store(true)
+	a.logListening(ln, verifyLn, metricsLn)
+
+	select {
+	case err := <-serveErr:
+		a.health.ready.Store(false)
+		for _, srv := range servers {
+			_ = srv.Close()
+		}
+		return err
+	case <-ctx.Done():
 	}
+	return a.shutdown(servers, serveErr)
+}
+
+// servedListener is a listener and the handler that serves it.
+type servedListener struct {
+	ln      net.Listener
+	handler http.Handler
+}
+
+// startServers serves each listener with the configured bounds, in the background. Each server's
+// end is sent on the returned channel.
+func (a *app) startServers(listeners []servedListener) ([]*http.Server, <-chan error) {
 	servers := make([]*http.Server, len(listeners))
 	serveErr := make(chan error, len(listeners))
 	for i, l := range listeners {
@@ -183,7 +220,15 @@ func (a *app) serve(ctx context.Context, ln, verifyLn, metricsLn net.Listener) e
 			serveErr <- fmt.Errorf("serving on %s: %w", l.ln.Addr(), err)
 		}()
 	}
-	a.health.ready.Store(true)
+	return servers, serveErr
+}
+
+// logListening logs where the hook serves and what it serves with (the tests read this line).
+func (a *app) logListening(ln, verifyLn, metricsLn net.Listener) {
+	scheme := "http"
+	if a.certs != nil {
+		scheme = "https"
+	}
 	attrs := []any{slog.String("addr", ln.Addr().String()), slog.String("metrics_addr", metricsLn.Addr().String()), slog.String("scheme", scheme),
 		slog.Bool("token_required", a.cfg.tokenFile != ""), slog.Bool("flag_key_loaded", len(a.cfg.hook.sync.FlagKey) > 0),
 		slog.Bool("flag_verification", verifyLn != nil)}
@@ -191,17 +236,11 @@ func (a *app) serve(ctx context.Context, ln, verifyLn, metricsLn net.Listener) e
 		attrs = append(attrs, slog.String("verify_addr", verifyLn.Addr().String()))
 	}
 	a.logger.Info("listening", attrs...)
+}
 
-	select {
-	case err := <-serveErr:
-		a.health.ready.Store(false)
-		for _, srv := range servers {
-			_ = srv.Close()
-		}
-		return err
-	case <-ctx.Done():
-	}
-
+// shutdown stops the servers gracefully: /readyz already fails; they keep serving for
+// --shutdown-delay, then in-flight requests finish within what is left of --shutdown-timeout.
+func (a *app) shutdown(servers []*http.Server, serveErr <-chan error) error {
 	a.health.ready.Store(false)
 	deadline := time.Now().Add(a.cfg.shutdownTimeout)
 	a.logger.Info("shutting down", slog.String("delay", a.cfg.shutdownDelay.String()), slog.String("timeout", a.cfg.shutdownTimeout.String()))
