@@ -13,7 +13,7 @@
 #   BENCH_KCM_FLAGS       extra kube-controller-manager flags (default none: --kube-api-qps 20)
 #   BENCH_RESYNC_SECONDS  the CompositeController's resyncPeriodSeconds (default: compositecontroller.yaml's)
 #   BENCH_SETTLE_SECONDS  from all Running to the steady window (default 125: the Creating answers'
-#                         wake-ups at the Pod's 120 s progress deadline are behind it; 5 before issue 23)
+#                         wake-ups at the Pod's 120 s progress deadline are behind it)
 #   BENCH_STEADY_SECONDS  the steady window (default resync + 15 s: every instance resyncs in it)
 #   BENCH_RESTART         0: no Metacontroller restart at the end (default: restart it, and check that
 #                         every Challenge is synced again at once)

@@ -11,7 +11,7 @@ import (
 )
 
 // TestNoTimerNeedsTheResyncPeriod is what lets the CompositeController's resyncPeriodSeconds be
-// long (issue 23: each resync of an idle instance costs a hook call and an API read): every timer
+// long (each resync of an idle instance costs a hook call and an API read): every timer
 // of the hook (expiry, the expiry warning, a Pod's progress deadline) is carried by the answer's
 // resyncAfterSeconds, never by Metacontroller's periodic resync.
 //

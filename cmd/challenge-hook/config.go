@@ -79,41 +79,20 @@ const insecureNoTokenFlag = "insecure-serve-without-token"
 const defaultMaxHeaderBytes = 16 << 10
 
 // defaultMaxConnections bounds each listener's open connections; more wait in the kernel's
-// backlog until one closes. Each held connection costs the hook about 30 KiB at most (its
-// goroutine, buffers and up to --max-header-bytes of headers), so 64 per listener is 6 MiB at
-// most for the three. Metacontroller opens one connection per request in flight (its --workers per
-// controller, 5 by default) and keeps 2 idle; the main listener's 8 requests in flight and 32
-// waiting (--max-concurrent-requests) fit with room to spare, so that a 429, not a connection
-// that waits, is what an overloaded hook answers.
+// backlog until one closes. Sized in docs/benchmarks.md ("The hook's request limits").
 const defaultMaxConnections = 64
 
 // defaultMaxVerifications bounds the flag verifications answered at once: each is an HMAC over
 // three short strings (microseconds) and a body of at most flagVerifyMaxBytes.
 const defaultMaxVerifications = 16
 
-// defaultMaxRequestBytes bounds a request body, sized from the largest real request with a margin.
-// Metacontroller sends whole live objects: every child with its status, managedFields and its
-// metacontroller.k8s.io/last-applied-configuration annotation, the parent, the related
-// definition. The largest request recorded as Metacontroller sends it (managedFields included: a
-// Challenge, its definition and 5 live children, one a Deployment) was 25,885 bytes of compact
-// JSON; with 7 child types (a Gateway), 22.6 KB; a live child weighs 1.9 KB (Secret) to 6.2 KB
-// (Pod). (testdata's requests, generated from short inputs, are smaller: their live objects leave
-// out most fields the hook does not read.) What grows a
-// request beyond that is the template, which it carries up to 4 times: the definition (or the
-// inline template), kubectl's last-applied annotation on it, the live Pod's spec and the Pod's
-// last-applied annotation. The recorded templates are at most 536 bytes; say one 30 times that,
-// 16 KiB (8 containers with long commands and env), and a Challenge with 7 children comes to
-// about 40 + 4 × 16 = 104 KiB. 1 MiB is 10 times that and 40 times the largest recorded request:
-// room for a template of 230 KiB. A larger request gets 413 (logged, and
-// Metacontroller retries) until the organizer raises --max-request-bytes together with the
-// memory limit: at 8 maximal requests at once, 1 MiB measured a 62 to 75 MiB peak, 8 MiB 182 MiB.
+// defaultMaxRequestBytes bounds a request body: 10 times the largest request a maximal template
+// makes, sized in docs/benchmarks.md ("The hook's request limits"). A larger one gets 413.
 const defaultMaxRequestBytes = 1 << 20
 
-// defaultMaxConcurrentRequests bounds the sync, finalize and customize requests answered at once.
-// Metacontroller calls the hook from its --workers goroutines (5 by default; 20 measured no
-// faster), spread over the hook's two replicas, so 8 per replica seldom makes one wait; 8 maximal
-// requests at once measured a 62 to 75 MiB peak against the Deployment's 128 Mi (16: 102 MiB; see
-// TestMaximalConcurrentLoadFitsTheMemoryLimit).
+// defaultMaxConcurrentRequests bounds the sync, finalize and customize requests answered at once,
+// within the Deployment's memory limit (TestMaximalConcurrentLoadFitsTheMemoryLimit; figures in
+// docs/benchmarks.md, "The hook's request limits").
 const defaultMaxConcurrentRequests = 8
 
 // configFlags registers flags on a FlagSet and remembers which of them fall back to the environment.

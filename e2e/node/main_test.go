@@ -159,9 +159,10 @@ func setUp() (stop func(), err error) {
 	fmt.Printf("targets outside any instance: platform/db %s, other/neighbour %s\n", targets["db"], targets["neighbour"])
 
 	// The hook Metacontroller calls, with a token for POST /flags/verify (stateless: an HMAC under
-	// the flag key). Hooks since issue 19 serve it on a listener of its own (--verify-listen,
-	// --verify-token-file); older ones on the main listener with --token-file, which Metacontroller
-	// would then have to send too: for those, a second process serves verification.
+	// the flag key). The hook serves it on a listener of its own (--verify-listen,
+	// --verify-token-file); a hook binary without --verify-listen (E2E_NODE_HOOK_BIN) serves it on
+	// the main listener with --token-file, which Metacontroller would then have to send too: for
+	// such a binary, a second process serves verification.
 	verifyToken = strconv.FormatInt(time.Now().UnixNano(), 36) + "-e2e-node-verify"
 	tokenFile := filepath.Join(cfg.logDir, "verify.token")
 	if err := os.WriteFile(tokenFile, []byte(verifyToken), 0o600); err != nil {
