@@ -169,7 +169,7 @@ func (c *cluster) installCRDs(ctx context.Context) error {
 		}
 		for _, crd := range objs {
 			names = append(names, crd.GetName())
-			if err := c.createOrUpdate(ctx, c.dyn.Resource(crdGVR), crd); err != nil {
+			if err := e2eutil.CreateOrUpdate(ctx, c.dyn.Resource(crdGVR), crd); err != nil {
 				return err
 			}
 		}
@@ -209,24 +209,6 @@ func crdEstablished(crd *unstructured.Unstructured) (bool, error) {
 		}
 	}
 	return established, nil
-}
-
-// createOrUpdate creates an object, or replaces an existing one's content.
-func (c *cluster) createOrUpdate(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
-	_, err := client.Create(ctx, obj, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		existing, getErr := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
-		if getErr != nil {
-			return fmt.Errorf("get %s %s: %w", obj.GetKind(), obj.GetName(), getErr)
-		}
-		obj = obj.DeepCopy()
-		obj.SetResourceVersion(existing.GetResourceVersion())
-		_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("create %s %s: %w", obj.GetKind(), obj.GetName(), err)
-	}
-	return nil
 }
 
 // ensureKwokNode creates the fake node kwok manages (selected by annotation, no taints), with room

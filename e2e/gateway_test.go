@@ -608,7 +608,7 @@ func swapInGatewayController(ctx context.Context, t *testing.T, c *cluster) *hoo
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if err := c.createOrUpdate(ctx, ccs, shared.controller); err != nil {
+		if err := e2eutil.CreateOrUpdate(ctx, ccs, shared.controller); err != nil {
 			t.Errorf("restore the suite's CompositeController: %v", err)
 			return
 		}
@@ -616,7 +616,7 @@ func swapInGatewayController(ctx context.Context, t *testing.T, c *cluster) *hoo
 			t.Errorf("after restoring the suite's CompositeController: %v", err)
 		}
 	})
-	if err := c.createOrUpdate(ctx, ccs, cc); err != nil {
+	if err := e2eutil.CreateOrUpdate(ctx, ccs, cc); err != nil {
 		t.Fatal(err)
 	}
 	return hook

@@ -93,7 +93,7 @@ patches:
 		if obj.GetKind() == "Namespace" {
 			// The suite created it for the Secret of Metacontroller's token, as the README's install
 			// creates that Secret in it: apply the shipped one over it.
-			if err := c.createOrUpdate(ctx, client, obj); err != nil {
+			if err := e2eutil.CreateOrUpdate(ctx, client, obj); err != nil {
 				t.Fatal(err)
 			}
 			continue

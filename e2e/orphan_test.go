@@ -169,7 +169,7 @@ func applyObjects(ctx context.Context, t *testing.T, c *cluster, file string, ed
 			t.Fatal(err)
 		}
 		// Another test may apply the same file meanwhile.
-		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return c.createOrUpdate(ctx, client, obj) }); err != nil {
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return e2eutil.CreateOrUpdate(ctx, client, obj) }); err != nil {
 			t.Fatal(err)
 		}
 	}

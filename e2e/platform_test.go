@@ -239,7 +239,7 @@ func platformCluster(ctx context.Context, t *testing.T, admin *cluster, ns strin
 			t.Fatal(err)
 		}
 		// Another test may apply the same ClusterRole meanwhile.
-		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return admin.createOrUpdate(ctx, client, obj) }); err != nil {
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return e2eutil.CreateOrUpdate(ctx, client, obj) }); err != nil {
 			t.Fatalf("apply %s: %v", platformRBACFile, err)
 		}
 	}

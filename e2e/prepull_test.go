@@ -132,7 +132,7 @@ func applyPrePullComponent(ctx context.Context, t *testing.T, c *cluster, hookBa
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.createOrUpdate(ctx, client, obj); err != nil {
+		if err := e2eutil.CreateOrUpdate(ctx, client, obj); err != nil {
 			t.Fatalf("apply %s %s: %v", obj.GetKind(), obj.GetName(), err)
 		}
 		t.Cleanup(func() {

@@ -725,7 +725,7 @@ func registerShards(ctx context.Context, t *testing.T, c *cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.createOrUpdate(ctx, c.dyn.Resource(ccGVR), shard1); err != nil {
+	if err := e2eutil.CreateOrUpdate(ctx, c.dyn.Resource(ccGVR), shard1); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("two shards: %s (shard 0) and %s (shard 1)", shared.controller.GetName(), shard1.GetName())

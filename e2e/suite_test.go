@@ -144,7 +144,7 @@ func setUpSuite() (*suite, error) {
 		return s, err
 	}
 	ccs := c.dyn.Resource(schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"})
-	if err := c.createOrUpdate(ctx, ccs, s.controller); err != nil {
+	if err := e2eutil.CreateOrUpdate(ctx, ccs, s.controller); err != nil {
 		return s, fmt.Errorf("install the CompositeController (are Metacontroller's CRDs applied?): %w", err)
 	}
 	return s, s.probe(ctx, c)
@@ -164,7 +164,7 @@ func (c *cluster) installTokenSecret(ctx context.Context, token string) error {
 		"metadata":   map[string]any{"name": "challenge-hook-token", "namespace": "challenge-hook"},
 		"stringData": map[string]any{"token": token},
 	}}
-	return c.createOrUpdate(ctx, c.dyn.Resource(secretGVR).Namespace("challenge-hook"), secret)
+	return e2eutil.CreateOrUpdate(ctx, c.dyn.Resource(secretGVR).Namespace("challenge-hook"), secret)
 }
 
 // testCompositeController is compositecontroller.yaml changed only where a test must: each hook's

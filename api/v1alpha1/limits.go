@@ -2,7 +2,7 @@ package v1alpha1
 
 // Limits of a template (DefinitionSpec), which the API server's schema and the hook's own
 // validation both enforce. The +kubebuilder markers on the fields repeat these numbers, as a marker
-// cannot name a Go constant: TestCRDSchemaHasTheLimits reads the generated CRDs and fails when a
+// cannot name a Go constant: TestCRDSchemaHasTheLimits (manifests/limits_test.go) reads the generated CRDs and fails when a
 // marker and a constant disagree.
 const (
 	// MaxContainers bounds the containers of a Pod (containers, pods[].containers).

@@ -1,8 +1,8 @@
 //go:build e2e || e2enode
 
 // Package e2eutil holds what the cluster tests (build tag e2e) and the node tests (build tag
-// e2enode) both need: polling with a deadline, a context that ends with the test, and a process
-// started in the background that can be stopped gracefully.
+// e2enode) both need: polling with a deadline, a context that ends with the test, a process
+// started in the background that can be stopped gracefully, and an object created or replaced.
 package e2eutil
 
 import (
@@ -12,6 +12,11 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 )
 
 // pollInterval is how often WaitUntil asks again.
@@ -54,6 +59,24 @@ func TestContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// CreateOrUpdate creates obj, or replaces the content of the object of its name.
+func CreateOrUpdate(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+	_, err := client.Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		existing, getErr := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if getErr != nil {
+			return fmt.Errorf("get %s %s: %w", obj.GetKind(), obj.GetName(), getErr)
+		}
+		obj = obj.DeepCopy()
+		obj.SetResourceVersion(existing.GetResourceVersion())
+		_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("create %s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return nil
 }
 
 // Process is a started command whose exit is awaited once, in the background.

@@ -3,7 +3,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -81,6 +80,36 @@ spec:
 `
 }
 
+// probeTarget is what a prober connects to (its url; "" for the target it starts with) and
+// whether the instance's policies allow it to answer.
+type probeTarget struct {
+	url     string
+	allowed bool
+}
+
+// aimProber gives the prober container at podIP its targets, those with a URL (POST /targets on
+// probeControlPort), from the host as root: the policy agent lets root's own sockets through
+// (hack/node.sh).
+func aimProber(t *testing.T, prober, podIP string, targets map[string]probeTarget) {
+	t.Helper()
+	var lines []string
+	for name, target := range targets {
+		if target.url != "" {
+			lines = append(lines, name+"="+target.url)
+		}
+	}
+	sort.Strings(lines)
+	ctl := "http://" + hostPort(podIP, probeControlPort) + "/targets"
+	resp, err := http.Post(ctl, "text/plain", strings.NewReader(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatalf("give %s its targets: %v", prober, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("give %s its targets: HTTP %d", prober, resp.StatusCode)
+	}
+}
+
 // trioPod is what a probe is aimed at: a Pod of one instance and its Service, if any.
 type trioPod struct {
 	pod   *corev1.Pod
@@ -100,14 +129,7 @@ func TestComponents(t *testing.T) {
 	apply(ctx, t, trioDefinition())
 	instances := []string{"trio-a", "trio-b"}
 	for _, name := range instances {
-		apply(ctx, t, fmt.Sprintf(`
-apiVersion: ctf.challenge-hook.dev/v1alpha1
-kind: Challenge
-metadata: {name: %s}
-spec:
-  owner: team-%s
-  definitionRef: {name: trio}
-`, name, strings.TrimPrefix(name, "trio-")))
+		apply(ctx, t, challengeOf(name, "team-"+strings.TrimPrefix(name, "trio-"), "trio"))
 		t.Cleanup(func() { deleteInstance(context.Background(), t, name, 2*time.Minute) })
 	}
 	for _, name := range instances {
@@ -166,11 +188,7 @@ spec:
 	}
 
 	// Targets per prober: name -> URL, and which answer. Everything not allowed must not.
-	type target struct {
-		url     string
-		allowed bool
-	}
-	plan := map[string]map[string]target{} // "<instance>-<pod>" -> target name -> target
+	plan := map[string]map[string]probeTarget{} // "<instance>-<pod>" -> target name -> target
 	for _, name := range instances {
 		other := instances[0]
 		if other == name {
@@ -178,20 +196,20 @@ spec:
 		}
 		a, o := addr[name], addr[other]
 		tcp := func(host string, port int) string { return fmt.Sprintf("tcp://%s", hostPort(host, int64(port))) }
-		foreign := map[string]target{
+		foreign := map[string]probeTarget{
 			"other-web-pod": {tcp(o["web"].pod.Status.PodIP, 8080), false},
 			"other-web-svc": {tcp(o["web"].svcIP, 8080), false},
 			"other-db-pod":  {tcp(o["db"].pod.Status.PodIP, 1337), false},
 			"other-db-svc":  {tcp(o["db"].svcIP, 1337), false},
 			"other-bot-pod": {tcp(o["bot"].pod.Status.PodIP, probeControlPort), false},
 		}
-		with := func(ts map[string]target) map[string]target {
+		with := func(ts map[string]probeTarget) map[string]probeTarget {
 			for k, v := range foreign {
 				ts[k] = v
 			}
 			return ts
 		}
-		plan[name+"--bot"] = with(map[string]target{
+		plan[name+"--bot"] = with(map[string]probeTarget{
 			"self":        {"", true}, // given at start
 			"web-pod":     {tcp(a["web"].pod.Status.PodIP, 8080), true},
 			"web-svc":     {tcp(a["web"].svcIP, 8080), true},
@@ -199,48 +217,32 @@ spec:
 			"db-pod":      {tcp(a["db"].pod.Status.PodIP, 1337), false},
 			"db-svc":      {tcp(a["db"].svcIP, 1337), false},
 		})
-		plan[name+"--web"] = with(map[string]target{
+		plan[name+"--web"] = with(map[string]probeTarget{
 			"self":        {"", true},
 			"db-pod":      {tcp(a["db"].pod.Status.PodIP, 1337), true},
 			"db-svc":      {tcp(a["db"].svcIP, 1337), true},
 			"db-pod-http": {tcp(a["db"].pod.Status.PodIP, 8080), false}, // a port db does not admit
 			"bot-pod":     {tcp(a["bot"].pod.Status.PodIP, probeControlPort), false},
 		})
-		plan[name+"--db"] = with(map[string]target{
+		plan[name+"--db"] = with(map[string]probeTarget{
 			"self":    {"", true},
 			"web-pod": {tcp(a["web"].pod.Status.PodIP, 8080), false},
 			"web-svc": {tcp(a["web"].svcIP, 8080), false},
 			"bot-pod": {tcp(a["bot"].pod.Status.PodIP, probeControlPort), false},
 		})
 		if ip, ok := names(name, "bot")["web"]; ok && ip == a["web"].svcIP {
-			plan[name+"--bot"]["web-name"] = target{"tcp://web:8080", true}
+			plan[name+"--bot"]["web-name"] = probeTarget{"tcp://web:8080", true}
 		}
 		if ip, ok := names(name, "web")["db"]; ok && ip == a["db"].svcIP {
-			plan[name+"--web"]["db-name"] = target{"tcp://db:1337", true}
+			plan[name+"--web"]["db-name"] = probeTarget{"tcp://db:1337", true}
 		}
 	}
 
 	tl := &timeline{}
 	tl.mark(t, "setup")
 	for prober, targets := range plan {
-		var lines []string
-		for tn, tg := range targets {
-			if tg.url != "" {
-				lines = append(lines, tn+"="+tg.url)
-			}
-		}
-		sort.Strings(lines)
 		instance, pod, _ := strings.Cut(prober, "--")
-		ctl := "http://" + hostPort(addr[instance][pod].pod.Status.PodIP, probeControlPort) + "/targets"
-		// From the host as root: the policy agent lets root's own sockets through (hack/node.sh).
-		resp, err := http.Post(ctl, "text/plain", bytes.NewReader([]byte(strings.Join(lines, "\n"))))
-		if err != nil {
-			t.Fatalf("give %s its targets: %v", prober, err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("give %s its targets: HTTP %d", prober, resp.StatusCode)
-		}
+		aimProber(t, prober, addr[instance][pod].pod.Status.PodIP, targets)
 	}
 	// Every target is attempted once per 200 ms from the moment the last prober got its targets.
 	// A Service answers a moment after its Pod is ready (kube-proxy programs it from the

@@ -59,13 +59,7 @@ func TestDNS(t *testing.T) {
 		in.tl = &timeline{}
 		in.c = newCollector(in.tl)
 		in.tl.mark(t, "starting")
-		apply(ctx, t, fmt.Sprintf(`
-apiVersion: ctf.challenge-hook.dev/v1alpha1
-kind: Challenge
-metadata: {name: %s}
-spec:
-  owner: %s
-  template:
+		apply(ctx, t, inlineChallenge(in.name, in.name, fmt.Sprintf(`
     containers:
       - name: prober
         image: local/attacker:v1
@@ -74,7 +68,7 @@ spec:
     %s
     timeout: 30m
     maxLifetime: 2h
-`, in.name, in.name, joinQuoted(probes), in.fields))
+`, joinQuoted(probes), in.fields)))
 		t.Cleanup(func() { deleteChallenge(context.Background(), t, in.name, 2*time.Minute) })
 	}
 	hostTL := &timeline{}

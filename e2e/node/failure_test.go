@@ -4,7 +4,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -17,17 +16,11 @@ import (
 
 // inline is a Challenge with an inline template of one container.
 func inline(name, container string) string {
-	return fmt.Sprintf(`
-apiVersion: ctf.challenge-hook.dev/v1alpha1
-kind: Challenge
-metadata: {name: %s}
-spec:
-  owner: %s
-  template:
+	return inlineChallenge(name, name, `
     containers:
-      - %s
+      - `+strings.ReplaceAll(strings.TrimSpace(container), "\n", "\n        ")+`
     timeout: 30m
-`, name, name, strings.ReplaceAll(strings.TrimSpace(container), "\n", "\n        "))
+`)
 }
 
 // TestFailureReasons: what the kubelet really reports for a broken instance reaches status as the
@@ -111,13 +104,7 @@ func TestFailureReasons(t *testing.T) {
 func TestSecurityContext(t *testing.T) {
 	ctx := e2eutil.TestContext(t)
 	const name = "secctx"
-	apply(ctx, t, `
-apiVersion: ctf.challenge-hook.dev/v1alpha1
-kind: Challenge
-metadata: {name: `+name+`}
-spec:
-  owner: `+name+`
-  template:
+	apply(ctx, t, inlineChallenge(name, name, `
     containers:
       - name: web
         image: local/ctfbox:v1
@@ -125,7 +112,7 @@ spec:
     expose: [{port: 8080, type: NodePort}, {port: 1337, type: NodePort}]
     flag: {value: "flag{delivered-as-a-file}", path: /flag.txt}
     timeout: 30m
-`)
+`))
 	t.Cleanup(func() { deleteChallenge(context.Background(), t, name, 2*time.Minute) })
 	running := waitPhase(ctx, t, name, "Running", "Ready", 2*time.Minute)
 	host, httpPort := endpoint(t, running, "http")

@@ -171,13 +171,7 @@ func gateState() string {
 // logged, and deletes it.
 func startGated(ctx context.Context, name string, egress bool) (gateStart, error) {
 	s := gateStart{name: name, answered: map[string]int{}, gate: -1}
-	obj, err := decode(fmt.Sprintf(`
-apiVersion: ctf.challenge-hook.dev/v1alpha1
-kind: Challenge
-metadata: {name: %s, namespace: %s}
-spec:
-  owner: %s
-  template:
+	obj, err := decode(inlineChallenge(name, name, fmt.Sprintf(`
     containers:
       - name: attacker
         image: local/attacker:v1
@@ -186,12 +180,13 @@ spec:
     terminationGracePeriodSeconds: 1
     egress: %v
     timeout: 30m
-`, name, nsCTF, name, hostPort(targets["db"], 8080), hostPort(targets["db"], 1337), hostPort(targets["neighbour"], 8080), egress))
+`, hostPort(targets["db"], 8080), hostPort(targets["db"], 1337), hostPort(targets["neighbour"], 8080), egress)))
 	if err != nil {
 		return s, err
 	}
+	obj.SetNamespace(nsCTF)
 	created := time.Now()
-	if err := createOrUpdate(ctx, dyn.Resource(chalGVR).Namespace(nsCTF), obj); err != nil {
+	if err := e2eutil.CreateOrUpdate(ctx, dyn.Resource(chalGVR).Namespace(nsCTF), obj); err != nil {
 		return s, err
 	}
 	defer func() {

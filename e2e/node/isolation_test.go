@@ -219,13 +219,7 @@ func isolation(t *testing.T, egress bool) {
 
 	// ---- the attacker: its first probes start with its container
 	tl.mark(t, "attacker-start")
-	apply(ctx, t, fmt.Sprintf(`
-apiVersion: ctf.challenge-hook.dev/v1alpha1
-kind: Challenge
-metadata: {name: %s}
-spec:
-  owner: %s
-  template:
+	apply(ctx, t, inlineChallenge(attacker, attacker, fmt.Sprintf(`
     containers:
       - name: attacker
         image: local/attacker:v1
@@ -235,7 +229,7 @@ spec:
     egress: %v
     timeout: 30m
     maxLifetime: 2h
-`, attacker, attacker, targets["db"], targets["db"], targets["neighbour"], cfg.nodeIP, cfg.kubeletPort, egress))
+`, targets["db"], targets["db"], targets["neighbour"], cfg.nodeIP, cfg.kubeletPort, egress)))
 	t.Cleanup(func() {
 		_ = dyn.Resource(chalGVR).Namespace(nsCTF).Delete(context.Background(), attacker, metav1.DeleteOptions{})
 	})
@@ -277,14 +271,7 @@ spec:
 
 	// ---- the victim's life
 	tl.mark(t, "victim-creating")
-	apply(ctx, t, fmt.Sprintf(`
-apiVersion: ctf.challenge-hook.dev/v1alpha1
-kind: Challenge
-metadata: {name: %s}
-spec:
-  owner: %s
-  definitionRef: {name: web}
-`, victim, victim))
+	apply(ctx, t, challengeOf(victim, victim, "web"))
 	var svc *corev1.Service
 	e2eutil.WaitFor(ctx, t, time.Minute, "the victim's Service with node ports", func() (bool, error) {
 		s, err := kube.CoreV1().Services(nsCTF).Get(ctx, victim, metav1.GetOptions{})

@@ -214,7 +214,7 @@ func setUp() (stop func(), err error) {
 	if err != nil {
 		return stop, err
 	}
-	if err := createOrUpdate(ctx, dyn.Resource(ccGVR), cc); err != nil {
+	if err := e2eutil.CreateOrUpdate(ctx, dyn.Resource(ccGVR), cc); err != nil {
 		return stop, fmt.Errorf("install the CompositeController: %w", err)
 	}
 	return stop, nil
@@ -269,7 +269,7 @@ func installCRDs(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		if err := createOrUpdate(ctx, dyn.Resource(crdGVR), crd); err != nil {
+		if err := e2eutil.CreateOrUpdate(ctx, dyn.Resource(crdGVR), crd); err != nil {
 			return err
 		}
 		if err := e2eutil.WaitUntil(ctx, 30*time.Second, "CRD "+crd.GetName()+" Established", func() (bool, error) {
@@ -410,24 +410,24 @@ func fromUnstructured(u *unstructured.Unstructured, out any) error {
 	return yaml.Unmarshal(data, out)
 }
 
-func createOrUpdate(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
-	_, err := client.Create(ctx, obj, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		existing, getErr := client.Get(ctx, obj.GetName(), metav1.GetOptions{})
-		if getErr != nil {
-			return getErr
-		}
-		obj = obj.DeepCopy()
-		obj.SetResourceVersion(existing.GetResourceVersion())
-		_, err = client.Update(ctx, obj, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("create %s %s: %w", obj.GetKind(), obj.GetName(), err)
-	}
-	return nil
+// ---------------------------------------------------------------- Challenges
+
+// challengeOf is a Challenge named name, of owner, that runs the ChallengeDefinition definition.
+func challengeOf(name, owner, definition string) string {
+	return challengeYAML(name, owner, "\n  definitionRef: {name: "+definition+"}\n")
 }
 
-// ---------------------------------------------------------------- Challenges
+// inlineChallenge is a Challenge named name, of owner, with an inline template: YAML lines
+// indented by four spaces, as under spec.template, after a newline.
+func inlineChallenge(name, owner, template string) string {
+	return challengeYAML(name, owner, "\n  template:"+template)
+}
+
+// challengeYAML is a Challenge named name, of owner, with the rest of its spec: YAML lines
+// indented by two spaces, after a newline.
+func challengeYAML(name, owner, spec string) string {
+	return fmt.Sprintf("apiVersion: ctf.challenge-hook.dev/v1alpha1\nkind: Challenge\nmetadata: {name: %s}\nspec:\n  owner: %s%s", name, owner, spec)
+}
 
 // apply creates a Challenge or ChallengeDefinition from YAML in the ctf namespace.
 func apply(ctx context.Context, t *testing.T, doc string) *unstructured.Unstructured {
@@ -441,7 +441,7 @@ func apply(ctx context.Context, t *testing.T, doc string) *unstructured.Unstruct
 	if obj.GetKind() == "ChallengeDefinition" {
 		gvr = defGVR
 	}
-	if err := createOrUpdate(ctx, dyn.Resource(gvr).Namespace(nsCTF), obj); err != nil {
+	if err := e2eutil.CreateOrUpdate(ctx, dyn.Resource(gvr).Namespace(nsCTF), obj); err != nil {
 		t.Fatal(err)
 	}
 	return obj

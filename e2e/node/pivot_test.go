@@ -3,14 +3,11 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"slices"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -60,14 +57,7 @@ func TestPivot(t *testing.T) {
 	ctx := e2eutil.TestContext(t)
 	apply(ctx, t, pivotDefinition())
 	const name = "pivot-a"
-	apply(ctx, t, fmt.Sprintf(`
-apiVersion: ctf.challenge-hook.dev/v1alpha1
-kind: Challenge
-metadata: {name: %s}
-spec:
-  owner: team-a
-  definitionRef: {name: pivot}
-`, name))
+	apply(ctx, t, challengeOf(name, "team-a", "pivot"))
 	t.Cleanup(func() { deleteInstance(context.Background(), t, name, 2*time.Minute) })
 	running := waitPhase(ctx, t, name, "Running", "Ready", 3*time.Minute)
 	host, nodePort := endpoint(t, running, "flag")
@@ -110,11 +100,7 @@ spec:
 
 	tcp := func(h string, port int64) string { return "tcp://" + hostPort(h, port) }
 	entryIP, targetIP := pods["entry"].Status.PodIP, pods["target"].Status.PodIP
-	type target struct {
-		url     string
-		allowed bool
-	}
-	plan := map[string]map[string]target{ // prober -> target name -> target
+	plan := map[string]map[string]probeTarget{ // prober -> target name -> target
 		"entry": {
 			"self":            {"", true},
 			"target-name":     {"tcp://target:8080", true},
@@ -134,19 +120,7 @@ spec:
 	tl := &timeline{}
 	tl.mark(t, "setup")
 	for prober, targets := range plan {
-		var lines []string
-		for tn, tg := range targets {
-			if tg.url != "" {
-				lines = append(lines, tn+"="+tg.url)
-			}
-		}
-		sort.Strings(lines)
-		ctl := "http://" + hostPort(pods[prober].Status.PodIP, probeControlPort) + "/targets"
-		resp, err := http.Post(ctl, "text/plain", bytes.NewReader([]byte(strings.Join(lines, "\n"))))
-		if err != nil {
-			t.Fatalf("give %s its targets: %v", prober, err)
-		}
-		resp.Body.Close()
+		aimProber(t, prober, pods[prober].Status.PodIP, targets)
 	}
 	player := newCollector(tl)
 	stopPlayer := startHostProber(t, player, "entry-nodeport="+tcp(host, nodePort), "target-pod="+tcp(targetIP, 8080), "target-svc="+tcp(svc.Spec.ClusterIP, 8080))

@@ -159,14 +159,7 @@ func TestPlayerLoop(t *testing.T) {
 	apply(ctx, t, webDefinition)
 	const name, owner = "web-team42", "team-42"
 	created := time.Now()
-	apply(ctx, t, `
-apiVersion: ctf.challenge-hook.dev/v1alpha1
-kind: Challenge
-metadata: {name: `+name+`}
-spec:
-  owner: `+owner+`
-  definitionRef: {name: web}
-`)
+	apply(ctx, t, challengeOf(name, owner, "web"))
 	t.Cleanup(func() { deleteChallenge(context.Background(), t, name, 2*time.Minute) })
 	running := waitPhase(ctx, t, name, "Running", "Ready", 2*time.Minute)
 	t.Logf("TIME Challenge created to Running (real container, readiness probe passed): %.2fs", time.Since(created).Seconds())
