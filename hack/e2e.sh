@@ -72,8 +72,9 @@ bash hack/cluster.sh start 9>&-
 log "control plane up in $((SECONDS - plane))s"
 
 # The test binary runs in the background (await_tests): an interrupted run stops it before the EXIT
-# trap stops the plane. E2E_METACONTROLLER_KUBECONFIG is the kubeconfig hack/cluster.sh runs Metacontroller with: the
-# tests name its user in the deletion policy's ConfigMap, as an organizer names Metacontroller's.
+# trap stops the plane. E2E_METACONTROLLER_KUBECONFIG is the kubeconfig hack/cluster.sh runs
+# Metacontroller with: the tests name its user in the deletion policy's ConfigMap, as an organizer
+# names Metacontroller's.
 $GO test -tags e2e -c -o "$RUN/e2e.test" ./e2e
 (cd e2e && exec env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" E2E_KUBECTL="$K8S_BINS_DIR/kubectl" \
   E2E_HOOK_ADDR=$HOOK_ADDR E2E_RESYNC_SECONDS=$RESYNC_SECONDS E2E_METACONTROLLER_LOG="$RUN/logs/metacontroller.log" \
