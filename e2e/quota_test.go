@@ -46,17 +46,32 @@ func TestTeamQuota(t *testing.T) {
 		"metadata": map[string]any{"name": "challenges"},
 		"spec":     map[string]any{"hard": map[string]any{challengeQuotaResource: fmt.Sprint(limit)}},
 	}}
-	createObject(ctx, t, c, team, quota)
-	// The quota admits nothing until the quota controller has written its status (the API server
-	// refuses with "status unknown for quota"): what an organizer sees for a second after creating it.
-	waitFor(ctx, t, 30*time.Second, "the quota controller to count the team's Challenges", func() (bool, error) {
-		q, err := c.dyn.Resource(resourceQuotaGVR).Namespace(team).Get(ctx, "challenges", metav1.GetOptions{})
+	quotas := c.dyn.Resource(resourceQuotaGVR).Namespace(team)
+	// The quota admits nothing until the quota controller has counted the Challenges into its
+	// status (before, the API server refuses with "status unknown for quota"). The controller
+	// learns of a new resource by discovery every 30 s, and a quota created before that is counted
+	// only at its next full resync (5 minutes) or when its spec.hard changes: right after an install,
+	// what docs/operating-an-event.md tells organizers to check. Here the CRDs may be seconds old, so
+	// the test recreates the quota until it is counted.
+	began := time.Now()
+	waitFor(ctx, t, 90*time.Second, "the quota controller to count the team's Challenges", func() (bool, error) {
+		q, err := quotas.Get(ctx, "challenges", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = quotas.Create(ctx, quota, metav1.CreateOptions{})
+			return false, err
+		}
 		if err != nil {
 			return false, err
 		}
-		used, found, _ := unstructured.NestedString(q.Object, "status", "used", challengeQuotaResource)
-		return found && used == "0", nil
+		if used, found, _ := unstructured.NestedString(q.Object, "status", "used", challengeQuotaResource); found {
+			return used == "0", nil
+		}
+		if time.Since(q.GetCreationTimestamp().Time) > 10*time.Second {
+			return false, quotas.Delete(ctx, "challenges", metav1.DeleteOptions{})
+		}
+		return false, nil
 	})
+	t.Logf("the quota counts Challenges %s after its first creation", time.Since(began).Round(time.Second))
 
 	owner := "team-7"
 	challenge := func(name string) *unstructured.Unstructured {
@@ -81,7 +96,7 @@ func TestTeamQuota(t *testing.T) {
 			outcomes[i] = outcome{name, err}
 		})
 	}
-	began := time.Now()
+	began = time.Now()
 	close(start)
 	wg.Wait()
 	t.Logf("%d concurrent creates answered in %s", creates, time.Since(began).Round(time.Millisecond))

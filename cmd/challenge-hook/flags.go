@@ -7,37 +7,66 @@ import (
 	"io"
 	"net/http"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
 const (
 	flagVerifyPath = "/flags/verify"
-	// flagVerifyMaxBytes bounds a verification request: three short strings. No flag sets it.
-	flagVerifyMaxBytes = 16 << 10
-	// flagVerifyLimit says in a 413 what sets flagVerifyMaxBytes.
-	flagVerifyLimit = "the fixed limit of a flag verification, three short strings"
+	// flagVerifyMaxBytes bounds a verification request: three short strings and up to
+	// MaxFlagCandidates owners, each a label value in quotes with a comma and a space. No flag sets it.
+	flagVerifyMaxBytes = int64(16<<10 + hooksync.MaxFlagCandidates*(validation.LabelValueMaxLength+len(`"", `)))
 )
 
-// The two verdicts, encoded once and of the same length (JSON allows the space), so that neither
-// the response's size nor the request log's bytes tell a correct flag from a wrong one.
+// The two verdicts of a verification without candidates, encoded once and of the same length (JSON
+// allows the space), so that neither the response's size nor the request log's bytes tell a
+// correct flag from a wrong one.
 var (
 	verdictCorrect = []byte(`{"correct": true}` + "\n")
 	verdictWrong   = []byte(`{"correct":false}` + "\n")
 )
 
+// attributedVerdictLength is the length of every answer to a verification with candidates: the
+// longest, a wrong flag owned by a candidate whose name is as long as an owner may be. Shorter
+// answers are padded with spaces before the closing brace (JSON allows them), so that a correct
+// flag, a wrong one and another owner's are of one size, whatever the owner's name.
+var attributedVerdictLength = len(`{"correct":false,"ownedBy":""}`+"\n") + validation.LabelValueMaxLength
+
+// attributedVerdict encodes the answer to a verification with candidates, attributedVerdictLength
+// bytes long. An owner is a label value (DecodeFlagVerification checked it), nothing to escape.
+func attributedVerdict(v hooksync.FlagVerdict) []byte {
+	out := make([]byte, 0, attributedVerdictLength)
+	switch {
+	case v.Correct:
+		out = append(out, `{"correct": true`...)
+	case v.OwnedBy != "":
+		out = append(out, `{"correct":false,"ownedBy":"`+v.OwnedBy+`"`...)
+	default:
+		out = append(out, `{"correct":false`...)
+	}
+	for len(out) < attributedVerdictLength-len("}\n") {
+		out = append(out, ' ')
+	}
+	return append(out, "}\n"...)
+}
+
 // handleFlagVerify serves POST /flags/verify: is a submitted flag the owner's dynamic flag on a
-// definition? It needs no instance (the flag is an HMAC of the definition and the owner), so a team
-// that solves in its last minute can still score once the instance expired. The flag is never
-// logged nor echoed: the answer is {"correct": true|false}, both of one length, and errors name
-// fields, not values.
+// definition, and if not, whose of the candidates it names is it? It needs no instance (the flag
+// is an HMAC of the definition and the owner), so a team that solves in its last minute can still
+// score once the instance expired. The flag is never logged nor echoed: the answer is
+// {"correct": true|false}, both of one length; with candidates, {"correct":false,"ownedBy":"..."}
+// for another owner's flag, every answer padded to one length; errors name fields, not values.
 func handleFlagVerify(flagKey []byte) http.HandlerFunc {
+	// limit says in a 413 what sets flagVerifyMaxBytes.
+	limit := fmt.Sprintf("the fixed limit of a flag verification: three short strings and at most %d candidate owners", hooksync.MaxFlagCandidates)
 	return func(w http.ResponseWriter, r *http.Request) {
 		if len(flagKey) == 0 {
 			respondError(w, r, http.StatusServiceUnavailable, "flag_key_missing",
 				"the hook has no flag key (--flag-key-file), so no dynamic flag exists to verify; give it the key and restart it")
 			return
 		}
-		body, ok := readBody(w, r, flagVerifyLimit)
+		body, ok := readBody(w, r, limit)
 		if !ok {
 			return
 		}
@@ -46,11 +75,15 @@ func handleFlagVerify(flagKey []byte) http.HandlerFunc {
 			respondDecodeError(w, r, err)
 			return
 		}
-		verdict := verdictWrong
-		if hooksync.VerifyDynamicFlag(flagKey, v.Definition, v.Owner, v.Flag) {
-			verdict = verdictCorrect
+		verdict := hooksync.VerifyFlag(flagKey, v)
+		switch {
+		case len(v.Candidates) > 0:
+			respondBytes(w, http.StatusOK, attributedVerdict(verdict))
+		case verdict.Correct:
+			respondBytes(w, http.StatusOK, verdictCorrect)
+		default:
+			respondBytes(w, http.StatusOK, verdictWrong)
 		}
-		respondBytes(w, http.StatusOK, verdict)
 	}
 }
 
