@@ -86,12 +86,15 @@ func VerifyFlag(key []byte, v FlagVerification) FlagVerdict {
 		return FlagVerdict{}
 	}
 	mac := hmac.New(sha256.New, key)
-	var sum [sha256.Size]byte
+	// What dynamicFlagHex hashes, in one buffer reused for every owner: the definition key, a zero
+	// byte, the owner.
+	message := append([]byte(v.Definition), 0)
+	subject := len(message)
+	sum := make([]byte, 0, sha256.Size)
 	matches := func(owner string) int {
+		message = append(message[:subject], owner...)
 		mac.Reset()
-		mac.Write([]byte(v.Definition))
-		mac.Write([]byte{0})
-		mac.Write([]byte(owner))
+		mac.Write(message)
 		return subtle.ConstantTimeCompare(mac.Sum(sum[:0])[:len(submitted)], submitted[:])
 	}
 	correct := matches(v.Owner) == 1
