@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -87,20 +89,24 @@ func handleFlagVerify(flagKey []byte) http.HandlerFunc {
 	}
 }
 
-// runFlag prints one owner's dynamic flag, for organizers (a support request, a manual check).
+// runFlag prints one owner's dynamic flag, for organizers (a support request, a manual check);
+// with --whose, the owners of --owners-file whose flag a given one is (a flag posted in public).
 // args exclude "flag".
 func runFlag(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	var definition, owner, prefix, keyFile string
+	var definition, owner, prefix, keyFile, whose, ownersFile string
 	c := newConfigFlags("challenge-hook flag")
 	c.fs.StringVar(&definition, "definition", "", "definition key: `<namespace>/<name>` of a ChallengeDefinition (its own namespace, wherever the Challenge runs), or inline/<namespace>/<challenge name> for an inline template")
 	c.fs.StringVar(&owner, "owner", "", "the Challenge's spec.`owner`")
 	c.fs.StringVar(&prefix, "prefix", "flag", "the definition's flag.`prefix`")
+	c.fs.StringVar(&whose, "whose", "", "a submitted `flag`: print, instead of a flag, the owners of --owners-file whose dynamic flag on --definition it is")
+	c.fs.StringVar(&ownersFile, "owners-file", "", "`file` of the owners --whose looks among, one a line")
 	c.env(func(fs *flag.FlagSet) {
 		fs.StringVar(&keyFile, "flag-key-file", "", "`file` holding the HMAC key of dynamic flags, the hook's")
 	})
 	err := c.parse(args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
-		c.usage(stderr, "challenge-hook flag --definition <namespace>/<name> --owner <owner> --flag-key-file <file> [--prefix flag]")
+		c.usage(stderr, "challenge-hook flag --definition <namespace>/<name> --owner <owner> --flag-key-file <file> [--prefix flag]\n"+
+			"       challenge-hook flag --definition <namespace>/<name> --whose <flag> --owners-file <file> --flag-key-file <file>")
 		return nil
 	}
 	if err != nil {
@@ -109,8 +115,22 @@ func runFlag(args []string, getenv func(string) string, stdout, stderr io.Writer
 	if c.fs.NArg() > 0 {
 		return fmt.Errorf("flag: unexpected argument %q", c.fs.Arg(0))
 	}
-	if err := hooksync.CheckFlagSubject(definition, owner); err != nil {
-		return fmt.Errorf("flag: --definition and --owner: %w", err)
+	var owners []string
+	switch {
+	case whose != "" && owner != "":
+		return errors.New("flag: --whose and --owner: give one, --owner to print its flag, --whose to find whose a flag is")
+	case whose != "" && ownersFile == "":
+		return errors.New("flag: --whose needs --owners-file, the owners to look among, one a line")
+	case whose == "" && ownersFile != "":
+		return errors.New("flag: --owners-file is for --whose; to print one owner's flag, give --owner")
+	case whose != "":
+		if owners, err = readOwners(ownersFile, definition); err != nil {
+			return fmt.Errorf("flag: %w", err)
+		}
+	default:
+		if err := hooksync.CheckFlagSubject(definition, owner); err != nil {
+			return fmt.Errorf("flag: --definition and --owner: %w", err)
+		}
 	}
 	if !hooksync.ValidFlagPrefix(prefix) {
 		return fmt.Errorf("flag: --prefix %q: letters, digits and underscores, at most 32", prefix)
@@ -122,6 +142,46 @@ func runFlag(args []string, getenv func(string) string, stdout, stderr io.Writer
 	if err != nil {
 		return fmt.Errorf("flag: %w", err)
 	}
-	_, err = fmt.Fprintln(stdout, hooksync.DynamicFlag(key, definition, owner, prefix))
-	return err
+	if whose == "" {
+		_, err = fmt.Fprintln(stdout, hooksync.DynamicFlag(key, definition, owner, prefix))
+		return err
+	}
+	found := false
+	for _, candidate := range owners {
+		if hooksync.VerifyDynamicFlag(key, definition, candidate, whose) {
+			found = true
+			if _, err := fmt.Fprintln(stdout, candidate); err != nil {
+				return err
+			}
+		}
+	}
+	if !found {
+		return fmt.Errorf("flag: --whose: the flag is not the dynamic flag of any of the %d owners of %s on %s (a wrong flag, another definition's, or a static one)",
+			len(owners), ownersFile, definition)
+	}
+	return nil
+}
+
+// readOwners reads --owners-file: one owner a line, blank lines skipped; each must make a flag
+// subject with the definition.
+func readOwners(path, definition string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--owners-file: %w", err)
+	}
+	var owners []string
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if err := hooksync.CheckFlagSubject(definition, line); err != nil {
+			return nil, fmt.Errorf("--owners-file %s line %d: %w", path, i+1, err)
+		}
+		owners = append(owners, line)
+	}
+	if len(owners) == 0 {
+		return nil, fmt.Errorf("--owners-file %s: no owner in it", path)
+	}
+	return owners, nil
 }

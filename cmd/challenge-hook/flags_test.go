@@ -311,3 +311,47 @@ func TestFlagAttribution(t *testing.T) {
 		})
 	}
 }
+
+// `challenge-hook flag --whose` names the owners of a file whose flag a given one is, the
+// organizer's way to trace a flag posted in public; a flag of nobody among them is an error.
+func TestFlagCommandSaysWhoseAFlagIs(t *testing.T) {
+	ts := newTokenServer(t)
+	dir := t.TempDir()
+	ownersFile := filepath.Join(dir, "owners")
+	require.NoError(t, os.WriteFile(ownersFile, []byte("team-1\n\nteam-7\n team-9 \n"), 0o600))
+	badOwners := filepath.Join(dir, "bad-owners")
+	require.NoError(t, os.WriteFile(badOwners, []byte("team-1\nTeam 7!\n"), 0o600))
+	whose := func(args ...string) (string, error) {
+		var stdout bytes.Buffer
+		err := run(t.Context(), append([]string{"challenge-hook", "flag", "--flag-key-file=" + ts.keyFile}, args...), noEnv, &stdout, &bytes.Buffer{})
+		return stdout.String(), err
+	}
+	got, err := whose("--definition=inline/ctf/pwn-team7", "--whose="+ts.flag, "--owners-file="+ownersFile)
+	require.NoError(t, err)
+	assert.Equal(t, "team-7\n", got, "the delivered flag is team-7's")
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--definition=ctf/pwn", "--whose=" + ts.flag, "--owners-file=" + ownersFile}, "not the dynamic flag of any of the 3 owners"},
+		{[]string{"--definition=inline/ctf/pwn-team7", "--whose=hunter2", "--owners-file=" + ownersFile}, "not the dynamic flag of any of the 3 owners"},
+		{[]string{"--definition=inline/ctf/pwn-team7", "--whose=" + ts.flag}, "--whose needs --owners-file"},
+		{[]string{"--definition=inline/ctf/pwn-team7", "--whose=" + ts.flag, "--owner=team-7", "--owners-file=" + ownersFile}, "--whose and --owner"},
+		{[]string{"--definition=inline/ctf/pwn-team7", "--owner=team-7", "--owners-file=" + ownersFile}, "--owners-file is for --whose"},
+		{[]string{"--definition=inline/ctf/pwn-team7", "--whose=" + ts.flag, "--owners-file=" + badOwners}, "line 2: owner \"Team 7!\""},
+		{[]string{"--definition=inline/ctf/pwn-team7", "--whose=" + ts.flag, "--owners-file=/nonexistent/owners"}, "--owners-file"},
+	} {
+		out, err := whose(tt.args...)
+		if assert.Error(t, err, "%v", tt.args) {
+			assert.Contains(t, err.Error(), tt.want)
+			assert.NotContains(t, err.Error(), flagHexPart(ts.flag), "an error echoes the flag")
+		}
+		assert.Empty(t, out, "%v", tt.args)
+	}
+}
+
+// flagHexPart is a flag's secret part, between the braces.
+func flagHexPart(flag string) string {
+	return flag[strings.IndexByte(flag, '{')+1 : len(flag)-1]
+}
