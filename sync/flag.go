@@ -62,8 +62,8 @@ func VerifyDynamicFlag(key []byte, definitionKey, owner, submitted string) bool 
 	return VerifyFlag(key, FlagVerification{Definition: definitionKey, Owner: owner, Flag: submitted}).Correct
 }
 
-// MaxFlagCandidates bounds the candidate owners of one verification: an HMAC each (about a
-// microsecond), so that one request costs a few milliseconds at most. An event with more owners
+// MaxFlagCandidates bounds the candidate owners of one verification: an HMAC each, with its
+// decoding about half a microsecond, so that one request costs a few milliseconds at most. An event with more owners
 // asks in several requests.
 const MaxFlagCandidates = 5000
 
