@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -226,6 +227,8 @@ func FuzzFlagVerification(f *testing.F) {
 	f.Add([]byte(`{"definition":"inline/ctf/pwn-team7","owner":"team-7","flag":"flag{}"}`))
 	f.Add([]byte(`{"definition":"ctf/web","owner":"t","flag":"x{y}","extra":1}`))
 	key := fuzzConfig().FlagKey
+	// A shared flag: team-2's, submitted by team-1.
+	f.Add([]byte(`{"definition":"ctf/web-sqli","owner":"team-1","flag":"` + hooksync.DynamicFlag(key, "ctf/web-sqli", "team-2", "CTF") + `","candidates":["team-2","team-42"]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		v, err := hooksync.DecodeFlagVerification(body)
 		if err != nil {
@@ -240,6 +243,15 @@ func FuzzFlagVerification(f *testing.F) {
 		}
 		if hooksync.VerifyDynamicFlag(key, v.Definition, v.Owner, v.Flag) && !strings.HasSuffix(v.Flag, own[len("flag"):]) {
 			t.Fatalf("%q verifies but is not %q under another prefix", v.Flag, own)
+		}
+		verdict := hooksync.VerifyFlag(key, v)
+		if verdict.OwnedBy != "" {
+			if verdict.Correct || !slices.Contains(v.Candidates, verdict.OwnedBy) {
+				t.Fatalf("%+v for %+v: an owner named where the flag is correct, or not among the candidates", verdict, v)
+			}
+			if theirs := hooksync.DynamicFlag(key, v.Definition, verdict.OwnedBy, "flag"); !strings.HasSuffix(v.Flag, theirs[len("flag"):]) {
+				t.Fatalf("%q attributed to %s, whose flag is %q", v.Flag, verdict.OwnedBy, theirs)
+			}
 		}
 	})
 }

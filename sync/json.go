@@ -264,6 +264,15 @@ func DecodeFlagVerification(body []byte) (FlagVerification, error) {
 	if err := CheckFlagSubject(v.Definition, v.Owner); err != nil {
 		return FlagVerification{}, badRequest("%v", err)
 	}
+	if len(v.Candidates) > MaxFlagCandidates {
+		return FlagVerification{}, badRequest("candidates: %d owners, at most %d in one verification: split them over several requests",
+			len(v.Candidates), MaxFlagCandidates)
+	}
+	for i, candidate := range v.Candidates {
+		if err := checkOwner(candidate); err != nil {
+			return FlagVerification{}, badRequest("candidates[%d]: %v", i, err)
+		}
+	}
 	return v, nil
 }
 

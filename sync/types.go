@@ -359,11 +359,13 @@ type Response struct {
 }
 
 // FlagVerification is a platform's question to POST /flags/verify: is flag owner's dynamic flag on
-// the definition (a definition key, see CheckFlagSubject)?
+// the definition (a definition key, see CheckFlagSubject)? And if not, is it the flag of one of the
+// candidate owners (at most MaxFlagCandidates), on the same definition?
 type FlagVerification struct {
-	Definition string `json:"definition"`
-	Owner      string `json:"owner"`
-	Flag       string `json:"flag"`
+	Definition string   `json:"definition"`
+	Owner      string   `json:"owner"`
+	Flag       string   `json:"flag"`
+	Candidates []string `json:"candidates,omitempty"`
 }
 
 // CustomizeRequest is what Metacontroller sends to the customize hook.
