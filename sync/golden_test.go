@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/request.json and hook.flags from case.yaml (or a derivation), then response.json from the hook's answers")
@@ -161,7 +162,7 @@ func TestGoldenFixedPoint(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			first := answer(t, c, cfg)
-			second := answer(t, c.with(applyAnswer(t, c.request, first, applied{})), cfg)
+			second := answer(t, c.with(applyAnswer(t, c.request, first, mcsim.Applied{})), cfg)
 			require.Equal(t, string(indent(t, first)), string(indent(t, second)))
 		})
 	}
@@ -221,7 +222,7 @@ func checkDeadlineProperty(t *testing.T, c goldenCase, cfg Config) {
 
 	request := c.request
 	for round := 1; round <= 3; round++ {
-		request = applyAnswer(t, request, body, applied{delete: true})
+		request = applyAnswer(t, request, body, mcsim.Applied{Delete: true})
 		body = answer(t, c.with(request), cfg)
 		next := decodeAnswer(t, body)
 		later, err := time.Parse(time.RFC3339, next.Status.ExpiresAt)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 )
 
 // The pre-pull controller's golden cases are testdata/prepull/<case>/: a case.yaml written by
@@ -39,86 +40,58 @@ type prePullCaseFile struct {
 	} `json:"appliedWith,omitempty"`
 }
 
-// prePullController is the component's CompositeController, as Metacontroller sends it.
-func prePullController(t testing.TB) map[string]any {
-	return readYAMLObject(t, "../manifests/components/prepull/compositecontroller.yaml")
+// prePullController is the component's CompositeController as Metacontroller runs it.
+func prePullController(t testing.TB) mcsim.Controller {
+	return mcsim.Controller{Object: readYAMLObject(t, "../manifests/components/prepull/compositecontroller.yaml"), Discovery: []mcsim.Kind{
+		{APIVersion: v1alpha1.APIVersion, Kind: "ChallengeDefinition", Resource: "challengedefinitions"},
+		{APIVersion: "apps/v1", Kind: "DaemonSet", Resource: "daemonsets"},
+		{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy", Resource: "networkpolicies"},
+	}}
 }
 
-// prePullRequestFromCase is the request Metacontroller sends for a case: the definition as the API
-// server stores it, each declared child type keyed "<namespace>/<name>" (empty ones too), each
-// child the hook's answer for the definition it was applied for, with the case's fields over it.
+// prePullRequestFromCase is the request Metacontroller sends for a case (mcsim): the definition
+// as the API server stores it, each declared child type keyed "<namespace>/<name>" (empty ones
+// too), each child the hook's answer for the definition it was applied for, with the case's
+// fields over it.
 func prePullRequestFromCase(t testing.TB, c prePullCaseFile, cfg Config) []byte {
-	parent := storedDefinition(c.Parent)
-	meta := parent["metadata"].(map[string]any)
+	controller := prePullController(t)
+	parent, err := controller.Parent(c.Parent, definitionCreator)
+	require.NoError(t, err)
 	related := []map[string]any{parent}
 	for _, def := range c.Related {
-		related = append(related, storedDefinition(def))
+		def, err := controller.Parent(def, definitionCreator)
+		require.NoError(t, err)
+		related = append(related, def)
 	}
 
 	applied := deepCopy(parent)
 	if c.AppliedWith != nil {
-		applied["spec"] = mergeObjects(applied["spec"].(map[string]any), c.AppliedWith.Spec)
+		applied["spec"] = mcsim.Merge(applied["spec"].(map[string]any), c.AppliedWith.Spec)
 	}
 	declared := map[string]map[string]any{}
-	for _, child := range prePullChildrenOf(t, prePullAnswerTo(t, prePullRequest(t, applied, append([]map[string]any{applied}, related[1:]...), nil), cfg)) {
+	for _, child := range prePullChildrenOf(t, prePullAnswerTo(t, prePullRequest(t, controller, applied, append([]map[string]any{applied}, related[1:]...), nil, nil), cfg)) {
 		declared[fmt.Sprint(child["kind"], "/", mapAt(child, "metadata")["name"])] = child
 	}
-	return prePullRequest(t, parent, related, func(groups map[string]map[string]any) {
-		for _, in := range c.Children {
-			kind, name := in["kind"].(string), mapAt(in, "metadata")["name"].(string)
-			lastApplied, ok := declared[kind+"/"+name]
-			require.True(t, ok, "child %s/%s: the hook never declared it for the case's definition (appliedWith)", kind, name)
-			obj := mergeObjects(deepCopy(lastApplied), in)
-			childMeta := obj["metadata"].(map[string]any)
-			childMeta["labels"] = mergeObjects(mapAt(childMeta, "labels"), map[string]any{"controller-uid": meta["uid"]})
-			childMeta["annotations"] = mergeObjects(mapAt(childMeta, "annotations"), map[string]any{LastAppliedAnnotation: string(marshal(t, lastApplied))})
-			childMeta["ownerReferences"] = []any{map[string]any{
-				"apiVersion": v1alpha1.APIVersion, "kind": "ChallengeDefinition", "name": meta["name"], "uid": meta["uid"],
-				"controller": true, "blockOwnerDeletion": true,
-			}}
-			childMeta["managedFields"] = managedFields(obj, "metacontroller", "kube-controller-manager", meta["creationTimestamp"])
-			key := fmt.Sprint(kind, ".", obj["apiVersion"])
-			require.Contains(t, groups, key, "the CompositeController declares no %s", key)
-			groups[key][fmt.Sprint(childMeta["namespace"], "/", name)] = obj
-		}
-	})
+	for _, in := range c.Children {
+		kind, name := in["kind"], mapAt(in, "metadata")["name"]
+		require.Contains(t, declared, fmt.Sprint(kind, "/", name), "child %s/%s: the hook never declared it for the case's definition (appliedWith)", kind, name)
+	}
+	return prePullRequest(t, controller, parent, related, c.Children, declared)
 }
 
-// storedDefinition is a case's definition as the API server stores it.
-func storedDefinition(def map[string]any) map[string]any {
-	def = deepCopy(def)
-	def["apiVersion"], def["kind"] = v1alpha1.APIVersion, "ChallengeDefinition"
-	meta := def["metadata"].(map[string]any)
-	if _, ok := meta["generation"]; !ok {
-		meta["generation"] = 1
-	}
-	meta["managedFields"] = managedFields(def, "ctf-admin", "metacontroller", meta["creationTimestamp"])
-	return def
-}
+// definitionCreator is who creates ChallengeDefinitions, for their managedFields: the organizers.
+const definitionCreator = "ctf-admin"
 
-// prePullRequest is a request for parent, with the related definitions, every declared child type
-// and what fill adds.
-func prePullRequest(t testing.TB, parent map[string]any, related []map[string]any, fill func(map[string]map[string]any)) []byte {
-	controller := prePullController(t)
-	groups := map[string]map[string]any{}
-	for _, r := range controller["spec"].(map[string]any)["childResources"].([]any) {
-		r := r.(map[string]any)
-		for _, k := range prePullChildKinds {
-			if k.APIVersion == r["apiVersion"] && k.Resource == r["resource"] {
-				groups[k.Key()] = map[string]any{}
-			}
-		}
-	}
-	if fill != nil {
-		fill(groups)
-	}
-	definitions := map[string]any{}
-	for _, def := range related {
-		meta := def["metadata"].(map[string]any)
-		definitions[fmt.Sprint(meta["namespace"], "/", meta["name"])] = def
-	}
-	return marshal(t, map[string]any{"controller": controller, "parent": parent, "children": groups,
-		"related": map[string]any{"ChallengeDefinition." + v1alpha1.APIVersion: definitions}, "finalizing": false})
+// prePullRequest is a request for parent, with the related definitions and the children observed
+// as declared.
+func prePullRequest(t testing.TB, controller mcsim.Controller, parent map[string]any, related, children []map[string]any, declared map[string]map[string]any) []byte {
+	groups, err := controller.Children(parent, children, declared)
+	require.NoError(t, err)
+	definitions, err := controller.Related(mapAt(parent, "metadata")["namespace"], related, mcsim.GroupKey("ChallengeDefinition", v1alpha1.APIVersion))
+	require.NoError(t, err)
+	request, err := controller.SyncRequest(parent, groups, definitions, false)
+	require.NoError(t, err)
+	return request
 }
 
 func prePullAnswerTo(t testing.TB, request []byte, cfg Config) []byte {
