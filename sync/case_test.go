@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/yaml"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/golden"
 	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 )
 
@@ -47,67 +47,21 @@ type caseFile struct {
 	} `json:"appliedWith,omitempty"`
 }
 
-const (
-	caseInputFile = "case.yaml"
-	// caseFlagsFile holds a case's flags for whoever serves its request.json (make run, the
-	// replay and e2e tests); requestFromCase writes it from the case's flags.
-	caseFlagsFile = "hook.flags"
-	// parentCreator is who creates Challenges, for their managedFields: the CTF platform.
-	parentCreator = "ctf-platform"
-)
+// parentCreator is who creates Challenges, for their managedFields: the CTF platform.
+const parentCreator = "ctf-platform"
 
 func readCaseFile(t testing.TB, dir string) caseFile {
-	content, err := os.ReadFile(filepath.Join(dir, caseInputFile))
-	require.NoError(t, err)
 	var c caseFile
-	require.NoError(t, yaml.UnmarshalStrict(content, &c), "%s/%s", dir, caseInputFile)
-	require.NotEmpty(t, c.Description, "%s/%s says what the case shows", dir, caseInputFile)
+	require.NoError(t, golden.ReadInput(dir, &c))
+	require.NotEmpty(t, c.Description, "%s/%s says what the case shows", dir, golden.InputFile)
 	return c
-}
-
-// compositeController is manifests/compositecontroller.yaml as Metacontroller sends it, with a
-// component's patches applied (only "add" to /spec/childResources/-, all the components do).
-func compositeController(t testing.TB, component string) map[string]any {
-	controller := readYAMLObject(t, "../manifests/compositecontroller.yaml")
-	if component == "" {
-		return controller
-	}
-	var kustomization struct {
-		Patches []struct {
-			Patch string `json:"patch"`
-		} `json:"patches"`
-	}
-	content, err := os.ReadFile(filepath.Join("../manifests/components", component, "kustomization.yaml"))
-	require.NoError(t, err)
-	require.NoError(t, yaml.Unmarshal(content, &kustomization))
-	spec := controller["spec"].(map[string]any)
-	for _, p := range kustomization.Patches {
-		var ops []struct {
-			Op    string         `json:"op"`
-			Path  string         `json:"path"`
-			Value map[string]any `json:"value"`
-		}
-		require.NoError(t, yaml.Unmarshal([]byte(p.Patch), &ops))
-		for _, op := range ops {
-			require.Equal(t, "add /spec/childResources/-", op.Op+" "+op.Path, "component %s: a patch the golden cases cannot apply", component)
-			spec["childResources"] = append(spec["childResources"].([]any), op.Value)
-		}
-	}
-	return controller
-}
-
-func readYAMLObject(t testing.TB, path string) map[string]any {
-	content, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var obj map[string]any
-	require.NoError(t, yaml.Unmarshal(content, &obj), path)
-	return obj
 }
 
 // goldenController is the CompositeController of a case as Metacontroller runs it, with API
 // discovery of every kind the hook knows (Legacy ones included, for an older controller's cases).
 func goldenController(t testing.TB, c caseFile) mcsim.Controller {
-	controller := compositeController(t, c.Component)
+	controller, err := golden.Controller("..", c.Component)
+	require.NoError(t, err)
 	if c.ChildResources != nil {
 		controller["spec"].(map[string]any)["childResources"] = c.ChildResources
 	}
@@ -254,7 +208,7 @@ func deepCopy(obj map[string]any) map[string]any { return mcsim.Copy(obj) }
 // TestGoldenRequests: each case's request.json and hook.flags are what its case.yaml makes;
 // `make update` writes them before the other golden tests read them.
 func TestGoldenRequests(t *testing.T) {
-	inputs, err := filepath.Glob(filepath.Join("..", "testdata", "*", caseInputFile))
+	inputs, err := filepath.Glob(filepath.Join("..", "testdata", "*", golden.InputFile))
 	require.NoError(t, err)
 	require.NotEmpty(t, inputs)
 	cfg := goldenConfig(t)
@@ -265,7 +219,7 @@ func TestGoldenRequests(t *testing.T) {
 			c := readCaseFile(t, dir)
 			files := map[string][]byte{"request.json": indent(t, requestFromCase(t, name, c, cfg))}
 			if len(c.Flags) > 0 {
-				files[caseFlagsFile] = []byte(strings.Join(c.Flags, " ") + "\n")
+				files[golden.FlagsFile] = []byte(strings.Join(c.Flags, " ") + "\n")
 			}
 			for file, want := range files {
 				path := filepath.Join(dir, file)
@@ -277,8 +231,8 @@ func TestGoldenRequests(t *testing.T) {
 				require.Equal(t, string(want), string(got), "%s is written from %s: run `make update`", path, input)
 			}
 			if len(c.Flags) == 0 {
-				_, err := os.Stat(filepath.Join(dir, caseFlagsFile))
-				require.True(t, os.IsNotExist(err), "%s has no flags: delete its %s", input, caseFlagsFile)
+				_, err := os.Stat(filepath.Join(dir, golden.FlagsFile))
+				require.True(t, os.IsNotExist(err), "%s has no flags: delete its %s", input, golden.FlagsFile)
 			}
 		})
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/yaml"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/golden"
 	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 )
 
@@ -42,7 +42,9 @@ type prePullCaseFile struct {
 
 // prePullController is the component's CompositeController as Metacontroller runs it.
 func prePullController(t testing.TB) mcsim.Controller {
-	return mcsim.Controller{Object: readYAMLObject(t, "../manifests/components/prepull/compositecontroller.yaml"), Discovery: []mcsim.Kind{
+	controller, err := golden.ReadObject("../manifests/components/prepull/compositecontroller.yaml")
+	require.NoError(t, err)
+	return mcsim.Controller{Object: controller, Discovery: []mcsim.Kind{
 		{APIVersion: v1alpha1.APIVersion, Kind: "ChallengeDefinition", Resource: "challengedefinitions"},
 		{APIVersion: "apps/v1", Kind: "DaemonSet", Resource: "daemonsets"},
 		{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy", Resource: "networkpolicies"},
@@ -117,16 +119,14 @@ func prePullChildrenOf(t testing.TB, answer []byte) []map[string]any {
 func TestGoldenPrePull(t *testing.T) {
 	cfg := goldenConfig(t)
 	require.NotEmpty(t, cfg.PrePullImage, "testdata/dev.flags sets --prepull-image")
-	inputs, err := filepath.Glob(filepath.Join(prePullCasesDir, "*", caseInputFile))
+	inputs, err := filepath.Glob(filepath.Join(prePullCasesDir, "*", golden.InputFile))
 	require.NoError(t, err)
 	require.NotEmpty(t, inputs)
 	for _, input := range inputs {
 		dir := filepath.Dir(input)
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			content, err := os.ReadFile(input)
-			require.NoError(t, err)
 			var c prePullCaseFile
-			require.NoError(t, yaml.UnmarshalStrict(content, &c), input)
+			require.NoError(t, golden.ReadInput(dir, &c))
 			require.NotEmpty(t, c.Description, "%s says what the case shows", input)
 			cfg := withFlags(t, cfg, c.Flags)
 			request := prePullRequestFromCase(t, c, cfg)
@@ -134,10 +134,10 @@ func TestGoldenPrePull(t *testing.T) {
 			require.Equal(t, string(answer), string(prePullAnswerTo(t, request, cfg)), "identical requests must give byte-identical answers")
 			files := map[string][]byte{"request.json": indent(t, request), "response.json": indent(t, answer)}
 			if len(c.Flags) > 0 {
-				files[caseFlagsFile] = []byte(strings.Join(c.Flags, " ") + "\n")
+				files[golden.FlagsFile] = []byte(strings.Join(c.Flags, " ") + "\n")
 			} else {
-				_, err := os.Stat(filepath.Join(dir, caseFlagsFile))
-				require.True(t, os.IsNotExist(err), "%s has no flags: delete its %s", input, caseFlagsFile)
+				_, err := os.Stat(filepath.Join(dir, golden.FlagsFile))
+				require.True(t, os.IsNotExist(err), "%s has no flags: delete its %s", input, golden.FlagsFile)
 			}
 			for file, want := range files {
 				path := filepath.Join(dir, file)

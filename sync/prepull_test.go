@@ -2,8 +2,6 @@ package sync
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/golden"
 )
 
 // TestDecodePrePullRequestRefuses: what the pre-pull hook cannot read is a bad request (400,
@@ -54,12 +53,10 @@ func TestPrePullRefusesWhatItCannotLabel(t *testing.T) {
 // FuzzPrePull: whatever the body, decoding fails with a bad request or the answer is byte for
 // byte the same when asked twice, and never panics; seeded with the golden requests.
 func FuzzPrePull(f *testing.F) {
-	requests, err := filepath.Glob(filepath.Join(prePullCasesDir, "*", "request.json"))
+	cases, err := golden.Cases(prePullCasesDir)
 	require.NoError(f, err)
-	for _, path := range requests {
-		body, err := os.ReadFile(path)
-		require.NoError(f, err)
-		f.Add(body)
+	for _, c := range cases {
+		f.Add(c.Request)
 	}
 	cfg := DefaultConfig()
 	cfg.PrePullImage, cfg.DefinitionNamespaces = "registry.example/hook:1", []string{"ctf"}
