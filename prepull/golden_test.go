@@ -1,7 +1,9 @@
-package sync
+package prepull
 
 import (
+	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,12 +15,47 @@ import (
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 	"github.com/challenge-hook/challenge-hook/internal/golden"
 	"github.com/challenge-hook/challenge-hook/internal/mcsim"
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
 // The pre-pull controller's golden cases are testdata/prepull/<case>/: a case.yaml written by
 // hand (prePullCaseFile), and the request.json and response.json `make update` writes from it,
 // as for the Challenge hook's cases (testdata/README.md).
 const prePullCasesDir = "../testdata/prepull"
+
+var update = flag.Bool("update", false, "rewrite testdata/prepull/*/request.json, response.json and hook.flags from case.yaml")
+
+// goldenConfig is the configuration `make run` serves with: testdata/dev.flags (relative to the
+// repository root) parsed by the hook's own registration (sync.Config.RegisterFlags), then a
+// case's flags. The binary's own flags there (the flag key's file, the pinned clock,
+// Metacontroller's token) shape no pre-pull answer.
+func goldenConfig(t testing.TB, caseFlags []string) hooksync.Config {
+	devFlags, err := os.ReadFile("../testdata/dev.flags")
+	require.NoError(t, err)
+	cfg := hooksync.DefaultConfig()
+	fs := flag.NewFlagSet("dev.flags", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	for _, binaryFlag := range []string{"flag-key-file", "clock", "token-file"} {
+		fs.String(binaryFlag, "", "")
+	}
+	require.NoError(t, fs.Parse(append(strings.Fields(string(devFlags)), caseFlags...)))
+	return cfg
+}
+
+// indent is the golden files' layout: the wire bytes, indented for reading and review.
+func indent(t testing.TB, compact []byte) []byte {
+	var buf bytes.Buffer
+	require.NoError(t, json.Indent(&buf, compact, "", "  "))
+	return buf.Bytes()
+}
+
+func mapAt(obj map[string]any, key string) map[string]any {
+	m, _ := obj[key].(map[string]any)
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
 
 // prePullCaseFile is a pre-pull case's input.
 type prePullCaseFile struct {
@@ -55,7 +92,7 @@ func prePullController(t testing.TB) mcsim.Controller {
 // as the API server stores it, each declared child type keyed "<namespace>/<name>" (empty ones
 // too), each child the hook's answer for the definition it was applied for, with the case's
 // fields over it.
-func prePullRequestFromCase(t testing.TB, c prePullCaseFile, cfg Config) []byte {
+func prePullRequestFromCase(t testing.TB, c prePullCaseFile, cfg hooksync.Config) []byte {
 	controller := prePullController(t)
 	parent, err := controller.Parent(c.Parent, definitionCreator)
 	require.NoError(t, err)
@@ -66,7 +103,7 @@ func prePullRequestFromCase(t testing.TB, c prePullCaseFile, cfg Config) []byte 
 		related = append(related, def)
 	}
 
-	applied := deepCopy(parent)
+	applied := mcsim.Copy(parent)
 	if c.AppliedWith != nil {
 		applied["spec"] = mcsim.Merge(applied["spec"].(map[string]any), c.AppliedWith.Spec)
 	}
@@ -96,10 +133,10 @@ func prePullRequest(t testing.TB, controller mcsim.Controller, parent map[string
 	return request
 }
 
-func prePullAnswerTo(t testing.TB, request []byte, cfg Config) []byte {
-	req, err := DecodePrePullRequest(request)
+func prePullAnswerTo(t testing.TB, request []byte, cfg hooksync.Config) []byte {
+	req, err := DecodeRequest(request)
 	require.NoError(t, err)
-	out, err := EncodeResponse(PrePull(req, cfg))
+	out, err := hooksync.EncodeResponse(Sync(req, cfg))
 	require.NoError(t, err)
 	return out
 }
@@ -117,8 +154,7 @@ func prePullChildrenOf(t testing.TB, answer []byte) []map[string]any {
 // twice, and a fixed point: fed back as Metacontroller applies it (the children it lists as
 // observed, with their last-applied configuration), it answers the same.
 func TestGoldenPrePull(t *testing.T) {
-	cfg := goldenConfig(t)
-	require.NotEmpty(t, cfg.PrePullImage, "testdata/dev.flags sets --prepull-image")
+	require.NotEmpty(t, goldenConfig(t, nil).PrePullImage, "testdata/dev.flags sets --prepull-image")
 	inputs, err := filepath.Glob(filepath.Join(prePullCasesDir, "*", golden.InputFile))
 	require.NoError(t, err)
 	require.NotEmpty(t, inputs)
@@ -128,7 +164,7 @@ func TestGoldenPrePull(t *testing.T) {
 			var c prePullCaseFile
 			require.NoError(t, golden.ReadInput(dir, &c))
 			require.NotEmpty(t, c.Description, "%s says what the case shows", input)
-			cfg := withFlags(t, cfg, c.Flags)
+			cfg := goldenConfig(t, c.Flags)
 			request := prePullRequestFromCase(t, c, cfg)
 			answer := prePullAnswerTo(t, request, cfg)
 			require.Equal(t, string(answer), string(prePullAnswerTo(t, request, cfg)), "identical requests must give byte-identical answers")
@@ -165,7 +201,7 @@ func TestGoldenPrePull(t *testing.T) {
 }
 
 func prePullState(t testing.TB, answer []byte) string {
-	var resp PrePullResponse
+	var resp Response
 	require.NoError(t, json.Unmarshal(answer, &resp))
 	require.NotNil(t, resp.Status.PrePull)
 	return resp.Status.PrePull.State
