@@ -15,14 +15,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/challenge-hook/challenge-hook/internal/wire"
 )
 
 // Object is a Kubernetes object (or any JSON object) as encoding/json decodes it.
 type Object = map[string]any
-
-// LastAppliedAnnotation is where Metacontroller keeps, on each child, what the hook last declared
-// for it: the base of its three-way merge.
-const LastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"
 
 // Kind is what API discovery tells Metacontroller of a resource.
 type Kind struct {
@@ -258,7 +256,7 @@ func (c Controller) Children(parent Object, children []Object, declared map[stri
 			if err != nil {
 				return nil, fmt.Errorf("child %v/%v: %w", kind, name, err)
 			}
-			meta["annotations"] = Merge(mapAt(meta, "annotations"), Object{LastAppliedAnnotation: string(raw)})
+			meta["annotations"] = Merge(mapAt(meta, "annotations"), Object{wire.LastAppliedAnnotation: string(raw)})
 		}
 		meta["managedFields"] = managedFields(obj, "metacontroller", statusManager(kind), parentMeta["creationTimestamp"])
 		key := GroupKey(fmt.Sprint(kind), apiVersion)
@@ -360,7 +358,7 @@ func Apply(request, answer []byte, how Applied) ([]byte, error) {
 		observed["metadata"] = observedMeta
 		annotations := mapAt(observedMeta, "annotations")
 		observedMeta["annotations"] = annotations
-		annotations[LastAppliedAnnotation] = string(raw)
+		annotations[wire.LastAppliedAnnotation] = string(raw)
 	}
 	for groupKey, group := range groups {
 		group, _ := group.(Object)
