@@ -155,11 +155,10 @@ func prePullChildrenOf(t testing.TB, answer []byte) []map[string]any {
 // observed, with their last-applied configuration), it answers the same.
 func TestGoldenPrePull(t *testing.T) {
 	require.NotEmpty(t, goldenConfig(t, nil).PrePullImage, "testdata/dev.flags sets --prepull-image")
-	inputs, err := filepath.Glob(filepath.Join(prePullCasesDir, "*", golden.InputFile))
+	dirs, err := golden.Inputs(prePullCasesDir)
 	require.NoError(t, err)
-	require.NotEmpty(t, inputs)
-	for _, input := range inputs {
-		dir := filepath.Dir(input)
+	for _, dir := range dirs {
+		input := filepath.Join(dir, golden.InputFile)
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			var c prePullCaseFile
 			require.NoError(t, golden.ReadInput(dir, &c))

@@ -208,12 +208,11 @@ func deepCopy(obj map[string]any) map[string]any { return mcsim.Copy(obj) }
 // TestGoldenRequests: each case's request.json and hook.flags are what its case.yaml makes;
 // `make update` writes them before the other golden tests read them.
 func TestGoldenRequests(t *testing.T) {
-	inputs, err := filepath.Glob(filepath.Join("..", "testdata", "*", golden.InputFile))
+	dirs, err := golden.Inputs("../testdata")
 	require.NoError(t, err)
-	require.NotEmpty(t, inputs)
 	cfg := goldenConfig(t)
-	for _, input := range inputs {
-		dir := filepath.Dir(input)
+	for _, dir := range dirs {
+		input := filepath.Join(dir, golden.InputFile)
 		name := filepath.Base(dir)
 		t.Run(name, func(t *testing.T) {
 			c := readCaseFile(t, dir)

@@ -71,6 +71,23 @@ func Cases(dir string) ([]Case, error) {
 	return cases, nil
 }
 
+// Inputs are the directories of the cases under dir written by hand: those with a case.yaml
+// (the others are derived from another case's request).
+func Inputs(dir string) ([]string, error) {
+	inputs, err := filepath.Glob(filepath.Join(dir, "*", InputFile))
+	if err != nil {
+		return nil, err
+	}
+	if len(inputs) == 0 {
+		return nil, fmt.Errorf("no golden cases (%s)", filepath.Join(dir, "*", InputFile))
+	}
+	dirs := make([]string, 0, len(inputs))
+	for _, input := range inputs {
+		dirs = append(dirs, filepath.Dir(input))
+	}
+	return dirs, nil
+}
+
 // ReadInput decodes a case's case.yaml into input, strictly: a key input does not declare is an
 // error.
 func ReadInput(dir string, input any) error {
