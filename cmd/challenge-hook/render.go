@@ -74,21 +74,8 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
-	var resp hooksync.Response
-	answer := func(body []byte) ([]byte, error) {
-		req, err := hooksync.DecodeRequest(body)
-		if err != nil {
-			return nil, err
-		}
-		resp = hooksync.Sync(req, syncTime, hook.sync)
-		return hooksync.EncodeResponse(resp)
-	}
-	// The first answer holds each Pod back until its NetworkPolicy exists (in an instance of
-	// several pods, until the internal Services of the peers it resolves by name have ClusterIPs
-	// too) and each route until its Service exists: print the answer once Metacontroller created
-	// what the first declared, the instance's whole set, the Pods about to be created.
-	how := mcsim.Applied{Create: true, Delete: true, ClusterIPs: true, Now: syncTime}
-	if _, _, err := mcsim.Run(request, answer, 1, how, nil); err != nil {
+	resp, err := answerOnceCreated(request, syncTime, hook.sync)
+	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
 	out, err := yamlDocuments(resp)
@@ -117,48 +104,55 @@ type typeMeta struct {
 	} `json:"metadata"`
 }
 
-// firstSyncRequest is the sync request Metacontroller sends for a new Challenge (mcsim): the
-// Challenge of files as the API server stores it, an empty entry per child type, the definitions
-// of files as related. With a Gateway, the CompositeController is the one the Gateway API
-// component patched: it declares the route types (without them the hook would answer
-// GatewayAPINotEnabled).
-func firstSyncRequest(files []string, now time.Time, gateway bool, stderr io.Writer) ([]byte, error) {
-	var parent map[string]any
-	var definitions []map[string]any
-	for _, file := range files {
-		docs, err := readYAMLDocuments(file)
+// answerOnceCreated is the hook's answer once Metacontroller created what its first answer to
+// request declared. The first answer holds each Pod back until its NetworkPolicy exists (in an
+// instance of several pods, until the internal Services of the peers it resolves by name have
+// ClusterIPs too) and each route until its Service exists: the second one declares the instance's
+// whole set, its Pods about to be created.
+func answerOnceCreated(request []byte, now time.Time, cfg hooksync.Config) (hooksync.Response, error) {
+	var resp hooksync.Response
+	answer := func(body []byte) ([]byte, error) {
+		req, err := hooksync.DecodeRequest(body)
 		if err != nil {
 			return nil, err
 		}
-		for i, doc := range docs {
-			var meta typeMeta
-			var obj map[string]any
-			if err := json.Unmarshal(doc, &meta); err != nil {
-				return nil, fmt.Errorf("%s document %d: %w", file, i+1, err)
-			}
-			if err := json.Unmarshal(doc, &obj); err != nil {
-				return nil, fmt.Errorf("%s document %d: %w", file, i+1, err)
-			}
-			switch {
-			case meta.APIVersion == v1alpha1.APIVersion && meta.Kind == "Challenge":
-				if parent != nil {
-					return nil, fmt.Errorf("%s document %d: a second Challenge (%s); render one at a time", file, i+1, meta.Metadata.Name)
-				}
-				parent = obj
-			case meta.APIVersion == v1alpha1.APIVersion && meta.Kind == "ChallengeDefinition":
-				definitions = append(definitions, obj)
-			default:
-				fmt.Fprintf(stderr, "render: skipping %s document %d: %s %s is neither a Challenge nor a ChallengeDefinition of %s\n",
-					file, i+1, meta.APIVersion, meta.Kind, v1alpha1.APIVersion)
-			}
-		}
+		resp = hooksync.Sync(req, now, cfg)
+		return hooksync.EncodeResponse(resp)
 	}
-	if parent == nil {
-		return nil, fmt.Errorf("no Challenge (apiVersion %s) in %s", v1alpha1.APIVersion, strings.Join(files, ", "))
-	}
+	how := mcsim.Applied{Create: true, Delete: true, ClusterIPs: true, Now: now}
+	_, _, err := mcsim.Run(request, answer, 1, how, nil)
+	return resp, err
+}
 
-	// Every type the CompositeController declares has an entry, as Metacontroller sends them; with
-	// a Gateway, the one patched by the Gateway API component.
+// firstSyncRequest is the sync request Metacontroller sends for a new Challenge (mcsim): the
+// Challenge of files as the API server stores it, an empty entry per child type, the definitions
+// of files as related.
+func firstSyncRequest(files []string, now time.Time, gateway bool, stderr io.Writer) ([]byte, error) {
+	parent, definitions, err := readChallenge(files, stderr)
+	if err != nil {
+		return nil, err
+	}
+	controller := renderController(gateway)
+	// kubectl's default namespace for the Challenge, and the Challenge's for its definitions.
+	parent, err = controller.Parent(mcsim.Created(parent, "default", now), "kubectl")
+	if err != nil {
+		return nil, err
+	}
+	children, err := controller.Children(parent, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	related, err := controller.Related(parent["metadata"].(map[string]any)["namespace"], definitions, mcsim.GroupKey("ChallengeDefinition", v1alpha1.APIVersion))
+	if err != nil {
+		return nil, err
+	}
+	return controller.SyncRequest(parent, children, related, false)
+}
+
+// renderController is the CompositeController as far as the hook reads it: every child type it
+// declares (with a Gateway, the one the Gateway API component patched, which declares the route
+// types: without them the hook would answer GatewayAPINotEnabled).
+func renderController(gateway bool) mcsim.Controller {
 	kinds := hooksync.ChildKinds("")
 	if gateway {
 		kinds = append(kinds, hooksync.ChildKinds(hooksync.GatewayAPIComponent)...)
@@ -176,21 +170,44 @@ func firstSyncRequest(files []string, now time.Time, gateway bool, stderr io.Wri
 		"parentResource": map[string]any{"apiVersion": v1alpha1.APIVersion, "resource": "challenges"},
 		"childResources": declared,
 	}}
+	return controller
+}
 
-	// kubectl's default namespace for the Challenge, and the Challenge's for its definitions.
-	parent, err := controller.Parent(mcsim.Created(parent, "default", now), "kubectl")
-	if err != nil {
-		return nil, err
+// readChallenge reads the one Challenge of files and every ChallengeDefinition, saying on stderr
+// which other documents it skips.
+func readChallenge(files []string, stderr io.Writer) (challenge map[string]any, definitions []map[string]any, err error) {
+	for _, file := range files {
+		docs, err := readYAMLDocuments(file)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, doc := range docs {
+			var meta typeMeta
+			var obj map[string]any
+			if err := json.Unmarshal(doc, &meta); err != nil {
+				return nil, nil, fmt.Errorf("%s document %d: %w", file, i+1, err)
+			}
+			if err := json.Unmarshal(doc, &obj); err != nil {
+				return nil, nil, fmt.Errorf("%s document %d: %w", file, i+1, err)
+			}
+			switch {
+			case meta.APIVersion == v1alpha1.APIVersion && meta.Kind == "Challenge":
+				if challenge != nil {
+					return nil, nil, fmt.Errorf("%s document %d: a second Challenge (%s); render one at a time", file, i+1, meta.Metadata.Name)
+				}
+				challenge = obj
+			case meta.APIVersion == v1alpha1.APIVersion && meta.Kind == "ChallengeDefinition":
+				definitions = append(definitions, obj)
+			default:
+				fmt.Fprintf(stderr, "render: skipping %s document %d: %s %s is neither a Challenge nor a ChallengeDefinition of %s\n",
+					file, i+1, meta.APIVersion, meta.Kind, v1alpha1.APIVersion)
+			}
+		}
 	}
-	children, err := controller.Children(parent, nil, nil)
-	if err != nil {
-		return nil, err
+	if challenge == nil {
+		return nil, nil, fmt.Errorf("no Challenge (apiVersion %s) in %s", v1alpha1.APIVersion, strings.Join(files, ", "))
 	}
-	related, err := controller.Related(parent["metadata"].(map[string]any)["namespace"], definitions, mcsim.GroupKey("ChallengeDefinition", v1alpha1.APIVersion))
-	if err != nil {
-		return nil, err
-	}
-	return controller.SyncRequest(parent, children, related, false)
+	return challenge, definitions, nil
 }
 
 // readYAMLDocuments returns every non-empty document of a YAML file, as JSON.

@@ -317,16 +317,35 @@ func Apply(request, answer []byte, how Applied) ([]byte, error) {
 		return nil, errors.New("request: no parent")
 	}
 	parent["status"] = resp.Status
-	namespace, _ := mapAt(parent, "metadata")["namespace"].(string)
-	now := how.Now.UTC().Truncate(time.Second).Format(time.RFC3339)
-
 	groups, _ := req["children"].(Object)
 	if groups == nil {
 		groups = Object{}
 		req["children"] = groups
 	}
+	namespace, _ := mapAt(parent, "metadata")["namespace"].(string)
+	declared, err := applyDeclared(groups, resp.Children, namespace, how)
+	if err != nil {
+		return nil, err
+	}
+	if how.Delete {
+		deleteUndeclared(groups, declared, how)
+	}
+	if how.ClusterIPs {
+		services, _ := groups[GroupKey("Service", "v1")].(Object)
+		allocateClusterIPs(services, how.Allocated)
+	}
+	return json.Marshal(req)
+}
+
+// timestamp is how the API server writes a time.
+func timestamp(t time.Time) string { return t.UTC().Truncate(time.Second).Format(time.RFC3339) }
+
+// applyDeclared records each declared child on the observed one as its last-applied
+// configuration, creating it first (how.Create) when none is observed. It returns the declared
+// children by "<group key> <namespace>/<name>".
+func applyDeclared(groups Object, children []json.RawMessage, namespace string, how Applied) (map[string]bool, error) {
 	declared := map[string]bool{}
-	for _, raw := range resp.Children {
+	for _, raw := range children {
 		var child Object
 		if err := json.Unmarshal(raw, &child); err != nil {
 			return nil, fmt.Errorf("answer's child: %w", err)
@@ -351,7 +370,7 @@ func Apply(request, answer []byte, how Applied) ([]byte, error) {
 		if !exists {
 			observed = child
 			meta["uid"] = "uid-" + key
-			meta["creationTimestamp"] = now
+			meta["creationTimestamp"] = timestamp(how.Now)
 			group[key] = observed
 		}
 		observedMeta := mapAt(observed, "metadata")
@@ -360,25 +379,27 @@ func Apply(request, answer []byte, how Applied) ([]byte, error) {
 		observedMeta["annotations"] = annotations
 		annotations[wire.LastAppliedAnnotation] = string(raw)
 	}
+	return declared, nil
+}
+
+// deleteUndeclared deletes every observed child the answer left out; with how.PodsLinger a Pod
+// is Terminating first, for one request.
+func deleteUndeclared(groups Object, declared map[string]bool, how Applied) {
 	for groupKey, group := range groups {
 		group, _ := group.(Object)
 		for key, obj := range group {
-			if declared[groupKey+" "+key] || !how.Delete {
+			if declared[groupKey+" "+key] {
 				continue
 			}
-			meta := mapAt(obj.(Object), "metadata")
+			obj, _ := obj.(Object)
+			meta := mapAt(obj, "metadata")
 			if _, terminating := meta["deletionTimestamp"]; how.PodsLinger && strings.HasPrefix(groupKey, "Pod.") && !terminating {
-				meta["deletionTimestamp"] = now
+				meta["deletionTimestamp"] = timestamp(how.Now)
 				continue
 			}
 			delete(group, key)
 		}
 	}
-	if how.ClusterIPs {
-		services, _ := groups[GroupKey("Service", "v1")].(Object)
-		allocateClusterIPs(services, how.Allocated)
-	}
-	return json.Marshal(req)
 }
 
 // ServiceCIDR is where the simulated API server allocates ClusterIPs: the first addresses of
