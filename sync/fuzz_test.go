@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/golden"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -32,17 +31,13 @@ func fuzzConfig() hooksync.Config {
 
 // goldenRequests are the bodies of every testdata/<case>/request.json.
 func goldenRequests(f *testing.F) [][]byte {
-	paths, err := filepath.Glob("../testdata/*/request.json")
+	cases, err := golden.Cases("../testdata")
 	if err != nil {
 		f.Fatal(err)
 	}
 	var bodies [][]byte
-	for _, path := range paths {
-		body, err := os.ReadFile(path)
-		if err != nil {
-			f.Fatal(err)
-		}
-		bodies = append(bodies, body)
+	for _, c := range cases {
+		bodies = append(bodies, c.Request)
 	}
 	return bodies
 }

@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/wire"
 )
 
 // Names fixed by the design, shared by manifests, golden files and outside checks.
@@ -32,7 +33,7 @@ const (
 	AnnotationRestartedAt = LabelPrefix + "restarted-at"
 
 	// LastAppliedAnnotation is where Metacontroller keeps the child exactly as a hook last returned it.
-	LastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"
+	LastAppliedAnnotation = wire.LastAppliedAnnotation
 )
 
 // Config is the hook's configuration: everything the answer depends on besides the request and the clock.
@@ -61,7 +62,7 @@ type Config struct {
 	DynamicFlagPlaceholder string
 
 	// PrePullImage is this hook's image, whose static /pause the pre-pull DaemonSets copy and run
-	// in place of each image's own program (see PrePull); empty: no pre-pull.
+	// in place of each image's own program (package prepull); empty: no pre-pull.
 	PrePullImage string
 
 	// PolicyGate holds every instance Pod's containers until its NetworkPolicy is enforced.
@@ -220,15 +221,7 @@ type Related struct {
 }
 
 // ObjectMeta holds the metadata fields the hook reads.
-type ObjectMeta struct {
-	Name              string            `json:"name,omitempty"`
-	Namespace         string            `json:"namespace,omitempty"`
-	UID               string            `json:"uid,omitempty"`
-	Generation        int64             `json:"generation,omitempty"`
-	Labels            map[string]string `json:"labels,omitempty"`
-	CreationTimestamp string            `json:"creationTimestamp,omitempty"`
-	DeletionTimestamp string            `json:"deletionTimestamp,omitempty"`
-}
+type ObjectMeta = wire.ObjectMeta
 
 // The observed types below mirror the Kubernetes objects Metacontroller sends, with only the
 // fields the hook reads: the decoder skips everything else (managedFields, specs it does not read).
