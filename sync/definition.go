@@ -128,11 +128,11 @@ func validateChallengeName(name string) field.ErrorList {
 		return field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name,
 			"children are named after the Challenge, so it must be a DNS-1035 label: "+strings.Join(msgs, "; "))}
 	}
-	if strings.Contains(name, componentSeparator) {
+	if strings.Contains(name, ComponentSeparator) {
 		// The CRD refuses it; a Challenge admitted before keeps what runs until its deadline.
 		return field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), name, fmt.Sprintf(
 			"must not contain %q: the children of an instance of several pods are named <challenge>%s<pod>, which another Challenge's children could be named; create the Challenge again with a name without %q",
-			componentSeparator, componentSeparator, componentSeparator))}
+			ComponentSeparator, ComponentSeparator, ComponentSeparator))}
 	}
 	return nil
 }
@@ -290,7 +290,7 @@ func validatePods(pods []v1alpha1.PodTemplate, fldPath *field.Path, templateHasF
 
 // validatePodName: a pod's name is its peers' host name for it and the middle of its children's
 // names (<challenge>--<pod>, see ValidateComponentNames), hence a short DNS-1035 label without
-// "--", which separates the parts of a child's name (see componentSeparator).
+// "--", which separates the parts of a child's name (see ComponentSeparator).
 func validatePodName(name string, fldPath *field.Path) field.ErrorList {
 	if name == "" {
 		return field.ErrorList{field.Required(fldPath, "")}
@@ -299,8 +299,8 @@ func validatePodName(name string, fldPath *field.Path) field.ErrorList {
 	if len(name) > v1alpha1.MaxPodName {
 		msgs = append(msgs, fmt.Sprintf("must be no more than %d characters", v1alpha1.MaxPodName))
 	}
-	if strings.Contains(name, componentSeparator) {
-		msgs = append(msgs, fmt.Sprintf("must not contain %q, which separates the parts of its children's names", componentSeparator))
+	if strings.Contains(name, ComponentSeparator) {
+		msgs = append(msgs, fmt.Sprintf("must not contain %q, which separates the parts of its children's names", ComponentSeparator))
 	}
 	if len(msgs) > 0 {
 		return field.ErrorList{field.Invalid(fldPath, name, "peers reach the pod by this name and its children are named after it: "+strings.Join(msgs, "; "))}
