@@ -78,7 +78,7 @@ func resolveTemplate(in *instance, related Related) *problem {
 		return &problem{v1alpha1.ReasonFlagKeyMissing,
 			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook", &in.template}
 	}
-	if hasExposure(in.template, v1alpha1.ExposeTCP) && !cfg.TCPGateway.configured() {
+	if hasExposure(in.template, v1alpha1.ExposeTCP) && !cfg.TCPGateway.Configured() {
 		return &problem{v1alpha1.ReasonTCPGatewayNotConfigured, tcpGatewayMissing(cfg.TCPGateway), &in.template}
 	}
 	return nil

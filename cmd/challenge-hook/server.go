@@ -198,7 +198,7 @@ func (a *app) serve(ctx context.Context, ln, verifyLn, metricsLn net.Listener) e
 	a.health.ready.Store(true)
 	attrs := []any{slog.String("addr", ln.Addr().String()), slog.String("metrics_addr", metricsLn.Addr().String()), slog.String("scheme", scheme),
 		slog.Bool("token_required", a.cfg.tokenFile != ""), slog.Bool("flag_key_loaded", len(a.cfg.hook.sync.FlagKey) > 0),
-		slog.Bool("flag_verification", verifyLn != nil)}
+		slog.Bool("flag_verification", verifyLn != nil), slog.Bool("tcp_gateway", a.cfg.hook.sync.TCPGateway.Configured())}
 	if verifyLn != nil {
 		attrs = append(attrs, slog.String("verify_addr", verifyLn.Addr().String()))
 	}
