@@ -426,6 +426,7 @@ func TestTCPGatewayKeyFile(t *testing.T) {
 	r = startRun(t, "--listen=127.0.0.1:0", "--tcp-gateway-key-file="+missing, "--tcp-gateway-address=tcp.ctf.example.org:1337")
 	require.NoError(t, r.stop(t))
 	assert.Contains(t, r.logs.String(), "TCP gateway key file does not exist")
+	assert.Contains(t, r.logs.String(), "the TCP gateway is half configured")
 	assert.Contains(t, r.logs.String(), `"tcp_gateway":false`)
 }
 

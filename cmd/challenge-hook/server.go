@@ -88,6 +88,10 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 	if err := cfg.hook.loadTCPGatewayKey(); err != nil {
 		return nil, err
 	}
+	if gateway := cfg.hook.sync.TCPGateway; (gateway.Host == "") != (len(gateway.Key) == 0) {
+		logger.Warn("the TCP gateway is half configured: TCP exposures are refused (TCPGatewayNotConfigured) until both --tcp-gateway-address and --tcp-gateway-key-file are set",
+			slog.Bool("tcp_gateway_address_set", gateway.Host != ""), slog.Bool("tcp_gateway_key_loaded", len(gateway.Key) > 0))
+	}
 	if file := cfg.verifyTokenFile; file != "" {
 		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
 			// Also an optional Secret in-cluster: the hook serves Metacontroller all the same, and
