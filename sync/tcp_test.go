@@ -215,3 +215,51 @@ func TestTCPExposureValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestTCPTokenForTheInstancesWholeLife: the token stays the same while the instance lives
+// (stopped and started, restarted, extended: its Service, and so its ClusterIP and port, stay), and
+// a Challenge of the same name created again, whose Service were to get the same ClusterIP, gets
+// another token that leads to another port.
+func TestTCPTokenForTheInstancesWholeLife(t *testing.T) {
+	const name = "tcp-2-creating-to-running-token-published"
+	tokenOf := func(t *testing.T, change func(req *Request)) string {
+		req, cfg := routedCase(t, name)
+		change(&req)
+		resp := Sync(req, goldenNow, cfg)
+		require.Equal(t, v1alpha1.PhaseRunning, resp.Status.Phase, resp.Status.Message)
+		require.Len(t, resp.Status.Endpoints, 1)
+		return resp.Status.Endpoints[0].Token
+	}
+	token := tokenOf(t, func(*Request) {})
+
+	req, cfg := routedCase(t, name)
+	req.Parent.Spec.Stopped = true
+	stopped := Sync(req, goldenNow, cfg)
+	require.Equal(t, v1alpha1.PhaseStopped, stopped.Status.Phase)
+	require.Contains(t, childKindsIn(t, stopped), "Service/pwn-echo-team42", "a stopped instance keeps its Service, so its address")
+
+	for what, change := range map[string]func(*Request){
+		"started again": func(req *Request) { req.Parent.Spec.Stopped = false },
+		"restarted": func(req *Request) {
+			req.Parent.Spec.RestartedAt = "2026-11-01T12:04:00Z"
+			req.Children.Pods[0].Metadata.Annotations.RestartedAt = req.Parent.Spec.RestartedAt
+		},
+		"extended": func(req *Request) { req.Parent.Spec.ExpiresAt = "2026-11-01T12:50:00Z" },
+	} {
+		require.Equal(t, token, tokenOf(t, change), what)
+	}
+
+	successor := tokenOf(t, func(req *Request) {
+		req.Parent.Metadata.UID = "0b9f3c2e-1d4a-4e6b-8f70-5a2c9d1e3b47"
+		// Its Service as the hook declares it for the new uid, at the old one's ClusterIP.
+		declared := declaredServicePorts(t, Sync(*req, goldenNow, cfg), "pwn-echo-team42")
+		req.Children.Services[0].Spec.Ports[0].Port = declared[1337]
+	})
+	require.NotEqual(t, token, successor)
+	was, err := tcptoken.Open(cfg.TCPGateway.Key, token)
+	require.NoError(t, err)
+	now, err := tcptoken.Open(cfg.TCPGateway.Key, successor)
+	require.NoError(t, err)
+	require.Equal(t, was.Service.Addr(), now.Service.Addr(), "the test gives both the same ClusterIP")
+	require.NotEqual(t, was.Service.Port(), now.Service.Port(), "the successor's Service port is the deleted instance's")
+}
