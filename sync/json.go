@@ -124,12 +124,12 @@ func DecodeFlagVerification(body []byte) (FlagVerification, error) {
 		return FlagVerification{}, wire.BadRequest("%v", err)
 	}
 	if len(v.Candidates) > MaxFlagCandidates {
-		return FlagVerification{}, badRequest("candidates: %d owners, at most %d in one verification: split them over several requests",
+		return FlagVerification{}, wire.BadRequest("candidates: %d owners, at most %d in one verification: split them over several requests",
 			len(v.Candidates), MaxFlagCandidates)
 	}
 	for i, candidate := range v.Candidates {
 		if err := checkOwner(candidate); err != nil {
-			return FlagVerification{}, badRequest("candidates[%d]: %v", i, err)
+			return FlagVerification{}, wire.BadRequest("candidates[%d]: %v", i, err)
 		}
 	}
 	return v, nil
