@@ -5,11 +5,13 @@ import (
 	"testing"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
 )
 
 // TestCRDSchemaHasTheLimits reads the generated CRDs (make generate) and checks that every limit of
-// api/v1alpha1/limits.go, which the hook validates with, stands with the same number in the schema
-// the API server admits by: in a ChallengeDefinition's spec and in a Challenge's spec.template.
+// api/v1alpha1/limits.go (and the TCP token's proof of work), which the hook validates with, stands
+// with the same number in the schema the API server admits by: in a ChallengeDefinition's spec and
+// in a Challenge's spec.template.
 func TestCRDSchemaHasTheLimits(t *testing.T) {
 	limits := []struct {
 		path    string // from the template's schema; "items" steps into a list's or a map's items
@@ -29,6 +31,8 @@ func TestCRDSchemaHasTheLimits(t *testing.T) {
 		{"expose", "maxItems", v1alpha1.MaxExpose},
 		{"expose.items.from", "maxItems", v1alpha1.MaxExposeFrom},
 		{"expose.items.from.items.podLabels", "maxProperties", v1alpha1.MaxPeerLabels},
+		{"expose.items.proofOfWorkBits", "maximum", tcptoken.MaxProofOfWorkBits},
+		{"pods.items.expose.items.proofOfWorkBits", "maximum", tcptoken.MaxProofOfWorkBits},
 		{"flag.prefix", "maxLength", v1alpha1.MaxFlagPrefix},
 		{"terminationGracePeriodSeconds", "maximum", v1alpha1.MaxTerminationGracePeriodSeconds},
 	}

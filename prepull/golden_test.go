@@ -27,15 +27,15 @@ var update = flag.Bool("update", false, "rewrite testdata/prepull/*/request.json
 
 // goldenConfig is the configuration `make run` serves with: testdata/dev.flags (relative to the
 // repository root) parsed by the hook's own registration (sync.Config.RegisterFlags), then a
-// case's flags. The binary's own flags there (the flag key's file, the pinned clock,
-// Metacontroller's token) shape no pre-pull answer.
+// case's flags. The binary's own flags there (the flag key's and the TCP gateway key's files, the
+// pinned clock, Metacontroller's token) shape no pre-pull answer.
 func goldenConfig(t testing.TB, caseFlags []string) hooksync.Config {
 	devFlags, err := os.ReadFile("../testdata/dev.flags")
 	require.NoError(t, err)
 	cfg := hooksync.DefaultConfig()
 	fs := flag.NewFlagSet("dev.flags", flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
-	for _, binaryFlag := range []string{"flag-key-file", "clock", "token-file"} {
+	for _, binaryFlag := range []string{"flag-key-file", "tcp-gateway-key-file", "clock", "token-file"} {
 		fs.String(binaryFlag, "", "")
 	}
 	require.NoError(t, fs.Parse(append(strings.Fields(string(devFlags)), caseFlags...)))

@@ -28,8 +28,8 @@ const devFlagsFile = "../testdata/dev.flags"
 
 // goldenConfig is the configuration `make run` serves with: testdata/dev.flags parsed by the
 // hook's own registration (Config.RegisterFlags), plus the binary's flags that are not the sync's
-// configuration: the flag key's file, read here, the pinned clock, goldenNow, and Metacontroller's
-// token, which shapes no answer.
+// configuration: the flag key's and the TCP gateway key's files, read here, the pinned clock,
+// goldenNow, and Metacontroller's token, which shapes no answer.
 func goldenConfig(t testing.TB) Config {
 	content, err := os.ReadFile(devFlagsFile)
 	require.NoError(t, err)
@@ -37,13 +37,18 @@ func goldenConfig(t testing.TB) Config {
 	fs := flag.NewFlagSet(devFlagsFile, flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
 	keyFile := fs.String("flag-key-file", "", "")
+	tcpGatewayKeyFile := fs.String("tcp-gateway-key-file", "", "")
 	clock := fs.String("clock", "", "")
 	fs.String("token-file", "", "")
 	require.NoError(t, fs.Parse(strings.Fields(string(content))))
 	require.Equal(t, goldenNow.Format(time.RFC3339), *clock, "%s pins the clock to goldenNow", devFlagsFile)
-	key, err := os.ReadFile(filepath.Join("..", *keyFile)) // relative to the repository root, as `make run` reads it
+	// Relative to the repository root, as `make run` reads them.
+	key, err := os.ReadFile(filepath.Join("..", *keyFile))
 	require.NoError(t, err)
 	cfg.FlagKey = bytes.TrimSpace(key)
+	tcpGatewayKey, err := os.ReadFile(filepath.Join("..", *tcpGatewayKeyFile))
+	require.NoError(t, err)
+	cfg.TCPGateway.Key = bytes.TrimSpace(tcpGatewayKey)
 	return cfg
 }
 
@@ -259,7 +264,8 @@ func requireOnlyHeldIsolation(t testing.TB, request []byte, a goldenAnswer, when
 	}
 }
 
-// TestFlagNeverInStatus: a flag may reach players only through the instance's Secret.
+// TestFlagNeverInStatus: a flag may reach players only through the instance's Secret; neither
+// key reaches the status (the TCP gateway's token is an HMAC under its key, never the key).
 func TestFlagNeverInStatus(t *testing.T) {
 	cfg := goldenConfig(t)
 	for _, c := range goldenCases(t) {
@@ -267,7 +273,7 @@ func TestFlagNeverInStatus(t *testing.T) {
 			Status json.RawMessage `json:"status"`
 		}
 		require.NoError(t, json.Unmarshal(answer(t, c, cfg), &resp))
-		for _, marker := range []string{"CTF{", "flag{", string(cfg.FlagKey)} {
+		for _, marker := range []string{"CTF{", "flag{", string(cfg.FlagKey), string(cfg.TCPGateway.Key)} {
 			require.NotContains(t, string(resp.Status), marker, c.name)
 		}
 	}

@@ -67,6 +67,10 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 	if err := cfg.hook.loadFlagKey(); err != nil {
 		return nil, err
 	}
+	if err := cfg.hook.loadTCPGatewayKey(); err != nil {
+		return nil, err
+	}
+	warnHalfConfiguredTCPGateway(logger, cfg.hook.sync.TCPGateway)
 	hookToken, verifyToken, err := readTokens(cfg)
 	if err != nil {
 		return nil, err
@@ -95,8 +99,9 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 	return a, nil
 }
 
-// dropMissingOptionalFiles forgets the flag key and verification token files that do not exist,
-// with a warning: in-cluster both come from optional Secrets, and the hook serves without them.
+// dropMissingOptionalFiles forgets the flag key, TCP gateway key and verification token files that
+// do not exist, with a warning: in-cluster they come from optional Secrets, and the hook serves
+// without them.
 func dropMissingOptionalFiles(cfg *serverConfig, logger *slog.Logger) {
 	if file := cfg.hook.flagKeyFile; file != "" {
 		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
@@ -108,6 +113,15 @@ func dropMissingOptionalFiles(cfg *serverConfig, logger *slog.Logger) {
 			cfg.hook.flagKeyFile = ""
 		}
 	}
+	if file := cfg.hook.tcpGatewayKeyFile; file != "" {
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			// As the flag key: the hook serves without it, and Challenges that expose a port as
+			// TCP say TCPGatewayNotConfigured until the key exists and the hook restarts.
+			logger.Warn("TCP gateway key file does not exist: TCP exposures are refused until it exists and the hook restarts",
+				slog.String("tcp_gateway_key_file", file))
+			cfg.hook.tcpGatewayKeyFile = ""
+		}
+	}
 	if file := cfg.verifyTokenFile; file != "" {
 		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
 			// Also an optional Secret in-cluster: the hook serves Metacontroller all the same, and
@@ -116,6 +130,15 @@ func dropMissingOptionalFiles(cfg *serverConfig, logger *slog.Logger) {
 				slog.String("verify_token_file", file))
 			cfg.verifyTokenFile = ""
 		}
+	}
+}
+
+// warnHalfConfiguredTCPGateway warns when only one of the TCP gateway's address and key is set:
+// TCP exposures are then refused.
+func warnHalfConfiguredTCPGateway(logger *slog.Logger, gateway hooksync.TCPGateway) {
+	if (gateway.Host == "") != (len(gateway.Key) == 0) {
+		logger.Warn("the TCP gateway is half configured: TCP exposures are refused (TCPGatewayNotConfigured) until both --tcp-gateway-address and --tcp-gateway-key-file are set",
+			slog.Bool("tcp_gateway_address_set", gateway.Host != ""), slog.Bool("tcp_gateway_key_loaded", len(gateway.Key) > 0))
 	}
 }
 
@@ -231,7 +254,7 @@ func (a *app) logListening(ln, verifyLn, metricsLn net.Listener) {
 	}
 	attrs := []any{slog.String("addr", ln.Addr().String()), slog.String("metrics_addr", metricsLn.Addr().String()), slog.String("scheme", scheme),
 		slog.Bool("token_required", a.cfg.tokenFile != ""), slog.Bool("flag_key_loaded", len(a.cfg.hook.sync.FlagKey) > 0),
-		slog.Bool("flag_verification", verifyLn != nil)}
+		slog.Bool("flag_verification", verifyLn != nil), slog.Bool("tcp_gateway", a.cfg.hook.sync.TCPGateway.Configured())}
 	if verifyLn != nil {
 		attrs = append(attrs, slog.String("verify_addr", verifyLn.Addr().String()))
 	}
