@@ -37,42 +37,14 @@ func resolveTemplate(in *instance, related Related) *problem {
 	if errs := validateChallengeSpec(parent); len(errs) > 0 {
 		return &problem{v1alpha1.ReasonInvalidSpec, errs.ToAggregate().Error(), nil}
 	}
+	var refused *problem
 	if parent.Spec.Template != nil {
-		if cfg.RefuseInlineTemplates {
-			// No template for the deadline either: a refused template does not choose how long
-			// the children it may already have keep running.
-			return &problem{v1alpha1.ReasonInvalidSpec,
-				"spec.template: this hook refuses inline templates (--inline-templates=false): reference a ChallengeDefinition with spec.definitionRef instead", nil}
-		}
-		in.template = *parent.Spec.Template
-		templatePath := field.NewPath("spec", "template")
-		if errs := append(ValidateDefinition(in.template, templatePath), ValidateComponentNames(in.name, in.template, templatePath)...); len(errs) > 0 {
-			return &problem{v1alpha1.ReasonInvalidSpec, errs.ToAggregate().Error(), &in.template}
-		}
+		refused = in.resolveInlineTemplate()
 	} else {
-		ref := *parent.Spec.DefinitionRef
-		if ref.Namespace == "" {
-			ref.Namespace = parent.Metadata.Namespace
-		}
-		// Checked again here, not only in Customize: Metacontroller caches a customize answer
-		// per parent, so a definition related before the flags changed may still come.
-		if refusal := definitionRefRefusal(cfg, parent.Metadata.Namespace, ref.Namespace); refusal != "" {
-			return &problem{v1alpha1.ReasonInvalidSpec, refusal, nil}
-		}
-		def, found := findDefinition(related.Definitions, ref)
-		if !found {
-			return &problem{v1alpha1.ReasonDefinitionNotFound, fmt.Sprintf(
-				"ChallengeDefinition %s/%s not found: create it, or fix spec.definitionRef", ref.Namespace, ref.Name), nil}
-		}
-		in.definition, in.definitionNamespace = ref.Name, ref.Namespace
-		in.template = def.Spec
-		if errs := ValidateDefinition(in.template, field.NewPath("spec")); len(errs) > 0 {
-			return &problem{v1alpha1.ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, errs.ToAggregate()), &in.template}
-		}
-		// The definition is valid; the Challenge's name is what makes its children's names too long.
-		if errs := ValidateComponentNames(in.name, in.template, field.NewPath("spec")); len(errs) > 0 {
-			return &problem{v1alpha1.ReasonInvalidSpec, fmt.Sprintf("metadata.name: too long for the pods of ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, errs.ToAggregate()), &in.template}
-		}
+		refused = in.resolveDefinitionRef(related)
+	}
+	if refused != nil {
+		return refused
 	}
 	if flag := in.template.Flag; flag != nil && flag.Dynamic && len(cfg.FlagKey) == 0 && cfg.DynamicFlagPlaceholder == "" {
 		return &problem{v1alpha1.ReasonFlagKeyMissing,
@@ -80,6 +52,54 @@ func resolveTemplate(in *instance, related Related) *problem {
 	}
 	if hasExposure(in.template, v1alpha1.ExposeTCP) && !cfg.TCPGateway.Configured() {
 		return &problem{v1alpha1.ReasonTCPGatewayNotConfigured, tcpGatewayMissing(cfg.TCPGateway), &in.template}
+	}
+	return nil
+}
+
+// resolveInlineTemplate takes the Challenge's own spec.template, if the hook accepts inline
+// templates and it is valid.
+func (in *instance) resolveInlineTemplate() *problem {
+	parent, cfg := in.parent, in.cfg
+	if cfg.RefuseInlineTemplates {
+		// No template for the deadline either: a refused template does not choose how long
+		// the children it may already have keep running.
+		return &problem{v1alpha1.ReasonInvalidSpec,
+			"spec.template: this hook refuses inline templates (--inline-templates=false): reference a ChallengeDefinition with spec.definitionRef instead", nil}
+	}
+	in.template = *parent.Spec.Template
+	templatePath := field.NewPath("spec", "template")
+	if errs := append(ValidateDefinition(in.template, templatePath), ValidateComponentNames(in.name, in.template, templatePath)...); len(errs) > 0 {
+		return &problem{v1alpha1.ReasonInvalidSpec, errs.ToAggregate().Error(), &in.template}
+	}
+	return nil
+}
+
+// resolveDefinitionRef takes the template of the ChallengeDefinition that spec.definitionRef names,
+// if the Challenge may use it, Metacontroller related it and it is valid.
+func (in *instance) resolveDefinitionRef(related Related) *problem {
+	parent, cfg := in.parent, in.cfg
+	ref := *parent.Spec.DefinitionRef
+	if ref.Namespace == "" {
+		ref.Namespace = parent.Metadata.Namespace
+	}
+	// Checked again here, not only in Customize: Metacontroller caches a customize answer
+	// per parent, so a definition related before the flags changed may still come.
+	if refusal := definitionRefRefusal(cfg, parent.Metadata.Namespace, ref.Namespace); refusal != "" {
+		return &problem{v1alpha1.ReasonInvalidSpec, refusal, nil}
+	}
+	def, found := findDefinition(related.Definitions, ref)
+	if !found {
+		return &problem{v1alpha1.ReasonDefinitionNotFound, fmt.Sprintf(
+			"ChallengeDefinition %s/%s not found: create it, or fix spec.definitionRef", ref.Namespace, ref.Name), nil}
+	}
+	in.definition, in.definitionNamespace = ref.Name, ref.Namespace
+	in.template = def.Spec
+	if errs := ValidateDefinition(in.template, field.NewPath("spec")); len(errs) > 0 {
+		return &problem{v1alpha1.ReasonInvalidDefinition, fmt.Sprintf("ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, errs.ToAggregate()), &in.template}
+	}
+	// The definition is valid; the Challenge's name is what makes its children's names too long.
+	if errs := ValidateComponentNames(in.name, in.template, field.NewPath("spec")); len(errs) > 0 {
+		return &problem{v1alpha1.ReasonInvalidSpec, fmt.Sprintf("metadata.name: too long for the pods of ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, errs.ToAggregate()), &in.template}
 	}
 	return nil
 }

@@ -139,6 +139,13 @@ func ingressRules(in *instance, c *component) []*networkingv1.NetworkPolicyIngre
 				networkingv1.IPBlock().WithCIDR(anyIPv4).WithExcept(podRanges(in.cfg)...))).
 			WithPorts(outsidePorts...))
 	}
+	return append(rules, internalRules(in, c)...)
+}
+
+// internalRules admit to each internal port of the component the other pods of the instance it
+// names, and nothing else.
+func internalRules(in *instance, c *component) []*networkingv1.NetworkPolicyIngressRuleApplyConfiguration {
+	var rules []*networkingv1.NetworkPolicyIngressRuleApplyConfiguration
 	for _, p := range c.spec.Internal {
 		rule := networkingv1.NetworkPolicyIngressRule()
 		for _, from := range p.From {

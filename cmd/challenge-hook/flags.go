@@ -115,22 +115,9 @@ func runFlag(args []string, getenv func(string) string, stdout, stderr io.Writer
 	if c.fs.NArg() > 0 {
 		return fmt.Errorf("flag: unexpected argument %q", c.fs.Arg(0))
 	}
-	var owners []string
-	switch {
-	case whose != "" && owner != "":
-		return errors.New("flag: --whose and --owner: give one, --owner to print its flag, --whose to find whose a flag is")
-	case whose != "" && ownersFile == "":
-		return errors.New("flag: --whose needs --owners-file, the owners to look among, one a line")
-	case whose == "" && ownersFile != "":
-		return errors.New("flag: --owners-file is for --whose; to print one owner's flag, give --owner")
-	case whose != "":
-		if owners, err = readOwners(ownersFile, definition); err != nil {
-			return fmt.Errorf("flag: %w", err)
-		}
-	default:
-		if err := hooksync.CheckFlagSubject(definition, owner); err != nil {
-			return fmt.Errorf("flag: --definition and --owner: %w", err)
-		}
+	owners, err := flagSubjects(definition, owner, whose, ownersFile)
+	if err != nil {
+		return fmt.Errorf("flag: %w", err)
 	}
 	if !hooksync.ValidFlagPrefix(prefix) {
 		return fmt.Errorf("flag: --prefix %q: letters, digits and underscores, at most 32", prefix)
@@ -146,6 +133,30 @@ func runFlag(args []string, getenv func(string) string, stdout, stderr io.Writer
 		_, err = fmt.Fprintln(stdout, hooksync.DynamicFlag(key, definition, owner, prefix))
 		return err
 	}
+	return printWhose(stdout, key, definition, whose, owners, ownersFile)
+}
+
+// flagSubjects checks who the flag subcommand is asked about: one owner (--owner), or the owners of
+// ownersFile for --whose, which it returns.
+func flagSubjects(definition, owner, whose, ownersFile string) ([]string, error) {
+	switch {
+	case whose != "" && owner != "":
+		return nil, errors.New("--whose and --owner: give one, --owner to print its flag, --whose to find whose a flag is")
+	case whose != "" && ownersFile == "":
+		return nil, errors.New("--whose needs --owners-file, the owners to look among, one a line")
+	case whose == "" && ownersFile != "":
+		return nil, errors.New("--owners-file is for --whose; to print one owner's flag, give --owner")
+	case whose != "":
+		return readOwners(ownersFile, definition)
+	}
+	if err := hooksync.CheckFlagSubject(definition, owner); err != nil {
+		return nil, fmt.Errorf("--definition and --owner: %w", err)
+	}
+	return nil, nil
+}
+
+// printWhose prints each of owners whose dynamic flag on definition is whose; none is an error.
+func printWhose(stdout io.Writer, key []byte, definition, whose string, owners []string, ownersFile string) error {
 	found := false
 	for _, candidate := range owners {
 		if hooksync.VerifyDynamicFlag(key, definition, candidate, whose) {

@@ -56,23 +56,8 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if len(files) == 0 {
 		return errors.New("render: no input: name the Challenge's file with -f challenge.yaml")
 	}
-	if err := checkNetworkFlags(hook.sync); err != nil {
+	if err := prepareRenderConfig(&hook); err != nil {
 		return fmt.Errorf("render: %w", err)
-	}
-	if err := hook.sync.CheckTrust(); err != nil {
-		return fmt.Errorf("render: %w", err)
-	}
-	if err := hook.loadFlagKey(); err != nil {
-		return fmt.Errorf("render: %w", err)
-	}
-	if len(hook.sync.FlagKey) == 0 {
-		hook.sync.DynamicFlagPlaceholder = renderFlagPlaceholder
-	}
-	if err := hook.loadTCPGatewayKey(); err != nil {
-		return fmt.Errorf("render: %w", err)
-	}
-	if len(hook.sync.TCPGateway.Key) == 0 {
-		hook.sync.TCPGateway.TokenPlaceholder = renderTokenPlaceholder
 	}
 	syncTime := now
 	if syncTime.IsZero() {
@@ -94,6 +79,37 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if _, err := stdout.Write(out); err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
+	warnRenderPlaceholders(stderr, out, resp)
+	return nil
+}
+
+// prepareRenderConfig checks the hook's flags as the server does and loads its keys; without a key,
+// the flag or the TCP token is a placeholder.
+func prepareRenderConfig(hook *hookConfig) error {
+	if err := checkNetworkFlags(hook.sync); err != nil {
+		return err
+	}
+	if err := hook.sync.CheckTrust(); err != nil {
+		return err
+	}
+	if err := hook.loadFlagKey(); err != nil {
+		return err
+	}
+	if len(hook.sync.FlagKey) == 0 {
+		hook.sync.DynamicFlagPlaceholder = renderFlagPlaceholder
+	}
+	if err := hook.loadTCPGatewayKey(); err != nil {
+		return err
+	}
+	if len(hook.sync.TCPGateway.Key) == 0 {
+		hook.sync.TCPGateway.TokenPlaceholder = renderTokenPlaceholder
+	}
+	return nil
+}
+
+// warnRenderPlaceholders tells on stderr what the printed answer out holds in place of a secret,
+// and an Error answer's reason.
+func warnRenderPlaceholders(stderr io.Writer, out []byte, resp hooksync.Response) {
 	// The Secret holds the flag base64-encoded: look for the placeholder as it is printed.
 	if bytes.Contains(out, []byte(base64.StdEncoding.EncodeToString([]byte(renderFlagPlaceholder)))) {
 		fmt.Fprintf(stderr, "render: no --flag-key-file: the flag Secret holds the placeholder %q, not a real dynamic flag; pass --flag-key-file to render the flag the hook would derive\n", renderFlagPlaceholder)
@@ -104,7 +120,6 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if resp.Status.Phase == v1alpha1.PhaseError {
 		fmt.Fprintf(stderr, "render: the hook answers phase Error: %s: %s\n", resp.Status.Reason, resp.Status.Message)
 	}
-	return nil
 }
 
 // typeMeta is what render reads of every document to sort them.
