@@ -110,6 +110,19 @@ func aimProber(t *testing.T, prober, podIP string, targets map[string]probeTarge
 	}
 }
 
+// readProberLog collects what the prober container of the Pod named pod has logged so far.
+func readProberLog(ctx context.Context, t *testing.T, tl *timeline, pod string) *collector {
+	t.Helper()
+	c := newCollector(tl)
+	stream, err := kube.CoreV1().Pods(nsCTF).GetLogs(pod, &corev1.PodLogOptions{Container: "probe"}).Stream(ctx)
+	if err != nil {
+		t.Fatalf("the log of %s's prober: %v", pod, err)
+	}
+	c.read(stream)
+	stream.Close()
+	return c
+}
+
 // trioPod is what a probe is aimed at: a Pod of one instance and its Service, if any.
 type trioPod struct {
 	pod   *corev1.Pod
@@ -257,14 +270,7 @@ func TestComponents(t *testing.T) {
 	readAll := func() map[string]*collector {
 		out := map[string]*collector{}
 		for _, prober := range probers {
-			c := newCollector(tl)
-			stream, err := kube.CoreV1().Pods(nsCTF).GetLogs(prober, &corev1.PodLogOptions{Container: "probe"}).Stream(ctx)
-			if err != nil {
-				t.Fatalf("the log of %s's prober: %v", prober, err)
-			}
-			c.read(stream)
-			stream.Close()
-			out[prober] = c
+			out[prober] = readProberLog(ctx, t, tl, prober)
 		}
 		return out
 	}

@@ -129,14 +129,7 @@ func TestPivot(t *testing.T) {
 	readLogs := func() map[string]*collector {
 		out := map[string]*collector{}
 		for prober := range plan {
-			c := newCollector(tl)
-			stream, err := kube.CoreV1().Pods(nsCTF).GetLogs(name+"--"+prober, &corev1.PodLogOptions{Container: "probe"}).Stream(ctx)
-			if err != nil {
-				t.Fatalf("the log of %s's prober: %v", prober, err)
-			}
-			c.read(stream)
-			stream.Close()
-			out[prober] = c
+			out[prober] = readProberLog(ctx, t, tl, name+"--"+prober)
 		}
 		return out
 	}
