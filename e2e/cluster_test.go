@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -209,6 +210,21 @@ func crdEstablished(crd *unstructured.Unstructured) (bool, error) {
 		}
 	}
 	return established, nil
+}
+
+// sortedNames lists the objects of client and returns their names, sorted.
+func sortedNames(ctx context.Context, t *testing.T, client dynamic.ResourceInterface) []string {
+	t.Helper()
+	list, err := client.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, item := range list.Items {
+		names = append(names, item.GetName())
+	}
+	slices.Sort(names)
+	return names
 }
 
 // ensureKwokNode creates the fake node kwok manages (selected by annotation, no taints), with room

@@ -330,16 +330,7 @@ func TestPrePullTrust(t *testing.T) {
 		return false, nil
 	})
 	time.Sleep(6 * time.Second) // a resync of the pre-pull controller (5 s)
-	list, err := daemonSets.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, ds := range list.Items {
-		names = append(names, ds.GetName())
-	}
-	slices.Sort(names)
-	if fmt.Sprint(names) != "[joined.prepull web.prepull]" {
+	if names := sortedNames(ctx, t, daemonSets); fmt.Sprint(names) != "[joined.prepull web.prepull]" {
 		t.Errorf("DaemonSets in the event's namespace %v, want joined's and web's only", names)
 	}
 	requireNoDaemonSets(ctx, t, c, tenant)

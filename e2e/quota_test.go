@@ -125,16 +125,7 @@ func TestTeamQuota(t *testing.T) {
 	if len(admitted) != limit || refusals["exceeded quota"] != creates-limit {
 		t.Fatalf("admitted %d (%v) and refused %d for exceeded quota, want %d and %d", len(admitted), admitted, refusals["exceeded quota"], limit, creates-limit)
 	}
-	list, err := challenges.List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stored []string
-	for _, item := range list.Items {
-		stored = append(stored, item.GetName())
-	}
-	slices.Sort(stored)
-	if !slices.Equal(stored, admitted) {
+	if stored := sortedNames(ctx, t, challenges); !slices.Equal(stored, admitted) {
 		t.Fatalf("the team's namespace holds %v, want the admitted %v", stored, admitted)
 	}
 
