@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs each fuzz target of packages sync, cmd/challenge-hook, internal/tcptoken and internal/tcpgateway for ${FUZZTIME:-30s}, one at a time
-# (go test -fuzz takes a single target), and fails if any target fails. A crasher is written to
+# Runs each fuzz target of packages sync, cmd/challenge-hook, internal/tcptoken and
+# internal/tcpgateway for ${FUZZTIME:-30s}, one at a time (go test -fuzz takes a single target),
+# and fails if any target fails. A crasher is written to
 # <package>/testdata/fuzz/<FuzzName>/<hash>: read it, fix the bug, and keep the file so that every
 # `go test` of the package replays it.
 set -euo pipefail
