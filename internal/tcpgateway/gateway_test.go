@@ -8,8 +8,10 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -474,4 +476,47 @@ func TestDrain(t *testing.T) {
 	assert.Empty(t, p.rest())
 	assert.GreaterOrEqual(t, time.Since(start), 500*time.Millisecond)
 	waitFor(t, func() bool { return g.closed(closedShutdown) == 1 }, "the shutdown close counted")
+}
+
+// TestIdleConnectionHoldsNoPipe: once quiet, a spliced connection holds its two sockets and no
+// splice pipe (two descriptors each way), so that RLIMIT_NOFILE, not pipes, bounds how many idle
+// players a gateway carries. Counted in this process: per connection the player's socket, the
+// gateway's two and the instance's.
+func TestIdleConnectionHoldsNoPipe(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	// An instance that echoes through a buffer: io.Copy's splice would hold a pipe of its own.
+	instance := startBackend(t, func(c net.Conn) {
+		io.CopyBuffer(struct{ io.Writer }{c}, struct{ io.Reader }{c}, make([]byte, 512))
+	})
+	g := startGateway(t, func(c *Config) { c.MaxConnectionsPerToken = 100 })
+	token := mint(t, tcptoken.Target{Service: instance.addr()})
+	openFiles := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(entries)
+	}
+	// Pipes given back wait in Go's pool until garbage collections close them (finalizers):
+	// collect before counting, and after until only the connections' own descriptors are left.
+	for range 5 {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+	}
+	const n = 20
+	before := openFiles()
+	for range n {
+		p := connect(t, g.addr)
+		p.send(token + "\nx")
+		p.expect("x")
+		p.send("y")
+		p.expect("y")
+	}
+	var held int
+	deadline := time.Now().Add(10 * time.Second)
+	for held = openFiles() - before; held != 4*n && time.Now().Before(deadline); held = openFiles() - before {
+		runtime.GC()
+		time.Sleep(copyRound)
+	}
+	assert.Equal(t, 4*n, held, "descriptors of %d idle connections (4 sockets each)", n)
 }
