@@ -74,8 +74,8 @@ func TestBadTokensReachNothing(t *testing.T) {
 		"endless":         {send: strings.Repeat(valid, 100), want: "line too long\n", reason: reasonLineTooLong},
 		"no line":         {send: valid, want: "no token within 300ms\n", reason: reasonTokenTimeout},
 		"nothing":         {want: "no token within 300ms\n", reason: reasonTokenTimeout},
-		"closed":          {close: true, want: "", reason: reasonNoToken},
-		"closed mid-line": {send: valid[:5], close: true, want: "", reason: reasonNoToken},
+		"closed":          {close: true, want: "", reason: reasonClosedEarly},
+		"closed mid-line": {send: valid[:5], close: true, want: "", reason: reasonClosedEarly},
 	} {
 		before := g.refused(tc.reason)
 		p := connect(t, g.addr)
