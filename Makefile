@@ -8,7 +8,7 @@ BIN := bin/challenge-hook
 # packages' build-cache keys then leave out the module cache's path, so that a warm build cache
 # serves them from an empty module cache (CI's) instead of compiling Prometheus again.
 MONITORING_GOFLAGS := GOFLAGS="-trimpath $(shell $(GO) env GOFLAGS)"
-# The flags `make run` serves with: a pinned clock, a demo flag key and a demo token
+# The flags `make run` serves with: a pinned clock, a demo flag key, a demo TCP gateway and a demo token
 # (testdata/dev.token), the same configuration the golden files were computed with, so that curl of
 # any testdata request (with that token) answers its response.json.
 DEV_FLAGS := $(shell cat testdata/dev.flags 2>/dev/null)
@@ -59,7 +59,7 @@ generate:
 # component's list of selected series (hack/monitoring/referenced-series.txt); read every changed
 # line before committing.
 update:
-	$(GO) test ./sync -run 'TestGolden|TestNetworkPolicyTruthTable' -update
+	$(GO) test ./sync ./prepull -run 'TestGolden|TestNetworkPolicyTruthTable' -update
 	cd hack/monitoring && $(MONITORING_GOFLAGS) $(GO) test -run TestQueriesSelectExistingSeries -update
 
 # The hook under the real Metacontroller on a loopback control plane. METACONTROLLER_SOURCE: where

@@ -10,6 +10,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
+	"github.com/challenge-hook/challenge-hook/internal/wire"
 )
 
 // Names fixed by the design, shared by manifests, golden files and outside checks.
@@ -32,7 +34,7 @@ const (
 	AnnotationRestartedAt = LabelPrefix + "restarted-at"
 
 	// LastAppliedAnnotation is where Metacontroller keeps the child exactly as a hook last returned it.
-	LastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"
+	LastAppliedAnnotation = wire.LastAppliedAnnotation
 )
 
 // Config is the hook's configuration: everything the answer depends on besides the request and the clock.
@@ -61,7 +63,7 @@ type Config struct {
 	DynamicFlagPlaceholder string
 
 	// PrePullImage is this hook's image, whose static /pause the pre-pull DaemonSets copy and run
-	// in place of each image's own program (see PrePull); empty: no pre-pull.
+	// in place of each image's own program (package prepull); empty: no pre-pull.
 	PrePullImage string
 
 	// PolicyGate holds every instance Pod's containers until its NetworkPolicy is enforced.
@@ -104,6 +106,10 @@ type Config struct {
 	// gateway.networking.k8s.io/gateway-name=<name>.
 	GatewayDataPlane PodPeer
 
+	// TCPGateway is the shared gateway (challenge-hook tcp-gateway) that carries plain TCP to
+	// TCP exposures, each reached with a token the hook mints.
+	TCPGateway TCPGateway
+
 	// Trust switches: how much the hook believes of a Challenge, whose author (the platform, or a
 	// co-tenant in another namespace) is not the organizer who writes ChallengeDefinitions.
 
@@ -126,6 +132,28 @@ type Config struct {
 	PrePullMaxImages              int
 }
 
+// TCPGateway is where players reach TCP exposures and what mints their tokens. The hook never
+// talks to the gateway: a token (internal/tcptoken) carries the instance's ClusterIP Service
+// address, authenticated with the key both hold.
+type TCPGateway struct {
+	// Host and Port are the address players connect to with nc (--tcp-gateway-address); an empty
+	// Host: no gateway, and a template that exposes a port as TCP is refused.
+	Host string
+	Port int32
+	// Key mints the tokens; shorter than tcptoken.MinKeyBytes: no gateway.
+	Key []byte
+	// TokenPlaceholder, when Key is empty, is every token instead of a refusal: for `render`
+	// without a key, never for a serving hook.
+	TokenPlaceholder string
+	// Pods selects the gateway's Pods, the only source a TCP exposure admits.
+	Pods PodPeer
+}
+
+// Configured: the hook can publish TCP exposures (an address, and a key or render's placeholder).
+func (g TCPGateway) Configured() bool {
+	return g.Host != "" && (len(g.Key) >= tcptoken.MinKeyBytes || g.TokenPlaceholder != "")
+}
+
 // PodPeer selects Pods by namespace and, optionally, labels.
 type PodPeer struct {
 	Namespace string
@@ -146,6 +174,7 @@ func DefaultConfig() Config {
 		IngressController:  PodPeer{Namespace: "ingress-nginx"},
 		GatewayTLSPort:     443,
 		PolicyGate:         PolicyGate{Enabled: true, Image: ReleaseImage, Timeout: defaultPolicyGateTimeout},
+		TCPGateway:         TCPGateway{Pods: PodPeer{Namespace: "challenge-hook", Labels: map[string]string{"app.kubernetes.io/name": "challenge-hook-tcp-gateway"}}},
 
 		PrePullMaxImagesPerDefinition: defaultPrePullMaxImagesPerDefinition,
 		PrePullMaxImages:              defaultPrePullMaxImages,
@@ -220,15 +249,7 @@ type Related struct {
 }
 
 // ObjectMeta holds the metadata fields the hook reads.
-type ObjectMeta struct {
-	Name              string            `json:"name,omitempty"`
-	Namespace         string            `json:"namespace,omitempty"`
-	UID               string            `json:"uid,omitempty"`
-	Generation        int64             `json:"generation,omitempty"`
-	Labels            map[string]string `json:"labels,omitempty"`
-	CreationTimestamp string            `json:"creationTimestamp,omitempty"`
-	DeletionTimestamp string            `json:"deletionTimestamp,omitempty"`
-}
+type ObjectMeta = wire.ObjectMeta
 
 // The observed types below mirror the Kubernetes objects Metacontroller sends, with only the
 // fields the hook reads: the decoder skips everything else (managedFields, specs it does not read).
@@ -359,11 +380,13 @@ type Response struct {
 }
 
 // FlagVerification is a platform's question to POST /flags/verify: is flag owner's dynamic flag on
-// the definition (a definition key, see CheckFlagSubject)?
+// the definition (a definition key, see CheckFlagSubject)? And if not, is it the flag of one of the
+// candidate owners (at most MaxFlagCandidates), on the same definition?
 type FlagVerification struct {
-	Definition string `json:"definition"`
-	Owner      string `json:"owner"`
-	Flag       string `json:"flag"`
+	Definition string   `json:"definition"`
+	Owner      string   `json:"owner"`
+	Flag       string   `json:"flag"`
+	Candidates []string `json:"candidates,omitempty"`
 }
 
 // CustomizeRequest is what Metacontroller sends to the customize hook.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/challenge-hook/challenge-hook/internal/mcsim"
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
 )
 
 // renderDocuments runs `challenge-hook render args...` and parses its output as YAML documents.
@@ -74,6 +78,43 @@ func TestRenderExamples(t *testing.T) {
 		assert.Equal(t, "ctf", metadata["namespace"], "%s", doc["kind"])
 	}
 	assert.NotEqual(t, renderFlagPlaceholder, flagSecretValue(t, docs), "with a key, the real flag")
+}
+
+// TestRenderPodsResolveTheirPeers: an instance of several pods is rendered with every Pod, each
+// peer it resolves by name at a made-up ClusterIP of Kubernetes' default Service range
+// (mcsim.ServiceCIDR), one address per peer, the same in every Pod.
+func TestRenderPodsResolveTheirPeers(t *testing.T) {
+	docs, _ := renderDocuments(t, "-f", "../../examples/xss-admin-bot.yaml", "--now=2026-11-01T12:00:00Z", "--flag-key-file=../../testdata/flag.key")
+	pods, addresses := 0, map[string]string{}
+	for _, doc := range docs {
+		if doc["kind"] != "Pod" {
+			continue
+		}
+		pods++
+		spec, _ := doc["spec"].(map[string]any)
+		aliases, _ := spec["hostAliases"].([]any)
+		for _, a := range aliases {
+			alias := a.(map[string]any)
+			ip, _ := alias["ip"].(string)
+			addr, err := netip.ParseAddr(ip)
+			require.NoError(t, err)
+			assert.True(t, netip.MustParsePrefix(mcsim.ServiceCIDR).Contains(addr), "%s", ip)
+			for _, name := range alias["hostnames"].([]any) {
+				name := name.(string)
+				if before, seen := addresses[name]; seen {
+					assert.Equal(t, before, ip, "%s resolves to two addresses", name)
+				}
+				addresses[name] = ip
+			}
+		}
+	}
+	assert.Equal(t, 3, pods, "web, db and bot")
+	require.NotEmpty(t, addresses)
+	distinct := map[string]string{}
+	for name, ip := range addresses {
+		assert.NotContains(t, distinct, ip, "%s and %s resolve to one address", name, distinct[ip])
+		distinct[ip] = name
+	}
 }
 
 // With --gateway, render shows what the hook answers under the CompositeController patched by the
@@ -192,4 +233,62 @@ func TestRenderMatchesGolden(t *testing.T) {
 	require.NotEmpty(t, want.Children)
 	require.Equal(t, want.Children, docs[:len(docs)-1])
 	require.Equal(t, map[string]any{"status": want.Status}, docs[len(docs)-1])
+}
+
+// TestRenderPrintsTheTCPToken: render simulates the Service's ClusterIP, so it prints a TCP
+// exposure's endpoint with the token the hook would mint, which opens to that ClusterIP and the
+// Service port render printed; without the gateway key, a placeholder it warns about.
+func TestRenderPrintsTheTCPToken(t *testing.T) {
+	challenge := filepath.Join(t.TempDir(), "challenge.yaml")
+	require.NoError(t, os.WriteFile(challenge, []byte(`apiVersion: ctf.challenge-hook.dev/v1alpha1
+kind: Challenge
+metadata: {name: pwn-team7, namespace: ctf}
+spec:
+  owner: team-7
+  template:
+    containers:
+    - {name: pwn, image: registry.example/pwn:1, ports: [{containerPort: 1337}]}
+    expose: [{port: 1337, type: TCP, proofOfWorkBits: 20}]
+`), 0o600))
+	keyFile := filepath.Join("..", "..", "testdata", "tcp-gateway.key")
+	docs, stderr := renderDocuments(t, "-f", challenge, "--tcp-gateway-address=tcp.ctf.example.org:1337", "--tcp-gateway-key-file="+keyFile)
+	assert.NotContains(t, stderr, "NOT-A-TOKEN")
+	var service struct {
+		Spec struct {
+			Ports []struct {
+				Port int `json:"port"`
+			} `json:"ports"`
+		} `json:"spec"`
+	}
+	var status struct {
+		Status struct {
+			Endpoints []struct{ Host, Command, Token string } `json:"endpoints"`
+		} `json:"status"`
+	}
+	for _, doc := range docs {
+		raw, err := json.Marshal(doc)
+		require.NoError(t, err)
+		switch {
+		case doc["kind"] == "Service":
+			require.NoError(t, json.Unmarshal(raw, &service))
+		case doc["status"] != nil:
+			require.NoError(t, json.Unmarshal(raw, &status))
+		}
+	}
+	require.Len(t, status.Status.Endpoints, 1)
+	ep := status.Status.Endpoints[0]
+	assert.Equal(t, "nc tcp.ctf.example.org 1337", ep.Command)
+	key, err := os.ReadFile(keyFile)
+	require.NoError(t, err)
+	target, err := tcptoken.Open(bytes.TrimSpace(key), ep.Token)
+	require.NoError(t, err)
+	require.Len(t, service.Spec.Ports, 1)
+	assert.Equal(t, service.Spec.Ports[0].Port, int(target.Service.Port()))
+	assert.True(t, netip.MustParsePrefix(mcsim.ServiceCIDR).Contains(target.Service.Addr()), "the token names %s, not a ClusterIP render allocated", target.Service)
+	assert.Equal(t, uint8(20), target.ProofOfWorkBits)
+
+	docs, stderr = renderDocuments(t, "-f", challenge, "--tcp-gateway-address=tcp.ctf.example.org:1337")
+	assert.Contains(t, stderr, "no --tcp-gateway-key-file")
+	last := docs[len(docs)-1]["status"].(map[string]any)
+	assert.Equal(t, renderTokenPlaceholder, last["endpoints"].([]any)[0].(map[string]any)["token"])
 }
