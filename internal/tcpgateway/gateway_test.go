@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -519,4 +520,38 @@ func TestIdleConnectionHoldsNoPipe(t *testing.T) {
 		time.Sleep(copyRound)
 	}
 	assert.Equal(t, 4*n, held, "descriptors of %d idle connections (4 sockets each)", n)
+}
+
+// TestResetEndsBothSides: an instance that resets its connection (a crash) ends the player's at
+// once, though the player was waiting, not sending; and the other way round.
+func TestResetEndsBothSides(t *testing.T) {
+	instanceConns := make(chan *net.TCPConn, 2)
+	instance := startBackend(t, func(c net.Conn) {
+		// Spliced once the player's first byte arrives.
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			return
+		}
+		instanceConns <- c.(*net.TCPConn)
+		io.Copy(io.Discard, c)
+	})
+	g := startGateway(t, nil)
+	token := mint(t, tcptoken.Target{Service: instance.addr()})
+
+	p := connect(t, g.addr)
+	p.send(token + "\nx")
+	c := <-instanceConns
+	require.NoError(t, c.SetLinger(0))
+	c.Close()
+	start := time.Now()
+	assert.Empty(t, p.rest())
+	assert.Less(t, time.Since(start), 5*time.Second)
+
+	p = connect(t, g.addr)
+	p.send(token + "\nx")
+	c = <-instanceConns
+	require.NoError(t, p.conn.SetLinger(0))
+	p.conn.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := io.Copy(io.Discard, c)
+	assert.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the instance's side still open 5 s after the player's reset")
 }
