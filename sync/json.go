@@ -48,7 +48,8 @@ func childGroups(c *ObservedChildren) map[string]groupDecoder {
 func relatedGroups(r *Related) map[string]groupDecoder {
 	return map[string]groupDecoder{
 		"ChallengeDefinition." + v1alpha1.APIVersion: decodeInto(&r.Definitions, func(d *ChallengeDefinition) string { return d.Metadata.Name }),
-		"Pod.v1": func(dec *json.Decoder) error { return dec.Decode(&struct{}{}) },
+		"Challenge." + v1alpha1.APIVersion:           decodeInto(&r.Challenges, func(c *Challenge) string { return c.Metadata.Name }),
+		"Pod.v1":                                     func(dec *json.Decoder) error { return dec.Decode(&struct{}{}) },
 	}
 }
 

@@ -1,0 +1,205 @@
+package sync
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+)
+
+// The per-owner limit (--max-instances-per-owner) is computed from the request alone: the
+// customize hook relates every Challenge of the parent's owner in its namespace (by the owner
+// label, which the platform sets equal to spec.owner), so each sync sees them all, and their
+// order (creation time, then name) is the queue. Each Challenge decides for itself only: the
+// first MaxInstancesPerOwner of the owner's Challenges that hold a place run, the others are
+// Queued. Every related Challenge's change (a stop, a deletion, a status written at expiry)
+// makes Metacontroller sync every Challenge that relates it, so the first queued one starts in
+// the sync that follows the end of a running one.
+
+// ownerRelation is the customize rule that relates the parent's owner's Challenges of its
+// namespace, the parent included; none when the limit is off, so that Metacontroller neither
+// watches Challenges as related objects nor matches each change against every parent.
+func ownerRelation(parent Challenge, cfg Config) (RelatedResourceRule, bool) {
+	if cfg.MaxInstancesPerOwner == 0 || parent.Spec.Owner == "" {
+		return RelatedResourceRule{}, false
+	}
+	return RelatedResourceRule{
+		APIVersion:    v1alpha1.APIVersion,
+		Resource:      "challenges",
+		Namespace:     parent.Metadata.Namespace,
+		LabelSelector: &LabelSelector{MatchLabels: map[string]string{LabelOwner: parent.Spec.Owner}},
+	}, true
+}
+
+// ownerLabelProblem: with the limit on, a Challenge must carry the owner label equal to its
+// spec.owner, or the other Challenges of its owner (which relate theirs by that label) would not
+// see it, and it would run beyond the limit unseen.
+func (in *instance) ownerLabelProblem() *problem {
+	parent := in.parent
+	if in.cfg.MaxInstancesPerOwner == 0 || parent.Metadata.Labels[LabelOwner] == parent.Spec.Owner {
+		return nil
+	}
+	return &problem{v1alpha1.ReasonInvalidSpec, fmt.Sprintf(
+		"the hook limits the instances of each owner (--max-instances-per-owner), and counts them by the label %s: set it to spec.owner (%q)",
+		LabelOwner, parent.Spec.Owner), &in.template}
+}
+
+// holdsPlace says whether a related Challenge of the owner counts against the limit: it runs, or
+// would run were there a place. It reads only what every sync of the owner's Challenges sees the
+// same way (metadata, spec and the status the hook wrote), so that they agree on the queue.
+//
+// It holds no place when it is being deleted (Terminating: its Pod is going), stopped
+// (spec.stopped), past its deadline (phase Expired, or status.expiresAt passed: at that sync the
+// hook removes its workload), or in Error for a reason that keeps the hook from building it
+// (DefinitionNotFound, InvalidDefinition, InvalidSpec, FlagKeyMissing, GatewayAPINotEnabled) and
+// never Ready: such a one has no Pod. One that was Ready (status.readyAt) may keep its Pod while
+// the problem lasts (the hook never deletes a running workload for it), so it holds its place. A
+// Queued one holds a place in the order: it is waiting for one.
+func holdsPlace(c Challenge, now time.Time) bool {
+	switch {
+	case c.Metadata.DeletionTimestamp != "", c.Spec.Stopped, c.Status.Phase == v1alpha1.PhaseExpired:
+		return false
+	case c.Status.Phase == v1alpha1.PhaseError && unbuildableReason(c.Status.Reason) && c.Status.ReadyAt == "":
+		return false
+	}
+	if expires := parseTime(c.Status.ExpiresAt); !expires.IsZero() && !now.Before(expires) {
+		return false
+	}
+	return true
+}
+
+// unbuildableReason: the reasons of an Error the hook answers without building children
+// (keepChildren), as opposed to a Pod that fails.
+func unbuildableReason(reason string) bool {
+	switch reason {
+	case v1alpha1.ReasonDefinitionNotFound, v1alpha1.ReasonInvalidDefinition, v1alpha1.ReasonInvalidSpec,
+		v1alpha1.ReasonFlagKeyMissing, v1alpha1.ReasonGatewayAPINotEnabled:
+		return true
+	}
+	return false
+}
+
+// queuePlace is where the instance stands in its owner's queue.
+type queuePlace struct {
+	// waiting: the instance waits for a place (see resolveQueue).
+	waiting bool
+	// position is 1-based among the owner's Challenges that wait; 0 when the instance may run.
+	position int
+	// unrelated: the request's related Challenges do not include the parent itself, so
+	// Metacontroller's customize answer for it predates the limit (it caches one per parent and
+	// generation for up to 20 minutes): the queue is unknown.
+	unrelated bool
+	// freedAt is the earliest deadline among the Challenges that run ahead of a queued instance:
+	// the clock alone frees a place then (zero: none known).
+	freedAt time.Time
+	// ahead are the names of the owner's Challenges that hold the places, for the message.
+	ahead []string
+}
+
+// queued says where an instance that could run (not deleted, stopped, expired or unbuildable)
+// stands among its owner's Challenges: the parent and its related Challenges of the same owner
+// and namespace that hold a place, ordered by creation time then name; the first
+// MaxInstancesPerOwner run.
+func (in *instance) queued(related []Challenge) queuePlace {
+	if in.cfg.MaxInstancesPerOwner == 0 {
+		return queuePlace{}
+	}
+	self := slices.IndexFunc(related, func(c Challenge) bool { return c.Metadata.Name == in.name && c.Metadata.Namespace == in.namespace })
+	if self < 0 {
+		return queuePlace{unrelated: true}
+	}
+	contenders := []Challenge{in.parent}
+	for i, c := range related {
+		if i != self && c.Metadata.Namespace == in.namespace && c.Spec.Owner == in.owner && holdsPlace(c, in.now) {
+			contenders = append(contenders, c)
+		}
+	}
+	slices.SortFunc(contenders, compareCreation)
+	index := slices.IndexFunc(contenders, func(c Challenge) bool { return c.Metadata.Name == in.name })
+	if index < in.cfg.MaxInstancesPerOwner {
+		return queuePlace{}
+	}
+	place := queuePlace{position: index - in.cfg.MaxInstancesPerOwner + 1}
+	for _, c := range contenders[:in.cfg.MaxInstancesPerOwner] {
+		place.ahead = append(place.ahead, c.Metadata.Name)
+		if expires := parseTime(c.Status.ExpiresAt); !expires.IsZero() && (place.freedAt.IsZero() || expires.Before(place.freedAt)) {
+			place.freedAt = expires
+		}
+	}
+	return place
+}
+
+// compareCreation orders Challenges by creation time, then by name: two created in the same second
+// (the API server's resolution) are ordered the same way by every sync.
+func compareCreation(a, b Challenge) int {
+	if c := parseTime(a.Metadata.CreationTimestamp).Compare(parseTime(b.Metadata.CreationTimestamp)); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Metadata.Name, b.Metadata.Name)
+}
+
+// waitInQueue answers for an instance that waits for a place: no Pod (one observed, admitted
+// before the queue was known, is removed), everything around it created ahead, as for a stopped
+// instance, so that it starts with one sync. Its lifetime has not begun (it begins when it leaves
+// the queue); only a deadline the platform set (spec.expiresAt) runs, and expiry wins. Metacontroller
+// syncs it when a related Challenge changes; it also wakes it at the earliest deadline of those
+// ahead, so that the queue moves on even without that event, and at its own deadline.
+func (in *instance) waitInQueue(place queuePlace) Response {
+	var v verdict
+	if place.unrelated {
+		v = verdict{v1alpha1.PhaseQueued, v1alpha1.ReasonQueued,
+			"waiting for Metacontroller to relate the owner's other Challenges (its customize answer for this Challenge predates the hook's --max-instances-per-owner; it asks again within 20 minutes, or when the spec changes)"}
+	} else {
+		v = verdict{v1alpha1.PhaseQueued, v1alpha1.ReasonQueued, fmt.Sprintf(
+			"queued at position %d: owner %s already runs %d instance(s) (%s), the most allowed; it starts when one of them expires, is stopped or deleted",
+			place.position, in.owner, len(place.ahead), strings.Join(place.ahead, ", "))}
+	}
+	status := v1alpha1.ChallengeStatus{
+		Phase:              v.phase,
+		Reason:             v.reason,
+		Message:            v.message,
+		InstanceID:         in.id,
+		StartedAt:          in.parent.Status.StartedAt,
+		ReadyAt:            in.parent.Status.ReadyAt,
+		ExpiresAt:          formatTime(in.expires),
+		QueuePosition:      int32(place.position),
+		Conditions:         conditions(in.parent.Status.Conditions, in.parent.Metadata.Generation, in.now, readyCondition(v)),
+		ObservedGeneration: in.parent.Metadata.Generation,
+	}
+	wake := in.expires
+	if !place.freedAt.IsZero() && (wake.IsZero() || place.freedAt.Before(wake)) {
+		wake = place.freedAt
+	}
+	var resync float64
+	if !wake.IsZero() {
+		resync = resyncAfter(in.now, wake)
+	}
+	return Response{Status: status, Children: in.surroundingChildren(), ResyncAfterSeconds: resync}
+}
+
+// resolveQueue decides whether an instance that could run waits instead, and when its lifetime
+// starts. One that waits has no lifetime running yet unless it ran before (status.startedAt): its
+// deadline is only the one the platform set (spec.expiresAt), if any. One that leaves the queue
+// starts its lifetime now. When the queue is unknown (unrelated), one without a Pod waits and one
+// with a Pod keeps running: a cached customize answer never stops a player's instance.
+func (in *instance) resolveQueue(related []Challenge) {
+	in.queue = in.queued(related)
+	in.queue.waiting = in.queue.position > 0 || (in.queue.unrelated && len(in.observed.Pods) == 0)
+	switch {
+	case in.queue.waiting && in.parent.Status.StartedAt == "":
+		in.started = time.Time{}
+		in.expires = parseTime(in.parent.Spec.ExpiresAt)
+		in.expired = !in.expires.IsZero() && !in.now.Before(in.expires)
+	case neverStarted(in.parent):
+		in.started = in.now.UTC().Truncate(time.Second)
+	}
+}
+
+// neverStarted: the instance has waited in the queue since its creation, so its lifetime has not
+// begun (status.startedAt is written when it leaves the queue).
+func neverStarted(parent Challenge) bool {
+	return parent.Status.StartedAt == "" && parent.Status.Phase == v1alpha1.PhaseQueued
+}
