@@ -145,7 +145,7 @@ func requestFromCase(t testing.TB, name string, c caseFile, cfg Config) []byte {
 		"controller": controller,
 		"parent":     parent,
 		"children":   observedChildren(t, controller, parent, c.Children, appliedChildren(t, c, controller, parent, cfg)),
-		"related":    relatedObjects(t, parent, c.Related),
+		"related":    withOwnersChallenges(relatedObjects(t, parent, c.Related), parent, withFlags(t, cfg, c.Flags)),
 		"finalizing": c.Finalizing,
 	})
 }
@@ -245,6 +245,29 @@ func relatedObjects(t testing.TB, parent map[string]any, related []map[string]an
 		groups[key].(map[string]any)[fmt.Sprint(meta["namespace"], "/", meta["name"])] = obj
 	}
 	return groups
+}
+
+// withOwnersChallenges is related with what the customize answer's owner rule
+// (--max-instances-per-owner, see ownerRelation) makes Metacontroller send: every Challenge of the
+// namespace with the parent's owner label, the parent itself included, each as the API server
+// stores it (the case's related Challenges are written like its parent). Without the limit it is
+// related unchanged.
+func withOwnersChallenges(related, parent map[string]any, cfg Config) map[string]any {
+	if cfg.MaxInstancesPerOwner == 0 {
+		return related
+	}
+	key := "Challenge." + v1alpha1.APIVersion
+	challenges, _ := related[key].(map[string]any)
+	group := map[string]any{}
+	for name, obj := range challenges {
+		group[name] = storedParent(obj.(map[string]any))
+	}
+	meta := parent["metadata"].(map[string]any)
+	if labels, _ := meta["labels"].(map[string]any); labels[LabelOwner] == parent["spec"].(map[string]any)["owner"] {
+		group[fmt.Sprint(meta["namespace"], "/", meta["name"])] = parent
+	}
+	related[key] = group
+	return related
 }
 
 // observedChildren are the case's children as Metacontroller observes them: each one the object

@@ -89,9 +89,7 @@ func resolve(req Request, now time.Time, cfg Config) *instance {
 	if in.problem == nil && !parent.Spec.Stopped {
 		in.resolveQueue(req.Related.Challenges)
 	}
-	if !in.queue.waiting || !in.started.IsZero() {
-		in.expires, in.expired = expiry(parent, timing, in.started, now, cfg)
-	}
+	in.expires, in.expired = expiry(parent, timing, in.started, now, cfg)
 	in.setLabels()
 	if in.problem == nil {
 		in.resolveComponents()

@@ -157,49 +157,21 @@ func (in *instance) waitInQueue(place queuePlace) Response {
 			"queued at position %d: owner %s already runs %d instance(s) (%s), the most allowed; it starts when one of them expires, is stopped or deleted",
 			place.position, in.owner, len(place.ahead), strings.Join(place.ahead, ", "))}
 	}
-	status := v1alpha1.ChallengeStatus{
-		Phase:              v.phase,
-		Reason:             v.reason,
-		Message:            v.message,
-		InstanceID:         in.id,
-		StartedAt:          in.parent.Status.StartedAt,
-		ReadyAt:            in.parent.Status.ReadyAt,
-		ExpiresAt:          formatTime(in.expires),
-		QueuePosition:      int32(place.position),
-		Conditions:         conditions(in.parent.Status.Conditions, in.parent.Metadata.Generation, in.now, readyCondition(v)),
-		ObservedGeneration: in.parent.Metadata.Generation,
-	}
-	wake := in.expires
-	if !place.freedAt.IsZero() && (wake.IsZero() || place.freedAt.Before(wake)) {
-		wake = place.freedAt
-	}
-	var resync float64
-	if !wake.IsZero() {
-		resync = resyncAfter(in.now, wake)
-	}
+	status := in.status(v, nil)
+	status.QueuePosition = int32(place.position)
+	resync := in.nextWake(place.freedAt)
 	return Response{Status: status, Children: in.surroundingChildren(), ResyncAfterSeconds: resync}
 }
 
-// resolveQueue decides whether an instance that could run waits instead, and when its lifetime
-// starts. One that waits has no lifetime running yet unless it ran before (status.startedAt): its
-// deadline is only the one the platform set (spec.expiresAt), if any. One that leaves the queue
-// starts its lifetime now. When the queue is unknown (unrelated), one without a Pod waits and one
-// with a Pod keeps running: a cached customize answer never stops a player's instance.
+// resolveQueue decides whether an instance that could run waits instead. When the queue is
+// unknown (unrelated), one without a Pod waits and one with a Pod keeps running: a stale customize
+// answer never stops a player's instance.
+//
+// The lifetime starts at creation, queued or not: the request holds no trace of when a place
+// freed but the instance's own status, so a start at leaving the queue would rest on one status
+// write, and a write lost would start the clock again, keeping a workload past the deadline it
+// showed. A deadline is a deadline: a queued instance may expire before it ever ran.
 func (in *instance) resolveQueue(related []Challenge) {
 	in.queue = in.queued(related)
 	in.queue.waiting = in.queue.position > 0 || (in.queue.unrelated && len(in.observed.Pods) == 0)
-	switch {
-	case in.queue.waiting && in.parent.Status.StartedAt == "":
-		in.started = time.Time{}
-		in.expires = parseTime(in.parent.Spec.ExpiresAt)
-		in.expired = !in.expires.IsZero() && !in.now.Before(in.expires)
-	case neverStarted(in.parent):
-		in.started = in.now.UTC().Truncate(time.Second)
-	}
-}
-
-// neverStarted: the instance has waited in the queue since its creation, so its lifetime has not
-// begun (status.startedAt is written when it leaves the queue).
-func neverStarted(parent Challenge) bool {
-	return parent.Status.StartedAt == "" && parent.Status.Phase == v1alpha1.PhaseQueued
 }
