@@ -15,7 +15,7 @@ import (
 // label, which the platform sets equal to spec.owner), so each sync sees them all, and their
 // order (creation time, then name) is the queue. Each Challenge decides for itself only: the
 // first MaxInstancesPerOwner of the owner's Challenges that hold a place run, the others are
-// Queued. Every related Challenge's change (a stop, a deletion, a status written at expiry)
+// Queued. Every related Challenge's change (here: the status its own sync writes when it ends)
 // makes Metacontroller sync every Challenge that relates it, so the first queued one starts in
 // the sync that follows the end of a running one.
 
@@ -51,21 +51,25 @@ func (in *instance) ownerLabelProblem() *problem {
 // would run were there a place. It reads only what every sync of the owner's Challenges sees the
 // same way (metadata, spec and the status the hook wrote), so that they agree on the queue.
 //
-// It holds no place when it is being deleted (Terminating: its Pod is going), stopped
-// (spec.stopped), past its deadline (phase Expired, or status.expiresAt passed: at that sync the
-// hook removes its workload), or in Error for a reason that keeps the hook from building it
-// (DefinitionNotFound, InvalidDefinition, InvalidSpec, FlagKeyMissing, GatewayAPINotEnabled) and
-// never Ready: such a one has no Pod. One that was Ready (status.readyAt) may keep its Pod while
-// the problem lasts (the hook never deletes a running workload for it), so it holds its place. A
-// Queued one holds a place in the order: it is waiting for one.
-func holdsPlace(c Challenge, now time.Time) bool {
-	switch {
-	case c.Metadata.DeletionTimestamp != "", c.Spec.Stopped, c.Status.Phase == v1alpha1.PhaseExpired:
+// A Challenge that ends lets go of its place only once its own sync has answered for the end:
+// Metacontroller deletes the children an answer leaves out before it writes the answer's status,
+// so a status Terminating (being deleted), Stopped (spec.stopped) or Expired means its Pod is
+// already being deleted. Freeing the place at the deletion, the stop or the deadline itself would
+// let the first queued Pod start while the ending one still runs (measured by TestOwnerQueue: a
+// third Pod for half a second).
+//
+// It holds no place either in Error for a reason that keeps the hook from building it
+// (DefinitionNotFound, InvalidDefinition, InvalidSpec, FlagKeyMissing, GatewayAPINotEnabled) if it
+// was never Ready: such a one has no Pod. One that was Ready (status.readyAt) may keep its Pod
+// while the problem lasts (the hook never deletes a running workload for it), so it holds its
+// place. A Queued one holds its place in the order: it is waiting for one.
+func holdsPlace(c Challenge) bool {
+	switch phase := c.Status.Phase; {
+	case c.Metadata.DeletionTimestamp != "" && (phase == v1alpha1.PhaseTerminating || phase == v1alpha1.PhaseDeleted),
+		c.Spec.Stopped && phase == v1alpha1.PhaseStopped,
+		phase == v1alpha1.PhaseExpired:
 		return false
-	case c.Status.Phase == v1alpha1.PhaseError && unbuildableReason(c.Status.Reason) && c.Status.ReadyAt == "":
-		return false
-	}
-	if expires := parseTime(c.Status.ExpiresAt); !expires.IsZero() && !now.Before(expires) {
+	case phase == v1alpha1.PhaseError && unbuildableReason(c.Status.Reason) && c.Status.ReadyAt == "":
 		return false
 	}
 	return true
@@ -92,9 +96,6 @@ type queuePlace struct {
 	// Metacontroller's customize answer for it predates the limit (it caches one per parent and
 	// generation for up to 20 minutes): the queue is unknown.
 	unrelated bool
-	// freedAt is the earliest deadline among the Challenges that run ahead of a queued instance:
-	// the clock alone frees a place then (zero: none known).
-	freedAt time.Time
 	// ahead are the names of the owner's Challenges that hold the places, for the message.
 	ahead []string
 }
@@ -113,7 +114,7 @@ func (in *instance) queued(related []Challenge) queuePlace {
 	}
 	contenders := []Challenge{in.parent}
 	for i, c := range related {
-		if i != self && c.Metadata.Namespace == in.namespace && c.Spec.Owner == in.owner && holdsPlace(c, in.now) {
+		if i != self && c.Metadata.Namespace == in.namespace && c.Spec.Owner == in.owner && holdsPlace(c) {
 			contenders = append(contenders, c)
 		}
 	}
@@ -125,9 +126,6 @@ func (in *instance) queued(related []Challenge) queuePlace {
 	place := queuePlace{position: index - in.cfg.MaxInstancesPerOwner + 1}
 	for _, c := range contenders[:in.cfg.MaxInstancesPerOwner] {
 		place.ahead = append(place.ahead, c.Metadata.Name)
-		if expires := parseTime(c.Status.ExpiresAt); !expires.IsZero() && (place.freedAt.IsZero() || expires.Before(place.freedAt)) {
-			place.freedAt = expires
-		}
 	}
 	return place
 }
@@ -145,8 +143,9 @@ func compareCreation(a, b Challenge) int {
 // before the queue was known, is removed), everything around it created ahead, as for a stopped
 // instance, so that it starts with one sync. Its lifetime has not begun (it begins when it leaves
 // the queue); only a deadline the platform set (spec.expiresAt) runs, and expiry wins. Metacontroller
-// syncs it when a related Challenge changes; it also wakes it at the earliest deadline of those
-// ahead, so that the queue moves on even without that event, and at its own deadline.
+// syncs it when a related Challenge changes (its customize manager matches every related object's
+// change against each parent's rules, findRelatedParents), so a place freed is seen at once; the
+// hook asks to be woken only for its own expiry warning and deadline.
 func (in *instance) waitInQueue(place queuePlace) Response {
 	var v verdict
 	if place.unrelated {
@@ -159,7 +158,7 @@ func (in *instance) waitInQueue(place queuePlace) Response {
 	}
 	status := in.status(v, nil)
 	status.QueuePosition = int32(place.position)
-	resync := in.nextWake(place.freedAt)
+	resync := in.nextWake(time.Time{})
 	return Response{Status: status, Children: in.surroundingChildren(), ResyncAfterSeconds: resync}
 }
 
