@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -154,6 +155,17 @@ func TestOwnerQueue(t *testing.T) {
 		return true, nil
 	})
 	allRunning := time.Now()
+	// What one related Challenge adds to each sync request of its owner's Challenges: the object as
+	// the API server serves it (managedFields included), as Metacontroller sends it.
+	largest := 0
+	for _, u := range list() {
+		body, err := json.Marshal(u.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		largest = max(largest, len(body))
+	}
+	t.Logf("largest Challenge %d bytes: an owner's Challenges of one namespace fit the hook's 1 MiB --max-request-bytes up to about %d", largest, (1<<20)/largest)
 	t.Logf("first sync of every Challenge settled %s after the creates began; the expected Running/Queued split %s after",
 		settled.Sub(start).Round(time.Millisecond), allRunning.Sub(start).Round(time.Millisecond))
 
