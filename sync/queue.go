@@ -13,9 +13,9 @@ import (
 // The per-owner limit (--max-instances-per-owner) is computed from the request alone: the
 // customize hook relates every Challenge of the parent's owner in its namespace (by the owner
 // label, which the platform sets equal to spec.owner), so each sync sees them all, and their
-// order (creation time, then name) is the queue. Each Challenge decides for itself only: the
-// first MaxInstancesPerOwner of the owner's Challenges that hold a place run, the others are
-// Queued. Every related Challenge's change (here: the status its own sync writes when it ends)
+// order (those running first, then creation time, then name) is the queue. Each Challenge decides
+// for itself only: the first MaxInstancesPerOwner of the owner's Challenges that hold a place run,
+// the others are Queued. Every related Challenge's change (here: the status its own sync writes when it ends)
 // makes Metacontroller sync every Challenge that relates it, so the first queued one starts in
 // the sync that follows the end of a running one.
 
@@ -102,8 +102,8 @@ type queuePlace struct {
 
 // queued says where an instance that could run (not deleted, stopped, expired or unbuildable)
 // stands among its owner's Challenges: the parent and its related Challenges of the same owner
-// and namespace that hold a place, ordered by creation time then name; the first
-// MaxInstancesPerOwner run.
+// and namespace that hold a place, those already admitted first, then those that wait, each in
+// creation order (compareQueue); the first MaxInstancesPerOwner run.
 func (in *instance) queued(related []Challenge) queuePlace {
 	if in.cfg.MaxInstancesPerOwner == 0 {
 		return queuePlace{}
@@ -118,7 +118,7 @@ func (in *instance) queued(related []Challenge) queuePlace {
 			contenders = append(contenders, c)
 		}
 	}
-	slices.SortFunc(contenders, compareCreation)
+	slices.SortFunc(contenders, compareQueue)
 	index := slices.IndexFunc(contenders, func(c Challenge) bool { return c.Metadata.Name == in.name })
 	if index < in.cfg.MaxInstancesPerOwner {
 		return queuePlace{}
@@ -128,6 +128,36 @@ func (in *instance) queued(related []Challenge) queuePlace {
 		place.ahead = append(place.ahead, c.Metadata.Name)
 	}
 	return place
+}
+
+// compareQueue orders an owner's Challenges for its places: the admitted ones first, so that one
+// that runs keeps its place (a stopped instance started again waits behind those that run, rather
+// than push the newest back to the queue), then those that wait; each in creation order. When
+// more than the limit were admitted (two synced at once, each before the other's status was
+// written, or before Metacontroller's cache held the other), the newest of them go back to the
+// queue, and the owner is within the limit again after their syncs.
+func compareQueue(a, b Challenge) int {
+	if aIn, bIn := admitted(a), admitted(b); aIn != bIn {
+		if aIn {
+			return -1
+		}
+		return 1
+	}
+	return compareCreation(a, b)
+}
+
+// admitted: the hook's last answer let it run: None (its NetworkPolicy first, then its Pod),
+// Creating, Running, or an Error of its Pod. Queued, Stopped (started again) and a Challenge never
+// synced wait. An Error for a reason that keeps the hook from building it admits only one that
+// was Ready once (see holdsPlace).
+func admitted(c Challenge) bool {
+	switch c.Status.Phase {
+	case v1alpha1.PhaseNone, v1alpha1.PhaseCreating, v1alpha1.PhaseRunning:
+		return true
+	case v1alpha1.PhaseError:
+		return !unbuildableReason(c.Status.Reason) || c.Status.ReadyAt != ""
+	}
+	return false
 }
 
 // compareCreation orders Challenges by creation time, then by name: two created in the same second
