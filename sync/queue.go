@@ -171,8 +171,8 @@ func compareCreation(a, b Challenge) int {
 
 // waitInQueue answers for an instance that waits for a place: no Pod (one observed, admitted
 // before the queue was known, is removed), everything around it created ahead, as for a stopped
-// instance, so that it starts with one sync. Its lifetime has not begun (it begins when it leaves
-// the queue); only a deadline the platform set (spec.expiresAt) runs, and expiry wins. Metacontroller
+// instance, so that it starts with one sync. Its lifetime runs (see resolveQueue), and expiry
+// wins. Metacontroller
 // syncs it when a related Challenge changes (its customize manager matches every related object's
 // change against each parent's rules, findRelatedParents), so a place freed is seen at once; the
 // hook asks to be woken only for its own expiry warning and deadline.
@@ -183,8 +183,8 @@ func (in *instance) waitInQueue(place queuePlace) Response {
 			"waiting for Metacontroller to relate the owner's other Challenges (its customize answer for this Challenge predates the hook's --max-instances-per-owner; it asks again within 20 minutes, or when the spec changes)"}
 	} else {
 		v = verdict{v1alpha1.PhaseQueued, v1alpha1.ReasonQueued, fmt.Sprintf(
-			"queued at position %d: owner %s already runs %d instance(s) (%s), the most allowed; it starts when one of them expires, is stopped or deleted",
-			place.position, in.owner, len(place.ahead), strings.Join(place.ahead, ", "))}
+			"queued at position %d: the %d place(s) of owner %s are taken by %s; it starts when one of them expires, is stopped or deleted",
+			place.position, len(place.ahead), in.owner, strings.Join(place.ahead, ", "))}
 	}
 	status := in.status(v, nil)
 	status.QueuePosition = int32(place.position)
