@@ -59,6 +59,7 @@ func TestScale(t *testing.T) {
 		t.Fatal("README.md has no ChallengeDefinition and Challenge example")
 	}
 	createObject(ctx, t, c, ns, def)
+	owners := withOwnerLimit(t, n)
 	shards := envInt(t, "BENCH_SHARDS", 1)
 	if shards == 2 {
 		registerShards(ctx, t, c)
@@ -67,7 +68,7 @@ func TestScale(t *testing.T) {
 	cpu := newCPUMeter(t, pidsDir, shared.hook.proc.Pid())
 	hookSyncs0 := hookSyncs(t)
 	start := time.Now()
-	created := createChallenges(ctx, t, c, ns, chal, n, shards)
+	created := createChallenges(ctx, t, c, ns, chal, n, shards, owners)
 	createdIn := time.Since(start)
 
 	// Poll once a second: the first time each Challenge is seen Running.
@@ -282,9 +283,21 @@ func envInt(t *testing.T, name string, def int) int {
 	return v
 }
 
-// createChallenges creates n copies of chal (name-<i>, owner team-<i>) from up to 20 goroutines at
-// once, and returns how many goroutines it used.
-func createChallenges(ctx context.Context, t *testing.T, c *cluster, ns string, chal *unstructured.Unstructured, n, shards int) int {
+// withOwnerLimit restarts the hook with --max-instances-per-owner=$BENCH_MAX_INSTANCES_PER_OWNER
+// when it is set (the cost of relating each Challenge to its owner's), and returns how many owners
+// share the n Challenges: $BENCH_OWNERS, default n (one Challenge each).
+func withOwnerLimit(t *testing.T, n int) int {
+	owners := envInt(t, "BENCH_OWNERS", n)
+	if limit := envInt(t, "BENCH_MAX_INSTANCES_PER_OWNER", 0); limit > 0 {
+		restartSuiteHook(t, fmt.Sprintf("--max-instances-per-owner=%d", limit))
+		t.Logf("hook restarted with --max-instances-per-owner=%d; %d Challenges of %d owners", limit, n, owners)
+	}
+	return owners
+}
+
+// createChallenges creates n copies of chal (name-<i>, owner team-<i mod owners>, labelled with its
+// owner) from up to 20 goroutines at once, and returns how many goroutines it used.
+func createChallenges(ctx context.Context, t *testing.T, c *cluster, ns string, chal *unstructured.Unstructured, n, shards, owners int) int {
 	t.Helper()
 	creators := min(20, n)
 	next := make(chan int)
@@ -296,10 +309,13 @@ func createChallenges(ctx context.Context, t *testing.T, c *cluster, ns string, 
 			for i := range next {
 				obj := chal.DeepCopy()
 				obj.SetName(fmt.Sprintf("%s-%04d", chal.GetName(), i))
-				_ = unstructured.SetNestedField(obj.Object, fmt.Sprintf("team-%04d", i), "spec", "owner")
+				owner := fmt.Sprintf("team-%04d", i%owners)
+				_ = unstructured.SetNestedField(obj.Object, owner, "spec", "owner")
+				labels := map[string]string{ownerLabel: owner}
 				if shards == 2 && i%2 == 1 {
-					obj.SetLabels(map[string]string{shardLabel: "1"})
+					labels[shardLabel] = "1"
 				}
+				obj.SetLabels(labels)
 				if _, err := c.dyn.Resource(chalGVR).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 					t.Errorf("create Challenge %d: %v", i, err)
 				}

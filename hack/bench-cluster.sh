@@ -15,6 +15,9 @@
 #   BENCH_SETTLE_SECONDS  from all Running to the steady window (default 125: the Creating answers'
 #                         wake-ups at the Pod's 120 s progress deadline are behind it)
 #   BENCH_STEADY_SECONDS  the steady window (default resync + 15 s: every instance resyncs in it)
+#   BENCH_OWNERS          how many owners share the Challenges (default: one per Challenge)
+#   BENCH_MAX_INSTANCES_PER_OWNER  restart the hook with --max-instances-per-owner (default: off), to
+#                         measure the cost of relating each Challenge to its owner's
 #   BENCH_RESTART         0: no Metacontroller restart at the end (default: restart it, and check that
 #                         every Challenge is synced again at once)
 # Runs alone: take the lock the e2e tests take (flock /tmp/e2e.lock make bench-cluster).

@@ -90,7 +90,8 @@ func requestFromCase(t testing.TB, name string, c caseFile, cfg Config) []byte {
 	} else {
 		children, err := controller.Children(parent, c.Children, declaredChildren(t, c, controller, parent, cfg))
 		require.NoError(t, err)
-		request, err = controller.SyncRequest(parent, children, relatedObjects(t, controller, parent, c.Related), c.Finalizing)
+		related := withOwnersChallenges(t, controller, relatedObjects(t, controller, parent, c.Related), parent, withFlags(t, cfg, c.Flags))
+		request, err = controller.SyncRequest(parent, children, related, c.Finalizing)
 		require.NoError(t, err)
 	}
 	require.NoError(t, err)
@@ -120,6 +121,31 @@ func relatedObjects(t testing.TB, controller mcsim.Controller, parent map[string
 	out, err := controller.Related(mapAt(parent, "metadata")["namespace"], objs, groups...)
 	require.NoError(t, err)
 	return out
+}
+
+// withOwnersChallenges is related with what the customize answer's owner rule
+// (--max-instances-per-owner, see ownerRelation) makes Metacontroller send: every Challenge of the
+// namespace with the parent's owner label, the parent itself included, each as the API server
+// stores it (the case's related Challenges are written like its parent). Without the limit it is
+// related unchanged.
+func withOwnersChallenges(t testing.TB, controller mcsim.Controller, related, parent map[string]any, cfg Config) map[string]any {
+	if cfg.MaxInstancesPerOwner == 0 {
+		return related
+	}
+	key := mcsim.GroupKey("Challenge", v1alpha1.APIVersion)
+	challenges, _ := related[key].(map[string]any)
+	group := map[string]any{}
+	for name, obj := range challenges {
+		stored, err := controller.Parent(obj.(map[string]any), parentCreator)
+		require.NoError(t, err)
+		group[name] = stored
+	}
+	meta := mapAt(parent, "metadata")
+	if labels, _ := meta["labels"].(map[string]any); labels[LabelOwner] == mapAt(parent, "spec")["owner"] {
+		group[fmt.Sprint(meta["namespace"], "/", meta["name"])] = parent
+	}
+	related[key] = group
+	return related
 }
 
 // customizeGroups are the related types the hook's customize answer asks for, for a parent: one

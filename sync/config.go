@@ -86,6 +86,9 @@ func (c *Config) registerPodFlags(fs *flag.FlagSet) {
 	flagfunc.Var(fs, "prepull-max-images", strconv.Itoa(c.PrePullMaxImages),
 		"most images (`number`) the pre-pull DaemonSets of every definition hold together on each node, taken by the definitions in the order they were created; one that does not fit is not pre-pulled (TooManyImages)",
 		flagfunc.PositiveInt(&c.PrePullMaxImages))
+	flagfunc.Var(fs, "max-instances-per-owner", strconv.Itoa(c.MaxInstancesPerOwner),
+		"most instances (`number`) one owner runs at once in a namespace; the owner's others are Queued and start in creation order as these end; with a limit, every Challenge must carry the label "+LabelOwner+"=<spec.owner> (0: no limit)",
+		flagfunc.NonNegativeInt(&c.MaxInstancesPerOwner))
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", c.ClusterDomain, "cluster DNS `suffix`, for ClusterIP endpoints")
 	flagfunc.Var(fs, "default-timeout", c.DefaultTimeout.String(), "instance lifetime (`duration`) when neither the Challenge nor its definition sets one", flagfunc.PositiveDuration(&c.DefaultTimeout))
 	flagfunc.Var(fs, "default-max-lifetime", c.DefaultMaxLifetime.String(), "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime", flagfunc.PositiveDuration(&c.DefaultMaxLifetime))

@@ -43,10 +43,11 @@ type instance struct {
 	now      time.Time
 	parent   Challenge // the previous status is read from it
 	observed ObservedChildren
-	deleting bool      // the Challenge is being deleted (finalize)
-	problem  *problem  // why the hook cannot build the instance; nil when it can
-	started  time.Time // see startedAt
-	expires  time.Time // see deadline and expiry
+	deleting bool       // the Challenge is being deleted (finalize)
+	problem  *problem   // why the hook cannot build the instance; nil when it can
+	queue    queuePlace // where it stands among its owner's instances (--max-instances-per-owner)
+	started  time.Time  // see startedAt
+	expires  time.Time  // see deadline and expiry
 	expired  bool
 	// components are the instance's Pods and what surrounds each (resolveComponents), when
 	// problem is nil.
@@ -78,9 +79,15 @@ func resolve(req Request, now time.Time, cfg Config) *instance {
 	if in.problem == nil {
 		in.problem = routeProblem(in, req.DeclaredChildTypes)
 	}
+	if in.problem == nil {
+		in.problem = in.ownerLabelProblem()
+	}
 	timing := &in.template
 	if in.problem != nil {
 		timing = in.problem.template
+	}
+	if in.problem == nil && !parent.Spec.Stopped {
+		in.resolveQueue(req.Related.Challenges)
 	}
 	in.expires, in.expired = expiry(parent, timing, in.started, now, cfg)
 	in.setLabels()

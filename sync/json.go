@@ -36,7 +36,8 @@ func childGroups(c *ObservedChildren) map[string]wire.GroupDecoder {
 func relatedGroups(r *Related) map[string]wire.GroupDecoder {
 	return map[string]wire.GroupDecoder{
 		"ChallengeDefinition." + v1alpha1.APIVersion: wire.DecodeInto(&r.Definitions, func(d *ChallengeDefinition) string { return d.Metadata.Name }),
-		"Pod.v1": func(dec *json.Decoder) error { return dec.Decode(&struct{}{}) },
+		"Challenge." + v1alpha1.APIVersion:           wire.DecodeInto(&r.Challenges, func(c *Challenge) string { return c.Metadata.Name }),
+		"Pod.v1":                                     func(dec *json.Decoder) error { return dec.Decode(&struct{}{}) },
 	}
 }
 

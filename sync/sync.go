@@ -26,7 +26,7 @@ func Sync(req Request, now time.Time, cfg Config) Response {
 }
 
 // syncChallenge resolves the instance once, then answers by its state: being deleted, past its
-// deadline, stopped, unbuildable (a problem), or healthy.
+// deadline, stopped, unbuildable (a problem), waiting for a place (its owner's limit), or healthy.
 func syncChallenge(req Request, now time.Time, cfg Config) Response {
 	in := resolve(req, now, cfg)
 	switch {
@@ -39,6 +39,8 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 		return in.stop()
 	case in.problem != nil:
 		return in.keepChildren()
+	case in.queue.waiting:
+		return in.waitInQueue(in.queue)
 	}
 	return in.run()
 }
@@ -255,7 +257,8 @@ func (in *instance) finalize() Response {
 	return Response{Status: in.settledStatus(v), Children: in.heldIsolation(), Finalized: remaining == 0}
 }
 
-// Customize asks Metacontroller for the related object Sync needs: the referenced definition, unless
+// Customize asks Metacontroller for the related objects Sync needs: the owner's Challenges when
+// the hook limits each owner's instances (ownerRelation), and the referenced definition, unless
 // the Challenge may not use it (definitionRefRefusal: another namespace than its own that no grant
 // names, or one --definition-namespaces leaves out), so that Metacontroller never even sends it. It
 // depends only on the parent's spec and identity and the hook's configuration, as Metacontroller
@@ -275,6 +278,9 @@ func Customize(req CustomizeRequest, cfg Config) CustomizeResponse {
 		rules = append(rules, RelatedResourceRule{
 			APIVersion: v1alpha1.APIVersion, Resource: "challengedefinitions", Namespace: namespace, Names: []string{ref.Name},
 		})
+	}
+	if rule, ok := ownerRelation(parent, cfg); ok {
+		rules = append(rules, rule)
 	}
 	return CustomizeResponse{RelatedResources: rules}
 }

@@ -130,6 +130,10 @@ type Config struct {
 	// definition over either gets no DaemonSet (TooManyImages).
 	PrePullMaxImagesPerDefinition int
 	PrePullMaxImages              int
+	// MaxInstancesPerOwner is how many instances of one owner in one namespace hold a place (see
+	// holdsPlace) at once; the others are Queued, in creation order. Zero: no limit, and the
+	// customize hook relates no Challenge to another.
+	MaxInstancesPerOwner int
 }
 
 // TCPGateway is where players reach TCP exposures and what mints their tokens. The hook never
@@ -243,9 +247,12 @@ type ObservedChildren struct {
 	Deployments []ObservedObject
 }
 
-// Related are the objects the customize hook asked for: the referenced definition.
+// Related are the objects the customize hook asked for: the referenced definition and, with a
+// per-owner limit, the Challenges of the same owner in the same namespace (the parent itself
+// included).
 type Related struct {
 	Definitions []ChallengeDefinition
+	Challenges  []Challenge
 }
 
 // ObjectMeta holds the metadata fields the hook reads.
@@ -399,10 +406,16 @@ type CustomizeResponse struct {
 	RelatedResources []RelatedResourceRule `json:"relatedResources"`
 }
 
-// RelatedResourceRule selects related objects by name.
+// RelatedResourceRule selects related objects by name or by labels.
 type RelatedResourceRule struct {
-	APIVersion string   `json:"apiVersion"`
-	Resource   string   `json:"resource"`
-	Namespace  string   `json:"namespace,omitempty"`
-	Names      []string `json:"names,omitempty"`
+	APIVersion    string         `json:"apiVersion"`
+	Resource      string         `json:"resource"`
+	Namespace     string         `json:"namespace,omitempty"`
+	Names         []string       `json:"names,omitempty"`
+	LabelSelector *LabelSelector `json:"labelSelector,omitempty"`
+}
+
+// LabelSelector selects objects whose labels hold every pair of MatchLabels.
+type LabelSelector struct {
+	MatchLabels map[string]string `json:"matchLabels"`
 }

@@ -16,6 +16,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.spec.owner`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Queue",type=integer,JSONPath=`.status.queuePosition`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoints[0].url`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1
@@ -107,9 +108,12 @@ type DefinitionRef struct {
 
 // Phases of a Challenge.
 const (
-	PhaseNone        = "None"
-	PhaseCreating    = "Creating"
-	PhaseRunning     = "Running"
+	PhaseNone     = "None"
+	PhaseCreating = "Creating"
+	PhaseRunning  = "Running"
+	// PhaseQueued: the owner already runs as many instances as the hook allows
+	// (--max-instances-per-owner); it starts, in creation order, when one of them ends.
+	PhaseQueued      = "Queued"
 	PhaseError       = "Error"
 	PhaseStopped     = "Stopped"
 	PhaseExpired     = "Expired"
@@ -136,6 +140,7 @@ const (
 	ReasonGatewayAPINotEnabled       = "GatewayAPINotEnabled"
 	ReasonRouteNotAccepted           = "RouteNotAccepted"
 	ReasonTCPGatewayNotConfigured    = "TCPGatewayNotConfigured"
+	ReasonQueued                     = "Queued"
 	ReasonStopped                    = "Stopped"
 	ReasonExpired                    = "Expired"
 	ReasonTerminating                = "Terminating"
@@ -144,7 +149,7 @@ const (
 
 // ChallengeStatus is computed by the hook on every sync.
 type ChallengeStatus struct {
-	// None, Creating, Running, Error, Stopped, Expired, Terminating or Deleted.
+	// None, Creating, Running, Queued, Error, Stopped, Expired, Terminating or Deleted.
 	//
 	// +optional
 	Phase string `json:"phase,omitempty"`
@@ -173,6 +178,11 @@ type ChallengeStatus struct {
 	// +optional
 	// +kubebuilder:validation:Format=date-time
 	ExpiresAt string `json:"expiresAt,omitempty"`
+	// The instance's place in its owner's queue while Queued, 1 for the next to start.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	QueuePosition int32 `json:"queuePosition,omitempty"`
 	// Ready, ExpiringSoon and Expired.
 	//
 	// +optional

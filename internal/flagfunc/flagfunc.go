@@ -62,6 +62,18 @@ func PositiveInt(p *int) func(string) error {
 	}
 }
 
+// NonNegativeInt parses a whole number of at least 0 into p.
+func NonNegativeInt(p *int) func(string) error {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return errors.New("expected a whole number such as 3 (0: off)")
+		}
+		*p = n
+		return nil
+	}
+}
+
 // Port parses a TCP or UDP port into p.
 func Port(p *int32) func(string) error {
 	return func(v string) error {
