@@ -3,7 +3,12 @@ package sync
 import (
 	"errors"
 	"flag"
+	"fmt"
+	"net"
+	"net/netip"
 	"strconv"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/challenge-hook/challenge-hook/internal/flagfunc"
 )
@@ -36,6 +41,16 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		flagfunc.Namespace(&c.GatewayDataPlane.Namespace))
 	flagfunc.Var(fs, "gateway-pod-labels", flagfunc.JoinLabels(c.GatewayDataPlane.Labels), "`labels` (k=v,...) of the Gateway's data-plane Pods (empty: gateway.networking.k8s.io/gateway-name=<the Gateway's name>)",
 		flagfunc.Labels(&c.GatewayDataPlane.Labels))
+	flagfunc.Var(fs, "tcp-gateway-address", joinHostPort(c.TCPGateway.Host, c.TCPGateway.Port),
+		"public `host:port` of the TCP gateway (manifests/components/tcp-gateway), e.g. tcp.ctf.example.org:1337: players of TCP exposures connect there with nc and type their instance's token; needs --tcp-gateway-key-file (empty: TCP exposures are refused, TCPGatewayNotConfigured)",
+		func(v string) error {
+			host, port, err := parsePublicAddress(v)
+			if err != nil {
+				return err
+			}
+			c.TCPGateway.Host, c.TCPGateway.Port = host, port
+			return nil
+		})
 	fs.StringVar(&c.PrePullImage, "prepull-image", c.PrePullImage, "`image` of this hook, whose /pause the pre-pull DaemonSets run (manifests/components/prepull; empty: POST /prepull/sync answers 503)")
 	fs.BoolVar(&c.PolicyGate.Enabled, "policy-gate", c.PolicyGate.Enabled, "start every instance Pod with an init container (--policy-gate-image) that holds the challenge's containers until the Pod's NetworkPolicy is enforced; false: they may send and receive their first packets before it, on policy agents that learn a Pod from its status (kube-network-policies, kind's)")
 	fs.StringVar(&c.PolicyGate.Image, "policy-gate-image", c.PolicyGate.Image, "`image` of this hook, whose /challenge-hook wait-for-policy the policy gate runs (changing it recreates every running instance's Pod: change it between events)")
@@ -69,6 +84,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		flagfunc.Namespace(&c.IngressController.Namespace))
 	flagfunc.Var(fs, "ingress-controller-pod-labels", flagfunc.JoinLabels(c.IngressController.Labels), "`labels` (k=v,...) of the ingress controller's Pods (empty: every Pod of its namespace)",
 		flagfunc.Labels(&c.IngressController.Labels))
+	flagfunc.Var(fs, "tcp-gateway-namespace", c.TCPGateway.Pods.Namespace, "`namespace` of the TCP gateway's Pods, the only source of TCP exposures",
+		flagfunc.Namespace(&c.TCPGateway.Pods.Namespace))
+	flagfunc.Var(fs, "tcp-gateway-pod-labels", flagfunc.JoinLabels(c.TCPGateway.Pods.Labels), "`labels` (k=v,...) of the TCP gateway's Pods (empty: every Pod of its namespace)",
+		flagfunc.Labels(&c.TCPGateway.Pods.Labels))
 
 	// What the hook believes of a Challenge, whose author is the platform, not the organizer.
 	fs.BoolFunc("inline-templates", "accept Challenges with an inline spec.template; false: only ChallengeDefinitions say what runs, and an inline template is refused (InvalidSpec) (default "+
@@ -92,4 +111,33 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 			c.DefinitionGrants = grants
 			return nil
 		})
+}
+
+// parsePublicAddress parses the host:port players connect to: a DNS name or an IP address, and a
+// port; empty is none.
+func parsePublicAddress(v string) (string, int32, error) {
+	if v == "" {
+		return "", 0, nil
+	}
+	const expected = "expected the public host:port players connect to, such as tcp.ctf.example.org:1337 or 203.0.113.7:1337"
+	host, portText, err := net.SplitHostPort(v)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: %w", expected, err)
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil || port == 0 {
+		return "", 0, fmt.Errorf("%s: port %q is not between 1 and 65535", expected, portText)
+	}
+	if _, err := netip.ParseAddr(host); err != nil && len(validation.IsDNS1123Subdomain(host)) > 0 {
+		return "", 0, fmt.Errorf("%s: host %q is neither a DNS name (lower case) nor an IP address", expected, host)
+	}
+	return host, int32(port), nil
+}
+
+// joinHostPort is host:port, or empty without a host.
+func joinHostPort(host string, port int32) string {
+	if host == "" {
+		return ""
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port)))
 }

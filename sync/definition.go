@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
 )
 
 // problem is why the hook cannot build an instance: a reason from the fixed vocabulary and a
@@ -77,7 +78,23 @@ func resolveTemplate(in *instance, related Related) *problem {
 		return &problem{v1alpha1.ReasonFlagKeyMissing,
 			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook", &in.template}
 	}
+	if hasExposure(in.template, v1alpha1.ExposeTCP) && !cfg.TCPGateway.configured() {
+		return &problem{v1alpha1.ReasonTCPGatewayNotConfigured, tcpGatewayMissing(cfg.TCPGateway), &in.template}
+	}
 	return nil
+}
+
+// tcpGatewayMissing says what a hook without a TCP gateway lacks, and how to give it.
+func tcpGatewayMissing(g TCPGateway) string {
+	var missing []string
+	if g.Host == "" {
+		missing = append(missing, "no --tcp-gateway-address (the host:port players connect to)")
+	}
+	if len(g.Key) < tcptoken.MinKeyBytes && g.TokenPlaceholder == "" {
+		missing = append(missing, "no gateway key (--tcp-gateway-key-file; in-cluster, the Secret challenge-hook-tcp-gateway-key)")
+	}
+	return "the template exposes a port as TCP, through the TCP gateway, but the hook has " + strings.Join(missing, " and ") +
+		": apply the kustomize component manifests/components/tcp-gateway (see the README), or set those flags, and restart the hook"
 }
 
 func findDefinition(defs []ChallengeDefinition, ref v1alpha1.DefinitionRef) (ChallengeDefinition, bool) {
@@ -563,9 +580,6 @@ func validateExpose(expose []v1alpha1.Expose, portProtocol map[int32]string, rou
 			if routedCount[e.Type] > 1 {
 				errs = append(errs, field.Invalid(exposePath.Child("type"), e.Type, "at most one "+e.Type+" exposure per instance"))
 			}
-			if ok && protocol != "TCP" {
-				errs = append(errs, field.Invalid(exposePath.Child("port"), e.Port, fmt.Sprintf("%s needs a TCP port, this one is %s", e.Type, protocol)))
-			}
 		default:
 			if serviceType != "" && serviceType != e.Type {
 				errs = append(errs, field.Invalid(exposePath.Child("type"), e.Type, fmt.Sprintf(
@@ -573,7 +587,30 @@ func validateExpose(expose []v1alpha1.Expose, portProtocol map[int32]string, rou
 			}
 			serviceType = e.Type
 		}
+		if (kind.routed || kind.entry == entryTCPGateway) && ok && protocol != "TCP" {
+			errs = append(errs, field.Invalid(exposePath.Child("port"), e.Port, fmt.Sprintf("%s needs a TCP port, this one is %s", e.Type, protocol)))
+		}
 		errs = append(errs, validateExposeFrom(e, kind, exposePath.Child("from"))...)
+		errs = append(errs, validateGatewayOptions(e, kind, exposePath)...)
+	}
+	return errs
+}
+
+// validateGatewayOptions checks the TCP gateway's options of an exposure: only a TCP exposure has
+// them, and its proof of work fits in a token.
+func validateGatewayOptions(e v1alpha1.Expose, kind exposureKind, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if kind.entry != entryTCPGateway {
+		if e.ProofOfWorkBits != 0 {
+			errs = append(errs, field.Forbidden(fldPath.Child("proofOfWorkBits"), "only TCP exposures pass through the TCP gateway, which poses the puzzle"))
+		}
+		if e.ProxyProtocol {
+			errs = append(errs, field.Forbidden(fldPath.Child("proxyProtocol"), "only TCP exposures pass through the TCP gateway, which sends the PROXY header"))
+		}
+		return errs
+	}
+	if e.ProofOfWorkBits < 0 || e.ProofOfWorkBits > tcptoken.MaxProofOfWorkBits {
+		errs = append(errs, field.Invalid(fldPath.Child("proofOfWorkBits"), e.ProofOfWorkBits, fmt.Sprintf("not between 0 and %d", tcptoken.MaxProofOfWorkBits)))
 	}
 	return errs
 }

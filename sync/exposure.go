@@ -1,11 +1,15 @@
 package sync
 
 import (
+	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
 )
 
 // playerEntry is where players' traffic to an exposure enters the instance: what its NetworkPolicy
@@ -19,6 +23,9 @@ const (
 	entryOutside
 	// entryNamedPeers: the Pods the exposure's from names (an admin bot, a checker).
 	entryNamedPeers
+	// entryTCPGateway: the TCP gateway's Pods, which splice a player's connection to the
+	// instance once it presented the instance's token.
+	entryTCPGateway
 )
 
 // exposureKind is what one exposure type means for the children and the status. exposureKinds is
@@ -28,7 +35,9 @@ type exposureKind struct {
 	// routed: players reach it by the instance's host through an Ingress or a Gateway route: one
 	// per instance, TCP only, and it needs no Service type of its own.
 	routed bool
-	entry  playerEntry
+	// serviceType is the type of the Service of its pod, for the types that are not routed.
+	serviceType corev1.ServiceType
+	entry       playerEntry
 	// source says where its players come from, for a message.
 	source string
 	// endpoint is what players connect to, from the observed children, or what is not known yet.
@@ -37,11 +46,12 @@ type exposureKind struct {
 
 // exposureKinds in the order messages list them.
 var exposureKinds = []exposureKind{
-	{name: v1alpha1.ExposeNodePort, entry: entryOutside, source: "outside the cluster", endpoint: nodePortEndpoint},
-	{name: v1alpha1.ExposeLoadBalancer, entry: entryOutside, source: "outside the cluster", endpoint: loadBalancerEndpoint},
+	{name: v1alpha1.ExposeNodePort, serviceType: corev1.ServiceTypeNodePort, entry: entryOutside, source: "outside the cluster", endpoint: nodePortEndpoint},
+	{name: v1alpha1.ExposeLoadBalancer, serviceType: corev1.ServiceTypeLoadBalancer, entry: entryOutside, source: "outside the cluster", endpoint: loadBalancerEndpoint},
 	{name: v1alpha1.ExposeHTTP, routed: true, entry: entryRouted, source: "the ingress controller", endpoint: httpEndpoint},
 	{name: v1alpha1.ExposeTLS, routed: true, entry: entryRouted, source: "the Gateway", endpoint: tlsEndpoint},
-	{name: v1alpha1.ExposeClusterIP, entry: entryNamedPeers, source: "the Pods it names", endpoint: clusterIPEndpoint},
+	{name: v1alpha1.ExposeClusterIP, serviceType: corev1.ServiceTypeClusterIP, entry: entryNamedPeers, source: "the Pods it names", endpoint: clusterIPEndpoint},
+	{name: v1alpha1.ExposeTCP, serviceType: corev1.ServiceTypeClusterIP, entry: entryTCPGateway, source: "the TCP gateway", endpoint: tcpEndpoint},
 }
 
 func exposureKindOf(exposeType string) (exposureKind, bool) {
@@ -70,12 +80,15 @@ type observedExposure struct {
 	hasService bool
 }
 
-// where players connect: a host and port, and a URL when it is not <protocol>://<host>:<port>; or
-// missing, what is not known yet, and refused, why the Gateway refused the route.
+// where players connect: a host and port, a URL when it is not <protocol>://<host>:<port>, the
+// command when it is not nc's, and the TCP gateway's token; or missing, what is not known yet, and
+// refused, why the Gateway refused the route.
 type where struct {
 	host             string
 	port             int32
 	url              string
+	command          string
+	token            string
 	missing, refused string
 }
 
@@ -99,6 +112,7 @@ func httpEndpoint(o observedExposure) where {
 		w.port = 443
 	}
 	w.url = o.in.cfg.IngressScheme + "://" + w.host + "/"
+	w.command = w.url // what a player pastes: into a browser
 	return w
 }
 
@@ -112,6 +126,8 @@ func tlsEndpoint(o observedExposure) where {
 	}
 	w := where{host: httpHost(o.in), port: o.in.cfg.GatewayTLSPort}
 	w.url = "tls://" + w.host + ":" + itoa(w.port)
+	// TLS by SNI: plain nc cannot speak it.
+	w.command = "ncat --ssl " + w.host + " " + itoa(w.port)
 	return w
 }
 
@@ -138,6 +154,41 @@ func clusterIPEndpoint(o observedExposure) where {
 	return where{host: o.expose.c.child + "." + o.in.namespace + ".svc." + o.in.cfg.ClusterDomain, port: o.expose.Port}
 }
 
+// tcpEndpoint is the TCP gateway's address and the token that leads to the exposure's port of the
+// instance's own Service, once that Service is observed among the instance's children with its
+// ClusterIP and the exposure's port: a token minted earlier would name an address that is not
+// (yet) the instance's.
+func tcpEndpoint(o observedExposure) where {
+	service := o.expose.c.child
+	if !o.hasService || !hasClusterIP(o.svc) {
+		return where{missing: "the ClusterIP of Service " + service}
+	}
+	servicePort := tcpServicePorts(o.in, o.expose.c)[o.expose.Port]
+	if !slices.ContainsFunc(o.svc.Spec.Ports, func(p corev1.ServicePort) bool {
+		return p.Port == servicePort && p.TargetPort.IntValue() == int(o.expose.Port) && p.Protocol == corev1.ProtocolTCP
+	}) {
+		return where{missing: fmt.Sprintf("port %d of Service %s", servicePort, service)}
+	}
+	ip, err := netip.ParseAddr(o.svc.Spec.ClusterIP)
+	if err != nil || !ip.Is4() {
+		return where{missing: fmt.Sprintf("an IPv4 ClusterIP of Service %s (the TCP gateway reaches IPv4 ClusterIPs only)", service)}
+	}
+	gateway := o.in.cfg.TCPGateway
+	token := gateway.TokenPlaceholder
+	if len(gateway.Key) > 0 {
+		token, err = tcptoken.Mint(gateway.Key, tcptoken.Target{
+			Service:         netip.AddrPortFrom(ip, uint16(servicePort)),
+			ProofOfWorkBits: uint8(o.expose.ProofOfWorkBits),
+			ProxyProtocol:   o.expose.ProxyProtocol,
+		})
+		if err != nil {
+			// Validation bounds everything Mint checks: only a key shorter than the flags allow.
+			return where{missing: "a TCP gateway token (" + err.Error() + ")"}
+		}
+	}
+	return where{host: gateway.Host, port: gateway.Port, token: token}
+}
+
 // endpoints lists what players connect to, in exposure order, from the observed Services, Ingress
 // and routes. missing names the first endpoint not known yet ("" when all are known); refused is
 // why the Gateway refused a route ("" when none is refused).
@@ -151,13 +202,41 @@ func endpoints(in *instance) (out []v1alpha1.Endpoint, missing, refused string) 
 			continue
 		}
 		port := containerPort(e.c.spec.Containers, e.Port)
-		ep := v1alpha1.Endpoint{Name: portName(port), Protocol: protocolOf(port), Host: w.host, Port: w.port, URL: w.url, Component: e.c.name}
+		ep := v1alpha1.Endpoint{Name: portName(port), Protocol: protocolOf(port), Host: w.host, Port: w.port, URL: w.url, Command: w.command, Token: w.token, Component: e.c.name}
 		if ep.URL == "" {
 			ep.URL = strings.ToLower(ep.Protocol) + "://" + ep.Host + ":" + itoa(ep.Port)
+		}
+		if ep.Command == "" {
+			ep.Command = netcatCommand(ep.Protocol, ep.Host, ep.Port)
+		}
+		if !shellSafe(ep.Command) {
+			// A host from an observed object (a load balancer's) that a shell would read as more
+			// than a word: no line to paste.
+			ep.Command = ""
 		}
 		out = append(out, ep)
 	}
 	return out, missing, refused
+}
+
+// netcatCommand is the line that connects to host and port over protocol.
+func netcatCommand(protocol, host string, port int32) string {
+	switch protocol {
+	case "UDP":
+		return "nc -u " + host + " " + itoa(port)
+	case "SCTP":
+		return "ncat --sctp " + host + " " + itoa(port)
+	}
+	return "nc " + host + " " + itoa(port)
+}
+
+// shellSafe: the command's words hold only what host names, addresses, ports, URLs and options
+// are made of, so that pasting it runs what it says.
+func shellSafe(command string) bool {
+	return command != "" && !strings.ContainsFunc(command, func(r rune) bool {
+		return !(r == ' ' || r == '.' || r == '-' || r == ':' || r == '/' ||
+			'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')
+	})
 }
 
 func firstOf(current, next string) string {

@@ -26,8 +26,8 @@ const devFlagsFile = "../testdata/dev.flags"
 
 // goldenConfig is the configuration `make run` serves with: testdata/dev.flags parsed by the
 // hook's own registration (Config.RegisterFlags), plus the binary's flags that are not the sync's
-// configuration: the flag key's file, read here, the pinned clock, goldenNow, and Metacontroller's
-// token, which shapes no answer.
+// configuration: the flag key's and the TCP gateway key's files, read here, the pinned clock,
+// goldenNow, and Metacontroller's token, which shapes no answer.
 func goldenConfig(t testing.TB) Config {
 	content, err := os.ReadFile(devFlagsFile)
 	require.NoError(t, err)
@@ -35,13 +35,18 @@ func goldenConfig(t testing.TB) Config {
 	fs := flag.NewFlagSet(devFlagsFile, flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
 	keyFile := fs.String("flag-key-file", "", "")
+	tcpGatewayKeyFile := fs.String("tcp-gateway-key-file", "", "")
 	clock := fs.String("clock", "", "")
 	fs.String("token-file", "", "")
 	require.NoError(t, fs.Parse(strings.Fields(string(content))))
 	require.Equal(t, goldenNow.Format(time.RFC3339), *clock, "%s pins the clock to goldenNow", devFlagsFile)
-	key, err := os.ReadFile(filepath.Join("..", *keyFile)) // relative to the repository root, as `make run` reads it
+	// Relative to the repository root, as `make run` reads them.
+	key, err := os.ReadFile(filepath.Join("..", *keyFile))
 	require.NoError(t, err)
 	cfg.FlagKey = bytes.TrimSpace(key)
+	tcpGatewayKey, err := os.ReadFile(filepath.Join("..", *tcpGatewayKeyFile))
+	require.NoError(t, err)
+	cfg.TCPGateway.Key = bytes.TrimSpace(tcpGatewayKey)
 	return cfg
 }
 

@@ -51,7 +51,8 @@ const (
 
 // buildNetworkPolicy selects a component's Pods and admits only what the threat model allows:
 //   - ingress on exposed ports only: HTTP from the ingress controller's Pods, NodePort and
-//     LoadBalancer from outside the Pod networks, ClusterIP from the peers the template names;
+//     LoadBalancer from outside the Pod networks, ClusterIP from the peers the template names,
+//     TCP from the TCP gateway's Pods;
 //     on internal ports from the instance's pods that the template names; never from another
 //     instance's Pods;
 //   - egress to the internal ports of the instance's pods that admit this one; with dns: true or
@@ -108,6 +109,15 @@ func ingressRules(in *instance, c *component) []*networkingv1.NetworkPolicyIngre
 			}
 			rules = append(rules, networkingv1.NetworkPolicyIngressRule().
 				WithFrom(instanceExcludingPeer(entry.Namespace, entry.Labels)).
+				WithPorts(port))
+		case entryTCPGateway:
+			// Only the gateway's Pods, which splice a player in once they presented the token.
+			gateway := in.cfg.TCPGateway.Pods
+			if gateway.Namespace == "" {
+				continue
+			}
+			rules = append(rules, networkingv1.NetworkPolicyIngressRule().
+				WithFrom(instanceExcludingPeer(gateway.Namespace, gateway.Labels)).
 				WithPorts(port))
 		case entryOutside:
 			outsidePorts = append(outsidePorts, port)

@@ -1,6 +1,9 @@
 package sync
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -10,29 +13,81 @@ import (
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
-// serviceType is the type of the instance's Service: the type of its exposures that are not routed
-// (validation makes them agree), or ClusterIP when only an Ingress or routes reach it.
-func serviceType(expose []v1alpha1.Expose) string {
+// serviceType is the type of the instance's Service: the one of its exposures that are not routed
+// (validation makes them agree; TCP exposures' is ClusterIP), or ClusterIP when only an Ingress or
+// routes reach it.
+func serviceType(expose []v1alpha1.Expose) corev1.ServiceType {
 	for _, e := range expose {
-		if kind, _ := exposureKindOf(e.Type); !kind.routed {
-			return e.Type
+		if kind, _ := exposureKindOf(e.Type); !kind.routed && kind.serviceType != "" {
+			return kind.serviceType
 		}
 	}
-	return v1alpha1.ExposeClusterIP
+	return corev1.ServiceTypeClusterIP
+}
+
+// servicePort is a port of a Service and the container port it sends to.
+type servicePort struct {
+	port, target int32
 }
 
 // buildService publishes a component's exposed ports, as the type of its exposures; it is nil
 // when the component exposes none. Its internal ports are never on it: a NodePort or
-// LoadBalancer Service would publish them too (buildInternalService).
+// LoadBalancer Service would publish them too (buildInternalService). A TCP exposure's Service
+// port is derived from the Challenge's identity (tcpServicePorts), every other one is the
+// container port.
 func buildService(in *instance, c *component) *corev1ac.ServiceApplyConfiguration {
 	if len(c.spec.Expose) == 0 {
 		return nil
 	}
-	ports := make([]int32, 0, len(c.spec.Expose))
+	tcpPorts := tcpServicePorts(in, c)
+	ports := make([]servicePort, 0, len(c.spec.Expose))
 	for _, e := range c.spec.Expose {
-		ports = append(ports, e.Port)
+		port := e.Port
+		if e.Type == v1alpha1.ExposeTCP {
+			port = tcpPorts[e.Port]
+		}
+		ports = append(ports, servicePort{port: port, target: e.Port})
 	}
 	return componentService(in, c, c.child, serviceType(c.spec.Expose), ports)
+}
+
+// The Service ports of TCP exposures are drawn from this range, away from the well-known and
+// registered ports that other exposures of the same Service keep as their container's.
+const (
+	tcpServicePortMin   = 20000
+	tcpServicePortCount = 40000 // up to 59999
+)
+
+// tcpServicePorts maps each TCP exposure of a component (by container port) to its Service port:
+// a hash of the Challenge's uid, the pod's name and the container port, in
+// [tcpServicePortMin, tcpServicePortMin+tcpServicePortCount), the next free one up (wrapping) when
+// another port of the Service holds it, in expose order. A token names the Service's ClusterIP and
+// this port: when a deleted instance's ClusterIP goes to another instance's Service, its old
+// token leads there only if that Service also has the same port, which a new uid (the same
+// Challenge name created again included) draws afresh.
+func tcpServicePorts(in *instance, c *component) map[int32]int32 {
+	out := map[int32]int32{}
+	taken := map[int32]bool{}
+	for _, e := range c.spec.Expose {
+		if e.Type != v1alpha1.ExposeTCP {
+			taken[e.Port] = true
+		}
+	}
+	for _, e := range c.spec.Expose {
+		if e.Type != v1alpha1.ExposeTCP {
+			continue
+		}
+		sum := sha256.Sum256([]byte("challenge-hook tcp service port\x00" + in.parent.Metadata.UID + "\x00" + c.name + "\x00" + itoa(e.Port)))
+		offset := binary.BigEndian.Uint64(sum[:8]) % tcpServicePortCount
+		port := int32(tcpServicePortMin + offset)
+		for taken[port] {
+			offset = (offset + 1) % tcpServicePortCount
+			port = int32(tcpServicePortMin + offset)
+		}
+		taken[port] = true
+		out[e.Port] = port
+	}
+	return out
 }
 
 // buildInternalService is the ClusterIP Service of a component's internal ports, which its peers'
@@ -42,23 +97,23 @@ func buildInternalService(in *instance, c *component) *corev1ac.ServiceApplyConf
 	if len(c.spec.Internal) == 0 {
 		return nil
 	}
-	ports := make([]int32, 0, len(c.spec.Internal))
+	ports := make([]servicePort, 0, len(c.spec.Internal))
 	for _, p := range c.spec.Internal {
-		ports = append(ports, p.Port)
+		ports = append(ports, servicePort{port: p.Port, target: p.Port})
 	}
-	return componentService(in, c, c.internalService(), v1alpha1.ExposeClusterIP, ports)
+	return componentService(in, c, c.internalService(), corev1.ServiceTypeClusterIP, ports)
 }
 
 // componentService is a Service of the given type, selecting the component's Pods, on ports of
 // its containers.
-func componentService(in *instance, c *component, name, serviceType string, ports []int32) *corev1ac.ServiceApplyConfiguration {
-	spec := corev1ac.ServiceSpec().WithType(corev1.ServiceType(serviceType)).WithSelector(c.selector)
+func componentService(in *instance, c *component, name string, serviceType corev1.ServiceType, ports []servicePort) *corev1ac.ServiceApplyConfiguration {
+	spec := corev1ac.ServiceSpec().WithType(serviceType).WithSelector(c.selector)
 	for _, port := range ports {
-		p := containerPort(c.spec.Containers, port)
+		p := containerPort(c.spec.Containers, port.target)
 		spec.WithPorts(corev1ac.ServicePort().
 			WithName(portName(p)).
-			WithPort(port).
-			WithTargetPort(intstr.FromInt32(port)).
+			WithPort(port.port).
+			WithTargetPort(intstr.FromInt32(port.target)).
 			WithProtocol(corev1.Protocol(protocolOf(p))))
 	}
 	return corev1ac.Service(name, in.namespace).WithLabels(c.labels).WithSpec(spec)

@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
 )
 
 // Names fixed by the design, shared by manifests, golden files and outside checks.
@@ -104,6 +105,10 @@ type Config struct {
 	// gateway.networking.k8s.io/gateway-name=<name>.
 	GatewayDataPlane PodPeer
 
+	// TCPGateway is the shared gateway (challenge-hook tcp-gateway) that carries plain TCP to
+	// TCP exposures, each reached with a token the hook mints.
+	TCPGateway TCPGateway
+
 	// Trust switches: how much the hook believes of a Challenge, whose author (the platform, or a
 	// co-tenant in another namespace) is not the organizer who writes ChallengeDefinitions.
 
@@ -126,6 +131,28 @@ type Config struct {
 	PrePullMaxImages              int
 }
 
+// TCPGateway is where players reach TCP exposures and what mints their tokens. The hook never
+// talks to the gateway: a token (internal/tcptoken) carries the instance's ClusterIP Service
+// address, authenticated with the key both hold.
+type TCPGateway struct {
+	// Host and Port are the address players connect to with nc (--tcp-gateway-address); an empty
+	// Host: no gateway, and a template that exposes a port as TCP is refused.
+	Host string
+	Port int32
+	// Key mints the tokens; shorter than tcptoken.MinKeyBytes: no gateway.
+	Key []byte
+	// TokenPlaceholder, when Key is empty, is every token instead of a refusal: for `render`
+	// without a key, never for a serving hook.
+	TokenPlaceholder string
+	// Pods selects the gateway's Pods, the only source a TCP exposure admits.
+	Pods PodPeer
+}
+
+// configured: the hook can publish TCP exposures (an address, and a key or render's placeholder).
+func (g TCPGateway) configured() bool {
+	return g.Host != "" && (len(g.Key) >= tcptoken.MinKeyBytes || g.TokenPlaceholder != "")
+}
+
 // PodPeer selects Pods by namespace and, optionally, labels.
 type PodPeer struct {
 	Namespace string
@@ -146,6 +173,7 @@ func DefaultConfig() Config {
 		IngressController:  PodPeer{Namespace: "ingress-nginx"},
 		GatewayTLSPort:     443,
 		PolicyGate:         PolicyGate{Enabled: true, Image: ReleaseImage, Timeout: defaultPolicyGateTimeout},
+		TCPGateway:         TCPGateway{Pods: PodPeer{Namespace: "challenge-hook", Labels: map[string]string{"app.kubernetes.io/name": "challenge-hook-tcp-gateway"}}},
 
 		PrePullMaxImagesPerDefinition: defaultPrePullMaxImagesPerDefinition,
 		PrePullMaxImages:              defaultPrePullMaxImages,

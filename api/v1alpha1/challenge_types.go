@@ -135,6 +135,7 @@ const (
 	ReasonFlagKeyMissing             = "FlagKeyMissing"
 	ReasonGatewayAPINotEnabled       = "GatewayAPINotEnabled"
 	ReasonRouteNotAccepted           = "RouteNotAccepted"
+	ReasonTCPGatewayNotConfigured    = "TCPGatewayNotConfigured"
 	ReasonStopped                    = "Stopped"
 	ReasonExpired                    = "Expired"
 	ReasonTerminating                = "Terminating"
@@ -189,6 +190,17 @@ type Endpoint struct {
 	Host     string `json:"host"`
 	Port     int32  `json:"port"`
 	URL      string `json:"url"`
+	// The line a player pastes: nc <host> <port> (nc -u for UDP), ncat --ssl <host> <port> for
+	// TLS, the URL for HTTP. For TCP the same nc line, then the token at the gateway's prompt.
+	//
+	// +optional
+	Command string `json:"command,omitempty"`
+	// TCP only: what the player types at the TCP gateway's prompt to reach this instance's
+	// port. The same for the instance's whole life (stopped, started, restarted, extended);
+	// it leads nowhere else.
+	//
+	// +optional
+	Token string `json:"token,omitempty"`
 	// The pod it reaches, in an instance of several pods.
 	//
 	// +optional

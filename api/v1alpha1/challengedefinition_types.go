@@ -76,7 +76,7 @@ type PrePullStatus struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.flag) || !has(self.pods) || self.pods.exists(p, p.containers.exists(c, has(c.flag) && c.flag))",message="with pods, set flag: true on each container that receives the flag",fieldPath=`.flag`
 // +kubebuilder:validation:XValidation:rule="has(self.flag) || ((!has(self.containers) || self.containers.all(c, !has(c.flag) || !c.flag)) && (!has(self.pods) || self.pods.all(p, p.containers.all(c, !has(c.flag) || !c.flag))))",message="a container asks for the flag (flag: true) but the template has no flag"
 // +kubebuilder:validation:XValidation:rule="!has(self.containers) || !has(self.expose) || self.expose.all(e, self.containers.exists(c, has(c.ports) && c.ports.exists(p, p.containerPort == e.port)))",message="every expose.port must be a containerPort of one of the containers",fieldPath=`.expose`
-// +kubebuilder:validation:XValidation:rule="!has(self.containers) || !has(self.expose) || self.expose.all(e, !(e.type in ['HTTP', 'TLS']) || self.containers.all(c, !has(c.ports) || c.ports.all(p, p.containerPort != e.port || !has(p.protocol) || p.protocol == 'TCP')))",message="an HTTP or TLS expose port must be a TCP container port",fieldPath=`.expose`
+// +kubebuilder:validation:XValidation:rule="!has(self.containers) || !has(self.expose) || self.expose.all(e, !(e.type in ['HTTP', 'TLS', 'TCP']) || self.containers.all(c, !has(c.ports) || c.ports.all(p, p.containerPort != e.port || !has(p.protocol) || p.protocol == 'TCP')))",message="an HTTP, TLS or TCP expose port must be a TCP container port",fieldPath=`.expose`
 // +kubebuilder:validation:XValidation:rule="!has(self.timeout) || !has(self.maxLifetime) || duration(self.timeout) <= duration(self.maxLifetime)",message="timeout must not exceed maxLifetime",fieldPath=`.timeout`
 // +kubebuilder:validation:XValidation:rule="!has(self.containers) || self.containers.all(c, !has(c.ports) || c.ports.all(p, self.containers.filter(d, has(d.ports) && d.ports.exists(q, q.containerPort == p.containerPort)).size() == 1 && c.ports.filter(q, q.containerPort == p.containerPort).size() == 1))",message="each containerPort may appear only once in the Pod (across containers and protocols)",fieldPath=`.containers`
 // +kubebuilder:validation:XValidation:rule="!has(self.containers) || self.containers.all(c, !has(c.ports) || c.ports.all(p, !has(p.name) || (self.containers.filter(d, has(d.ports) && d.ports.exists(q, has(q.name) && q.name == p.name)).size() == 1 && c.ports.filter(q, has(q.name) && q.name == p.name).size() == 1)))",message="port names must be unique in the Pod",fieldPath=`.containers`
@@ -105,7 +105,9 @@ type DefinitionSpec struct {
 	// Which container ports players reach and how. HTTP becomes an Ingress (or, when the hook is
 	// given a Gateway, an HTTPRoute) for an unguessable per-instance host <instanceId>.<domain>; TLS
 	// becomes a TLSRoute that a Gateway routes by that host as TLS SNI (needs the hook's --gateway);
-	// at most one of each, TCP only. All other entries share one type and become one Service.
+	// at most one of each, TCP only. All other entries share one type and become one Service:
+	// NodePort, LoadBalancer, ClusterIP (for the Pods named in from), or TCP (plain TCP through
+	// the shared TCP gateway, reached with the instance's token; needs the hook's --tcp-gateway-*).
 	// Empty or absent: the instance is not reachable (e.g. a bot that players never connect to
 	// directly).
 	//
@@ -178,7 +180,7 @@ type DefinitionSpec struct {
 // PodTemplate is one pod of an instance of several: a host of its own.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.expose) || self.expose.all(e, self.containers.exists(c, has(c.ports) && c.ports.exists(p, p.containerPort == e.port)))",message="every expose.port must be a containerPort of one of the pod's containers",fieldPath=`.expose`
-// +kubebuilder:validation:XValidation:rule="!has(self.expose) || self.expose.all(e, !(e.type in ['HTTP', 'TLS']) || self.containers.all(c, !has(c.ports) || c.ports.all(p, p.containerPort != e.port || !has(p.protocol) || p.protocol == 'TCP')))",message="an HTTP or TLS expose port must be a TCP container port",fieldPath=`.expose`
+// +kubebuilder:validation:XValidation:rule="!has(self.expose) || self.expose.all(e, !(e.type in ['HTTP', 'TLS', 'TCP']) || self.containers.all(c, !has(c.ports) || c.ports.all(p, p.containerPort != e.port || !has(p.protocol) || p.protocol == 'TCP')))",message="an HTTP, TLS or TCP expose port must be a TCP container port",fieldPath=`.expose`
 // +kubebuilder:validation:XValidation:rule="!has(self.internal) || self.internal.all(i, self.containers.exists(c, has(c.ports) && c.ports.exists(p, p.containerPort == i.port)))",message="every internal.port must be a containerPort of one of the pod's containers",fieldPath=`.internal`
 // +kubebuilder:validation:XValidation:rule="self.containers.all(c, !has(c.ports) || c.ports.all(p, self.containers.filter(d, has(d.ports) && d.ports.exists(q, q.containerPort == p.containerPort)).size() == 1 && c.ports.filter(q, q.containerPort == p.containerPort).size() == 1))",message="each containerPort may appear only once in the pod (across containers and protocols)",fieldPath=`.containers`
 // +kubebuilder:validation:XValidation:rule="self.containers.all(c, !has(c.ports) || c.ports.all(p, !has(p.name) || (self.containers.filter(d, has(d.ports) && d.ports.exists(q, has(q.name) && q.name == p.name)).size() == 1 && c.ports.filter(q, has(q.name) && q.name == p.name).size() == 1)))",message="port names must be unique in the pod",fieldPath=`.containers`
@@ -421,18 +423,22 @@ const (
 	ExposeHTTP         = "HTTP"
 	ExposeTLS          = "TLS"
 	ExposeClusterIP    = "ClusterIP"
+	// ExposeTCP is plain TCP through the shared TCP gateway (challenge-hook tcp-gateway): one
+	// address for the whole event, and a token per exposure that leads to this instance alone.
+	ExposeTCP = "TCP"
 )
 
 // Expose publishes one container port to players.
 //
-// +kubebuilder:validation:XValidation:rule="self.type == 'ClusterIP' ? has(self.from) : !has(self.from)",message="a ClusterIP exposure must name its peers in from (nobody else reaches it), and only a ClusterIP exposure may: HTTP traffic comes from the ingress controller, NodePort and LoadBalancer traffic from outside the cluster"
+// +kubebuilder:validation:XValidation:rule="self.type == 'ClusterIP' ? has(self.from) : !has(self.from)",message="a ClusterIP exposure must name its peers in from (nobody else reaches it), and only a ClusterIP exposure may: HTTP traffic comes from the ingress controller, NodePort and LoadBalancer traffic from outside the cluster, TCP traffic from the TCP gateway"
+// +kubebuilder:validation:XValidation:rule="self.type == 'TCP' || (!has(self.proofOfWorkBits) && !has(self.proxyProtocol))",message="proofOfWorkBits and proxyProtocol apply only to TCP exposures (the TCP gateway poses the puzzle and sends the PROXY header)"
 type Expose struct {
 	// A containerPort of one of the containers.
 	//
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
-	// +kubebuilder:validation:Enum=NodePort;LoadBalancer;HTTP;TLS;ClusterIP
+	// +kubebuilder:validation:Enum=NodePort;LoadBalancer;HTTP;TLS;ClusterIP;TCP
 	Type string `json:"type"`
 	// The in-cluster Pods a ClusterIP exposure admits, e.g. an admin bot or a checker; required
 	// for ClusterIP and only for ClusterIP. Another instance's Pods are never admitted, whatever
@@ -443,6 +449,19 @@ type Expose struct {
 	// +kubebuilder:validation:MaxItems=8
 	// +listType=atomic
 	From []ExposePeer `json:"from,omitempty"`
+	// TCP only: the difficulty, in bits, of the proof of work the TCP gateway asks of a player
+	// before it reads the token (each bit doubles the expected work). Absent or 0: none.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=28
+	ProofOfWorkBits int32 `json:"proofOfWorkBits,omitempty"`
+	// TCP only: the TCP gateway starts each connection to the instance with a PROXY protocol v2
+	// header carrying the player's address, so that the challenge can see it (the challenge
+	// must read the header). Default false.
+	//
+	// +optional
+	ProxyProtocol bool `json:"proxyProtocol,omitempty"`
 }
 
 // ExposePeer selects Pods by namespace (default: the Challenge's) and labels (default: every Pod

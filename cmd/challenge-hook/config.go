@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"flag"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/challenge-hook/challenge-hook/internal/flagfunc"
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
@@ -31,8 +33,9 @@ func envName(flagName string) string {
 // hookConfig is the configuration shared by the server and the render subcommand: everything a
 // sync answer depends on besides the request and the clock.
 type hookConfig struct {
-	sync        hooksync.Config
-	flagKeyFile string
+	sync              hooksync.Config
+	flagKeyFile       string
+	tcpGatewayKeyFile string
 }
 
 // serverConfig is the server's whole configuration, as parsed from flags and the environment.
@@ -180,6 +183,7 @@ func addHookFlags(c *configFlags, cfg *hookConfig) {
 	c.env(func(fs *flag.FlagSet) {
 		cfg.sync.RegisterFlags(fs)
 		fs.StringVar(&cfg.flagKeyFile, "flag-key-file", "", "`file` holding the HMAC key of dynamic flags (read once at start-up; empty: the server refuses dynamic flags, render prints a placeholder)")
+		fs.StringVar(&cfg.tcpGatewayKeyFile, "tcp-gateway-key-file", "", "`file` holding the TCP gateway's key, at least 32 bytes and not the flag key's, with which the hook mints the tokens of TCP exposures (read once at start-up; the gateway holds the same key; empty: TCP exposures are refused, render prints a placeholder token)")
 	})
 }
 
@@ -327,6 +331,28 @@ func (h *hookConfig) loadFlagKey() error {
 		return err
 	}
 	h.sync.FlagKey = key
+	return nil
+}
+
+// loadTCPGatewayKey reads the TCP gateway's key when a file is configured; after loadFlagKey, as
+// it must differ from the flag key.
+func (h *hookConfig) loadTCPGatewayKey() error {
+	if h.tcpGatewayKeyFile == "" {
+		return nil
+	}
+	key, err := readSecretFile("tcp-gateway-key-file", h.tcpGatewayKeyFile)
+	if err != nil {
+		return err
+	}
+	if len(key) < tcptoken.MinKeyBytes {
+		return fmt.Errorf("--tcp-gateway-key-file: the key in %s is %d bytes, fewer than the %d required: a player who guesses it mints a token to any instance; "+
+			"generate one with: head -c 32 /dev/urandom | base64", h.tcpGatewayKeyFile, len(key), tcptoken.MinKeyBytes)
+	}
+	if bytes.Equal(key, h.sync.FlagKey) {
+		return fmt.Errorf("--tcp-gateway-key-file %s holds the same key as --flag-key-file %s: the gateway holds its key, and must not be able to mint every team's flag; "+
+			"generate a separate one: head -c 32 /dev/urandom | base64", h.tcpGatewayKeyFile, h.flagKeyFile)
+	}
+	h.sync.TCPGateway.Key = key
 	return nil
 }
 

@@ -28,6 +28,9 @@ const relatedDefinitionKey = "ChallengeDefinition." + v1alpha1.APIVersion
 // flag, and derived from no key, so that rendering never needs nor leaks the real key.
 const renderFlagPlaceholder = "NOT-A-FLAG: placeholder, render ran without --flag-key-file"
 
+// renderTokenPlaceholder is every TCP gateway token render prints without --tcp-gateway-key-file.
+const renderTokenPlaceholder = "NOT-A-TOKEN: render ran without --tcp-gateway-key-file"
+
 // runRender prints the children and status the hook would answer once a new Challenge's first
 // children exist, like `helm template`: no cluster, no server. args exclude "render".
 func runRender(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -67,6 +70,12 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	if len(hook.sync.FlagKey) == 0 {
 		hook.sync.DynamicFlagPlaceholder = renderFlagPlaceholder
 	}
+	if err := hook.loadTCPGatewayKey(); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	if len(hook.sync.TCPGateway.Key) == 0 {
+		hook.sync.TCPGateway.TokenPlaceholder = renderTokenPlaceholder
+	}
 	syncTime := now
 	if syncTime.IsZero() {
 		syncTime = time.Now().UTC().Truncate(time.Second)
@@ -102,6 +111,9 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 	// The Secret holds the flag base64-encoded: look for the placeholder as it is printed.
 	if bytes.Contains(out, []byte(base64.StdEncoding.EncodeToString([]byte(renderFlagPlaceholder)))) {
 		fmt.Fprintf(stderr, "render: no --flag-key-file: the flag Secret holds the placeholder %q, not a real dynamic flag; pass --flag-key-file to render the flag the hook would derive\n", renderFlagPlaceholder)
+	}
+	if bytes.Contains(out, []byte(renderTokenPlaceholder)) {
+		fmt.Fprintf(stderr, "render: no --tcp-gateway-key-file: the TCP endpoints' token is the placeholder %q; pass --tcp-gateway-key-file to render the token the hook would mint\n", renderTokenPlaceholder)
 	}
 	if resp.Status.Phase == v1alpha1.PhaseError {
 		fmt.Fprintf(stderr, "render: the hook answers phase Error: %s: %s\n", resp.Status.Reason, resp.Status.Message)

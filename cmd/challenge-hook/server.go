@@ -76,6 +76,18 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 	if err := cfg.hook.loadFlagKey(); err != nil {
 		return nil, err
 	}
+	if file := cfg.hook.tcpGatewayKeyFile; file != "" {
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			// As the flag key: the hook serves without it, and Challenges that expose a port as
+			// TCP say TCPGatewayNotConfigured until the key exists and the hook restarts.
+			logger.Warn("TCP gateway key file does not exist: TCP exposures are refused until it exists and the hook restarts",
+				slog.String("tcp_gateway_key_file", file))
+			cfg.hook.tcpGatewayKeyFile = ""
+		}
+	}
+	if err := cfg.hook.loadTCPGatewayKey(); err != nil {
+		return nil, err
+	}
 	if file := cfg.verifyTokenFile; file != "" {
 		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
 			// Also an optional Secret in-cluster: the hook serves Metacontroller all the same, and
