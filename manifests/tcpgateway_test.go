@@ -355,7 +355,7 @@ func TestTCPGatewayDocumented(t *testing.T) {
 		content, err := os.ReadFile(filepath.Join(repoRoot, doc))
 		require.NoError(t, err)
 		for _, want := range []string{tcpGatewayKeySecret, "CHALLENGE_HOOK_TCP_GATEWAY_ADDRESS", "manifests/components/tcp-gateway"} {
-			assert.Contains(t, string(content), want, doc)
+			assert.True(t, strings.Contains(string(content), want), "%s does not mention %s", doc, want)
 		}
 	}
 }
