@@ -20,13 +20,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 1 && args[1] == "wait-for-policy" {
 		return runWaitForPolicy(ctx, args[2:], stdout, stderr)
 	}
+	if len(args) > 1 && args[1] == "tcp-gateway" {
+		return runTCPGateway(ctx, args[2:], stderr)
+	}
 	var programArgs []string
 	if len(args) > 1 {
 		programArgs = args[1:]
 	}
 	cfg, flags, err := parseServerConfig(programArgs, getenv)
 	if errors.Is(err, flag.ErrHelp) {
-		flags.usage(stderr, "challenge-hook [flags]\n       challenge-hook render -f challenge.yaml [-f definition.yaml] [flags] (render -h for its flags)\n       challenge-hook flag --definition <namespace>/<name> --owner <owner> --flag-key-file <file> (flag -h for its flags)\n       challenge-hook wait-for-policy --target host:port (the policy gate, run by every instance Pod; wait-for-policy -h for its flags)")
+		flags.usage(stderr, "challenge-hook [flags]\n       challenge-hook render -f challenge.yaml [-f definition.yaml] [flags] (render -h for its flags)\n       challenge-hook flag --definition <namespace>/<name> --owner <owner> --flag-key-file <file> (flag -h for its flags)\n       challenge-hook wait-for-policy --target host:port (the policy gate, run by every instance Pod; wait-for-policy -h for its flags)\n       challenge-hook tcp-gateway --key-file <file> (the TCP gateway; tcp-gateway -h for its flags)")
 		return nil
 	}
 	if err != nil {

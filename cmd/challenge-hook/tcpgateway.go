@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/challenge-hook/challenge-hook/internal/flagfunc"
+	"github.com/challenge-hook/challenge-hook/internal/tcpgateway"
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
+)
+
+// defaultGatewayKeyFile is where the tcp-gateway component mounts the gateway key.
+const defaultGatewayKeyFile = "/var/run/secrets/challenge-hook/tcp-gateway/key"
+
+// runTCPGateway serves the TCP gateway: `challenge-hook tcp-gateway --key-file <file>`.
+func runTCPGateway(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg := tcpgateway.Defaults()
+	listen, metricsListen, keyFile := ":1337", ":8082", ""
+	logLevel := slog.LevelInfo
+	fs := flag.NewFlagSet("tcp-gateway", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&listen, "listen", listen, "`address` players connect to")
+	fs.StringVar(&metricsListen, "metrics-listen", metricsListen, "`address` serving GET /metrics, /healthz and /readyz")
+	fs.StringVar(&keyFile, "key-file", keyFile, "`file` holding the gateway key, the hook's (required; in the component: "+defaultGatewayKeyFile+")")
+	flagfunc.Var(fs, "token-timeout", cfg.TokenTimeout.String(), "a player has this `duration` from connecting to send the token line", flagfunc.PositiveDuration(&cfg.TokenTimeout))
+	flagfunc.Var(fs, "max-line-bytes", fmt.Sprint(cfg.MaxLineBytes), "longest token or proof-of-work line, in `bytes` (without its end)", flagfunc.PositiveInt(&cfg.MaxLineBytes))
+	flagfunc.Var(fs, "max-connections", fmt.Sprint(cfg.MaxConnections), "`number` of connections open at once, however far they got; past it, new ones are refused", flagfunc.PositiveInt(&cfg.MaxConnections))
+	flagfunc.Var(fs, "max-connections-per-token", fmt.Sprint(cfg.MaxConnectionsPerToken), "`number` of connections open at once to one instance port", flagfunc.PositiveInt(&cfg.MaxConnectionsPerToken))
+	flagfunc.Var(fs, "max-bad-tokens-per-minute", fmt.Sprint(cfg.MaxBadTokensPerMinute), "`number` of bad tokens (or proofs of work, or lines missing at the deadline) a source address (IPv6: its /64) may send in a minute before its connections are refused until the minute ends", flagfunc.PositiveInt(&cfg.MaxBadTokensPerMinute))
+	flagfunc.Var(fs, "max-pending-per-source", fmt.Sprint(cfg.MaxPendingPerSource), "`number` of a source address's connections still presenting a token or a proof of work", flagfunc.PositiveInt(&cfg.MaxPendingPerSource))
+	flagfunc.Var(fs, "max-sources", fmt.Sprint(cfg.MaxSources), "`number` of source addresses the per-source limits track (about 100 bytes each); when full, new sources go untracked", flagfunc.PositiveInt(&cfg.MaxSources))
+	flagfunc.Var(fs, "proof-of-work-timeout", cfg.ProofOfWorkTimeout.String(), "a player has this `duration` to answer a proof of work (the python solver takes about a minute at 26 bits)", flagfunc.PositiveDuration(&cfg.ProofOfWorkTimeout))
+	flagfunc.Var(fs, "dial-timeout", cfg.DialTimeout.String(), "an instance has this `duration` to accept a connection", flagfunc.PositiveDuration(&cfg.DialTimeout))
+	flagfunc.Var(fs, "idle-timeout", cfg.IdleTimeout.String(), "close a spliced connection that moved no byte either way for this `duration` (closed within 1.25 times it)", flagfunc.PositiveDuration(&cfg.IdleTimeout))
+	flagfunc.Var(fs, "drain-timeout", cfg.DrainTimeout.String(), "on SIGTERM, stop accepting and let spliced connections go on this `duration` before closing them (keep it under the Pod's terminationGracePeriodSeconds)", flagfunc.NonNegativeDuration(&cfg.DrainTimeout))
+	fs.Func("log-level", "`level` of the JSON logs: debug (every refusal), info (every spliced connection's end), warn or error (default info)", func(v string) error {
+		level, ok := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[strings.ToLower(v)]
+		if !ok {
+			return errors.New("expected debug, info, warn or error")
+		}
+		logLevel = level
+		return nil
+	})
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stderr, "Usage: challenge-hook tcp-gateway --key-file <file> [flags]\n\n"+
+			"The TCP gateway: players connect with nc, send their instance's token at the prompt \""+tcpgateway.Prompt+"\"\n"+
+			"and are spliced to their instance. Holds no Kubernetes credential: the token says where to go.\n\nFlags:")
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("tcp-gateway: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("tcp-gateway: unexpected argument %q", fs.Arg(0))
+	}
+	if keyFile == "" {
+		return errors.New("tcp-gateway: --key-file is required: the gateway key, the same Secret the hook mints tokens with (in the component: " + defaultGatewayKeyFile + ")")
+	}
+	if cfg.Key, err = readGatewayKey(keyFile); err != nil {
+		return fmt.Errorf("tcp-gateway: %w", err)
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: logLevel}))
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	gateway, err := tcpgateway.New(cfg, logger, registry)
+	if err != nil {
+		return fmt.Errorf("tcp-gateway: %w", err)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("tcp-gateway: --listen: %w", err)
+	}
+	metricsLn, err := net.Listen("tcp", metricsListen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("tcp-gateway: --metrics-listen: %w", err)
+	}
+	var ready atomic.Bool
+	ready.Store(true)
+	metricsServer := &http.Server{
+		Handler:           gatewayMetricsHandler(registry, &ready),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	go metricsServer.Serve(metricsLn)
+	defer metricsServer.Close()
+	stopReady := context.AfterFunc(ctx, func() { ready.Store(false) })
+	defer stopReady()
+	logger.Info("tcp gateway serving", slog.String("listen", ln.Addr().String()), slog.String("metrics_listen", metricsLn.Addr().String()))
+	if err := gateway.Serve(ctx, ln); err != nil {
+		return fmt.Errorf("tcp-gateway: %w", err)
+	}
+	return nil
+}
+
+// readGatewayKey reads the gateway key: the file's bytes without surrounding white space, as
+// the hook reads it.
+func readGatewayKey(path string) ([]byte, error) {
+	key, err := readSecretFile("key-file", path)
+	if err != nil {
+		return nil, err
+	}
+	if len(key) < tcptoken.MinKeyBytes {
+		return nil, fmt.Errorf("--key-file: the key in %s is %d bytes, fewer than the %d required: whoever guesses it mints tokens to every instance; "+
+			"create one with: head -c 32 /dev/urandom | base64", path, len(key), tcptoken.MinKeyBytes)
+	}
+	return key, nil
+}
+
+// gatewayMetricsHandler serves the metrics and the probes: /readyz fails once shutdown began.
+func gatewayMetricsHandler(registry *prometheus.Registry, ready *atomic.Bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		respondJSON(w, http.StatusOK, statusBody{Status: "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !ready.Load() {
+			respondJSON(w, http.StatusServiceUnavailable, statusBody{Status: "not ready"})
+			return
+		}
+		respondJSON(w, http.StatusOK, statusBody{Status: "ok"})
+	})
+	return mux
+}

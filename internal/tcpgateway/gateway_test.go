@@ -1,0 +1,477 @@
+package tcpgateway
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
+)
+
+// TestTokenReachesItsInstance: each team's token leads to its own instance, and bytes go both
+// ways.
+func TestTokenReachesItsInstance(t *testing.T) {
+	a := startBackend(t, banner("instance A\n"))
+	b := startBackend(t, banner("instance B\n"))
+	g := startGateway(t, nil)
+	for _, tc := range []struct {
+		backend *backend
+		banner  string
+	}{{a, "instance A\n"}, {b, "instance B\n"}, {a, "instance A\n"}} {
+		p := connect(t, g.addr)
+		// Typed in upper case and ended by CRLF, as some terminals send it.
+		p.send(strings.ToUpper(mint(t, tcptoken.Target{Service: tc.backend.addr()})) + "\r\n")
+		p.expect(tc.banner)
+		p.send("ping\n")
+		p.expect("ping\n")
+		require.NoError(t, p.conn.CloseWrite())
+		assert.Empty(t, p.rest(), "the instance's end follows the player's")
+	}
+	assert.EqualValues(t, 2, a.accepted.Load())
+	assert.EqualValues(t, 1, b.accepted.Load())
+	waitFor(t, func() bool { return g.closed(closedByPeers) == 3 }, "3 closed connections counted")
+}
+
+// TestBadTokensReachNothing: a forged token, one of another key, garbage, an empty or too long
+// line, no token before the deadline and a connection closed at the prompt each get at most one
+// short line and a close, and no connection to any instance.
+func TestBadTokensReachNothing(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startGateway(t, func(c *Config) {
+		c.TokenTimeout = 300 * time.Millisecond
+		c.MaxBadTokensPerMinute = 1000
+	})
+	valid := mint(t, tcptoken.Target{Service: instance.addr()})
+	forged := valid[:10] + string("ab"[boolIndex(valid[10] == 'a')]) + valid[11:]
+	otherKey, err := tcptoken.Mint(bytes.Repeat([]byte{1}, tcptoken.MinKeyBytes), tcptoken.Target{Service: instance.addr()})
+	require.NoError(t, err)
+	for name, tc := range map[string]struct {
+		send   string
+		close  bool
+		want   string
+		reason string
+	}{
+		"forged":          {send: forged + "\n", want: "invalid token\n", reason: reasonInvalidToken},
+		"other key":       {send: otherKey + "\n", want: "invalid token\n", reason: reasonInvalidToken},
+		"garbage":         {send: "cat flag.txt\n", want: "invalid token\n", reason: reasonInvalidToken},
+		"empty line":      {send: "\n", want: "invalid token\n", reason: reasonInvalidToken},
+		"too long":        {send: strings.Repeat("a", 129) + "\n", want: "line too long\n", reason: reasonLineTooLong},
+		"endless":         {send: strings.Repeat(valid, 100), want: "line too long\n", reason: reasonLineTooLong},
+		"no line":         {send: valid, want: "no token within 300ms\n", reason: reasonTokenTimeout},
+		"nothing":         {want: "no token within 300ms\n", reason: reasonTokenTimeout},
+		"closed":          {close: true, want: "", reason: reasonNoToken},
+		"closed mid-line": {send: valid[:5], close: true, want: "", reason: reasonNoToken},
+	} {
+		before := g.refused(tc.reason)
+		p := connect(t, g.addr)
+		if tc.send != "" {
+			p.send(tc.send)
+		}
+		if tc.close {
+			require.NoError(t, p.conn.CloseWrite(), name)
+		}
+		assert.Equal(t, tc.want, p.rest(), name)
+		waitFor(t, func() bool { return g.refused(tc.reason) == before+1 }, name+": the refusal counted")
+	}
+	// The good token does reach the instance: the count above is not zero for want of a path.
+	p := connect(t, g.addr)
+	p.send(valid + "\n")
+	p.send("x")
+	p.expect("x")
+	assert.EqualValues(t, 1, instance.accepted.Load(), "only the valid token connected to the instance")
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestBytesAfterTheTokenReachTheInstance: what a script sends right after its token, without
+// waiting, arrives first, after the PROXY header when there is one.
+func TestBytesAfterTheTokenReachTheInstance(t *testing.T) {
+	received := make(chan []byte, 2)
+	instance := startBackend(t, func(c net.Conn) {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b, _ := io.ReadAll(c)
+		received <- b
+	})
+	g := startGateway(t, nil)
+	for _, proxy := range []bool{false, true} {
+		p := connect(t, g.addr)
+		p.send(mint(t, tcptoken.Target{Service: instance.addr(), ProxyProtocol: proxy}) + "\nfirst\nsecond")
+		require.NoError(t, p.conn.CloseWrite())
+		got := <-received
+		if proxy {
+			header := parseProxyV2(t, got)
+			got = got[len(header):]
+		}
+		assert.Equal(t, "first\nsecond", string(got), "proxy %v", proxy)
+	}
+}
+
+// proxyV2 is a PROXY protocol v2 header as parsed from its bytes.
+type proxyV2 struct {
+	source, destination netip.AddrPort
+	length              int
+}
+
+func (h proxyV2) len() int { return h.length }
+
+// parseProxyV2 parses a PROXY v2 header of TCP over IPv4 by the specification (haproxy's
+// proxy-protocol.txt, 2.2), independently of the gateway's code.
+func parseProxyV2(t *testing.T, b []byte) []byte {
+	t.Helper()
+	h := parseProxyV2Header(t, b)
+	return b[:h.len()]
+}
+
+func parseProxyV2Header(t *testing.T, b []byte) proxyV2 {
+	t.Helper()
+	require.GreaterOrEqual(t, len(b), 16)
+	require.Equal(t, []byte{0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x49, 0x54, 0x0A}, b[:12], "signature")
+	require.Equal(t, byte(0x2), b[12]>>4, "version 2")
+	require.Equal(t, byte(0x1), b[12]&0xF, "command PROXY")
+	require.Equal(t, byte(0x1), b[13]>>4, "AF_INET")
+	require.Equal(t, byte(0x1), b[13]&0xF, "STREAM")
+	length := int(b[14])<<8 | int(b[15])
+	require.Equal(t, 12, length, "IPv4 addresses and ports")
+	require.GreaterOrEqual(t, len(b), 16+length)
+	a := b[16:]
+	src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{a[0], a[1], a[2], a[3]}), uint16(a[8])<<8|uint16(a[9]))
+	dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte{a[4], a[5], a[6], a[7]}), uint16(a[10])<<8|uint16(a[11]))
+	return proxyV2{source: src, destination: dst, length: 16 + length}
+}
+
+// TestProxyProtocolNamesThePlayer: the instance reads the player's address and port and the
+// gateway's as the source and destination of the header.
+func TestProxyProtocolNamesThePlayer(t *testing.T) {
+	headers := make(chan proxyV2, 1)
+	instance := startBackend(t, func(c net.Conn) {
+		b := make([]byte, 28)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(c, b); err != nil {
+			close(headers)
+			return
+		}
+		headers <- parseProxyV2Header(t, b)
+		echo(c)
+	})
+	g := startGateway(t, nil)
+	p := connect(t, g.addr)
+	p.send(mint(t, tcptoken.Target{Service: instance.addr(), ProxyProtocol: true}) + "\n")
+	h, ok := <-headers
+	require.True(t, ok, "the instance read a header")
+	assert.Equal(t, p.conn.LocalAddr().(*net.TCPAddr).AddrPort(), h.source, "the player")
+	assert.Equal(t, p.conn.RemoteAddr().(*net.TCPAddr).AddrPort(), h.destination, "the gateway's address the player connected to")
+	p.send("after the header\n")
+	p.expect("after the header\n")
+}
+
+// TestProxyHeaderIPv6 checks the IPv6 form's bytes, which loopback IPv4 does not exercise.
+func TestProxyHeaderIPv6(t *testing.T) {
+	got := proxyHeader(netip.MustParseAddrPort("[2001:db8::1]:40000"), netip.MustParseAddrPort("[2001:db8::2]:1337"))
+	want := append([]byte("\r\n\r\n\x00\r\nQUIT\n"), 0x21, 0x21, 0, 36)
+	want = append(want, netip.MustParseAddr("2001:db8::1").AsSlice()...)
+	want = append(want, netip.MustParseAddr("2001:db8::2").AsSlice()...)
+	want = binary.BigEndian.AppendUint16(want, 40000)
+	want = binary.BigEndian.AppendUint16(want, 1337)
+	assert.Equal(t, want, got)
+}
+
+// TestConnectionsPerTokenCapped: past the cap, a token's connection is refused with a line and
+// costs no instance connection; a closed one frees its place.
+func TestConnectionsPerTokenCapped(t *testing.T) {
+	instance := startBackend(t, echo)
+	other := startBackend(t, echo)
+	g := startGateway(t, func(c *Config) { c.MaxConnectionsPerToken = 2 })
+	token := mint(t, tcptoken.Target{Service: instance.addr()})
+	var open []*player
+	for range 2 {
+		p := connect(t, g.addr)
+		p.send(token + "\nx")
+		p.expect("x")
+		open = append(open, p)
+	}
+	p := connect(t, g.addr)
+	p.send(token + "\n")
+	assert.Equal(t, "too many connections with this token (at most 2 at once), try again later\n", p.rest())
+	assert.EqualValues(t, 2, instance.accepted.Load())
+	assert.EqualValues(t, 1, g.refused(reasonTooManyForToken))
+
+	// Another instance's token is not affected.
+	q := connect(t, g.addr)
+	q.send(mint(t, tcptoken.Target{Service: other.addr()}) + "\ny")
+	q.expect("y")
+
+	open[0].conn.Close()
+	waitFor(t, func() bool {
+		p := connect(t, g.addr)
+		p.send(token + "\nz")
+		b := make([]byte, 1)
+		_, err := io.ReadFull(p.r, b)
+		return err == nil && b[0] == 'z'
+	}, "a place freed by a closed connection")
+}
+
+// TestConnectionsCappedInTotal: past the total, a connection gets one line before any prompt.
+func TestConnectionsCappedInTotal(t *testing.T) {
+	g := startGateway(t, func(c *Config) { c.MaxConnections = 2 })
+	connect(t, g.addr)
+	connect(t, g.addr)
+	p := dialGateway(t, g.addr)
+	assert.Equal(t, "gateway full, try again later\n", p.rest())
+	assert.EqualValues(t, 1, g.refused(reasonTooManyConnections))
+}
+
+// TestBadTokensLimitedPerSource: after its bad tokens of the minute, a source is refused before
+// the prompt, even with a valid token, until the minute ends.
+func TestBadTokensLimitedPerSource(t *testing.T) {
+	instance := startBackend(t, echo)
+	now := time.Now()
+	var clock atomicTime
+	clock.set(now)
+	g := startGatewayAt(t, func(c *Config) { c.MaxBadTokensPerMinute = 3 }, clock.get)
+	for range 3 {
+		p := connect(t, g.addr)
+		p.send("guess\n")
+		assert.Equal(t, "invalid token\n", p.rest())
+	}
+	p := dialGateway(t, g.addr)
+	assert.Equal(t, "too many invalid tokens from your address, try again in a minute\n", p.rest())
+	assert.EqualValues(t, 1, g.refused(reasonRateLimited))
+	assert.EqualValues(t, 0, instance.accepted.Load())
+
+	clock.set(now.Add(badTokenWindow))
+	p = connect(t, g.addr)
+	p.send(mint(t, tcptoken.Target{Service: instance.addr()}) + "\nx")
+	p.expect("x")
+}
+
+// TestPendingConnectionsLimitedPerSource: one address cannot hold every slot with connections
+// that never send a token.
+func TestPendingConnectionsLimitedPerSource(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startGateway(t, func(c *Config) { c.MaxPendingPerSource = 2 })
+	first := connect(t, g.addr)
+	connect(t, g.addr)
+	p := dialGateway(t, g.addr)
+	assert.Equal(t, "too many connections waiting for a token from your address\n", p.rest())
+	assert.EqualValues(t, 1, g.refused(reasonTooManyPending))
+	// A spliced connection no longer counts as pending.
+	first.send(mint(t, tcptoken.Target{Service: instance.addr()}) + "\nx")
+	first.expect("x")
+	connect(t, g.addr)
+}
+
+// TestIdleConnectionClosed: a spliced connection that moves no byte for the idle timeout is
+// closed, within 1.25 times it; one that moves bytes one way only is not.
+func TestIdleConnectionClosed(t *testing.T) {
+	const idle = 400 * time.Millisecond
+	ticker := startBackend(t, func(c net.Conn) {
+		for range 20 {
+			if _, err := c.Write([]byte{'.'}); err != nil {
+				return
+			}
+			time.Sleep(idle / 8)
+		}
+		c.Write([]byte("done\n"))
+		c.(*net.TCPConn).CloseWrite()
+		io.Copy(io.Discard, c)
+	})
+	silent := startBackend(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+	g := startGateway(t, func(c *Config) { c.IdleTimeout = idle })
+
+	p := connect(t, g.addr)
+	p.send(mint(t, tcptoken.Target{Service: silent.addr()}) + "\n")
+	start := time.Now()
+	assert.Empty(t, p.rest())
+	elapsed := time.Since(start)
+	assert.GreaterOrEqual(t, elapsed, idle, "closed before the idle timeout")
+	assert.Less(t, elapsed, idle*5/4+300*time.Millisecond, "closed late")
+	waitFor(t, func() bool { return g.closed(closedIdle) == 1 }, "the idle close counted")
+
+	// Two idle timeouts of output one way, the player silent: not idle.
+	p = connect(t, g.addr)
+	p.send(mint(t, tcptoken.Target{Service: ticker.addr()}) + "\n")
+	assert.Equal(t, strings.Repeat(".", 20)+"done\n", p.rest())
+}
+
+// TestHalfClosePassedOn: the player's end of input reaches the instance, which still answers.
+func TestHalfClosePassedOn(t *testing.T) {
+	instance := startBackend(t, func(c net.Conn) {
+		b, _ := io.ReadAll(c)
+		fmt.Fprintf(c, "read %d bytes\n", len(b))
+	})
+	g := startGateway(t, nil)
+	p := connect(t, g.addr)
+	p.send(mint(t, tcptoken.Target{Service: instance.addr()}) + "\n")
+	p.send(strings.Repeat("z", 100000))
+	require.NoError(t, p.conn.CloseWrite())
+	assert.Equal(t, "read 100000 bytes\n", p.rest())
+}
+
+// TestInstanceNotReachable: a token of a stopped instance gets one line.
+func TestInstanceNotReachable(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	stopped := ln.Addr().(*net.TCPAddr).AddrPort()
+	ln.Close()
+	g := startGateway(t, nil)
+	p := connect(t, g.addr)
+	p.send(mint(t, tcptoken.Target{Service: stopped}) + "\n")
+	assert.Equal(t, "instance not reachable (stopped or starting?)\n", p.rest())
+	assert.EqualValues(t, 1, g.refused(reasonUnreachable))
+}
+
+var puzzleLine = regexp.MustCompile(`^proof of work: sha256\(([0-9a-f]{32}) \+ answer\) with (\d+) leading zero bits; solve with: (.*) ([0-9a-f]{32}) (\d+)\n$`)
+
+// readPuzzle reads the puzzle and its prompt and returns the challenge and the bits.
+func (p *player) readPuzzle() (string, int, string) {
+	p.t.Helper()
+	line, err := p.r.ReadString('\n')
+	require.NoError(p.t, err)
+	m := puzzleLine.FindStringSubmatch(line)
+	require.NotNil(p.t, m, "puzzle line %q", line)
+	p.expect("answer: ")
+	bits, err := strconv.Atoi(m[2])
+	require.NoError(p.t, err)
+	require.Equal(p.t, m[1], m[4], "the solver's command names the challenge")
+	require.Equal(p.t, m[2], m[5], "the solver's command names the bits")
+	return m[1], bits, m[3]
+}
+
+// solve finds an answer by brute force, independently of the gateway's check.
+func solve(challenge string, bits int) string {
+	for i := 0; ; i++ {
+		sum := sha256.Sum256([]byte(challenge + strconv.Itoa(i)))
+		v := binary.BigEndian.Uint64(sum[:8])
+		if v>>(64-bits) == 0 {
+			return strconv.Itoa(i)
+		}
+	}
+}
+
+// TestProofOfWork: a token that asks for work gets a puzzle; a right answer reaches the
+// instance, a wrong one or none in time gets one line and no instance connection.
+func TestProofOfWork(t *testing.T) {
+	instance := startBackend(t, banner("welcome\n"))
+	g := startGateway(t, func(c *Config) { c.ProofOfWorkTimeout = 300 * time.Millisecond })
+	token := mint(t, tcptoken.Target{Service: instance.addr(), ProofOfWorkBits: 12})
+
+	p := connect(t, g.addr)
+	p.send(token + "\n")
+	challenge, bits, _ := p.readPuzzle()
+	require.Equal(t, 12, bits)
+	p.send(solve(challenge, bits) + "\n")
+	p.expect("welcome\n")
+
+	p = connect(t, g.addr)
+	p.send(token + "\n")
+	challenge2, _, _ := p.readPuzzle()
+	assert.NotEqual(t, challenge, challenge2, "a fresh challenge per connection")
+	wrong := solve(challenge, bits) // the answer of another challenge
+	if solves(challenge2, 12, []byte(wrong)) {
+		t.Skip("the other challenge's answer happens to solve this one too")
+	}
+	p.send(wrong + "\n")
+	assert.Equal(t, "wrong proof of work\n", p.rest())
+
+	p = connect(t, g.addr)
+	p.send(token + "\n")
+	p.readPuzzle()
+	assert.Equal(t, "no proof of work within 300ms\n", p.rest())
+
+	assert.EqualValues(t, 1, instance.accepted.Load())
+	assert.EqualValues(t, 1, g.refused(reasonWrongProofOfWork))
+	waitFor(t, func() bool { return g.refused(reasonProofOfWorkTimeout) == 1 }, "the timeout counted")
+}
+
+// TestProofOfWorkSolverForPlayers runs the python one-liner the puzzle prints, as a player does.
+func TestProofOfWorkSolverForPlayers(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	instance := startBackend(t, banner("welcome\n"))
+	g := startGateway(t, nil)
+	p := connect(t, g.addr)
+	p.send(mint(t, tcptoken.Target{Service: instance.addr(), ProofOfWorkBits: 10}) + "\n")
+	challenge, bits, command := p.readPuzzle()
+	require.Equal(t, Solver, command)
+	// The command as printed, run by a shell: python3 -c '...' <challenge> <bits>.
+	out, err := exec.Command("sh", "-c", fmt.Sprintf("%s %s %d", command, challenge, bits)).Output()
+	require.NoError(t, err)
+	p.send(string(out))
+	p.expect("welcome\n")
+}
+
+// TestNoTokenInLogs: with debug logs, neither a valid token nor a bad one (nor the proof of
+// work answer) appears in any log line; the player and the instance do.
+func TestNoTokenInLogs(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startGateway(t, nil)
+	valid := mint(t, tcptoken.Target{Service: instance.addr()})
+	withWork := mint(t, tcptoken.Target{Service: instance.addr(), ProofOfWorkBits: 8})
+	const badToken = "abcdefghijklmnopqrstuvwxyz234567"
+
+	p := connect(t, g.addr)
+	p.send(valid + "\nx")
+	p.expect("x")
+	p.conn.Close()
+	p = connect(t, g.addr)
+	p.send(badToken + "\n")
+	p.rest()
+	p = connect(t, g.addr)
+	p.send(withWork + "\n")
+	challenge, bits, _ := p.readPuzzle()
+	answer := solve(challenge, bits)
+	p.send(answer + "\n")
+	p.send("y")
+	p.expect("y")
+	p.conn.Close()
+
+	waitFor(t, func() bool { return g.closed(closedByPeers) == 2 }, "both connections logged")
+	logs := g.logs.String()
+	require.Contains(t, logs, `"reason":"invalid_token"`, "the refusal is logged")
+	require.Contains(t, logs, instance.addr().String(), "the instance is logged")
+	for _, secret := range []string{valid, withWork, badToken, valid[:16], valid[16:], challenge} {
+		assert.NotContains(t, strings.ToLower(logs), secret)
+	}
+}
+
+// TestDrain: on shutdown the listener closes at once, a spliced connection goes on until the
+// drain timeout, then is closed.
+func TestDrain(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startGateway(t, func(c *Config) { c.DrainTimeout = 500 * time.Millisecond })
+	p := connect(t, g.addr)
+	p.send(mint(t, tcptoken.Target{Service: instance.addr()}) + "\n")
+	start := time.Now()
+	g.cancel()
+	waitFor(t, func() bool {
+		c, err := net.Dial("tcp4", g.addr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}, "the listener closed")
+	p.send("still\n")
+	p.expect("still\n")
+	assert.Empty(t, p.rest())
+	assert.GreaterOrEqual(t, time.Since(start), 500*time.Millisecond)
+	waitFor(t, func() bool { return g.closed(closedShutdown) == 1 }, "the shutdown close counted")
+}

@@ -1,0 +1,129 @@
+package tcpgateway
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// idleChecks is how many times per idle timeout a spliced connection looks at its activity: it
+// closes between IdleTimeout and (1 + 2/idleChecks) times it after its last byte.
+const idleChecks = 8
+
+// spliced is how a spliced connection ended.
+type spliced struct {
+	reason               string
+	toInstance, toPlayer int64
+}
+
+// splice copies bytes both ways until both sides closed (each half-close passed on), either side
+// reset, the connection was idle for the idle timeout, or the drain ended. The copies are
+// io.Copy between *net.TCPConn: splice(2) through a pipe, no copy in user space.
+//
+// An idle connection costs two goroutines and no pipe: each direction waits until its source is
+// readable before it copies (splice holds its pipe for the whole call), and each copy ends at a
+// read deadline every IdleTimeout/idleChecks so that the bytes it moved count as activity.
+func (g *Gateway) splice(player, instance *net.TCPConn) spliced {
+	var lastActive atomic.Int64
+	lastActive.Store(g.now().UnixNano())
+	var idle atomic.Bool
+	tick := g.cfg.IdleTimeout / idleChecks
+	var watchdog *time.Timer
+	var mu sync.Mutex // guards watchdog: set before it first fires, never reset once stopped
+	stopped := false
+	mu.Lock()
+	watchdog = time.AfterFunc(tick, func() {
+		if g.now().UnixNano()-lastActive.Load() >= int64(g.cfg.IdleTimeout) {
+			idle.Store(true)
+			player.Close()
+			instance.Close()
+			return
+		}
+		mu.Lock()
+		if !stopped {
+			watchdog.Reset(tick)
+		}
+		mu.Unlock()
+	})
+	mu.Unlock()
+	defer func() {
+		mu.Lock()
+		stopped = true
+		watchdog.Stop()
+		mu.Unlock()
+	}()
+
+	var toPlayer int64
+	var toPlayerErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		toPlayer, toPlayerErr = g.copyHalf(player, instance, tick, &lastActive)
+	}()
+	toInstance, toInstanceErr := g.copyHalf(instance, player, tick, &lastActive)
+	if toInstanceErr != nil {
+		// A reset (or the watchdog) on one side ends both: nothing more can reach the player.
+		instance.Close()
+		player.Close()
+	}
+	<-done
+	if toPlayerErr != nil {
+		player.Close()
+		instance.Close()
+	}
+	g.metrics.bytes.WithLabelValues(directionToInstance).Add(float64(toInstance))
+	g.metrics.bytes.WithLabelValues(directionToPlayer).Add(float64(toPlayer))
+	reason := closedByPeers
+	switch {
+	case idle.Load():
+		reason = closedIdle
+	case g.drainEnded.Load():
+		reason = closedShutdown
+	}
+	return spliced{reason: reason, toInstance: toInstance, toPlayer: toPlayer}
+}
+
+// copyHalf copies src to dst until src's end, which it passes on as dst's half-close, or an error.
+func (g *Gateway) copyHalf(dst, src *net.TCPConn, tick time.Duration, lastActive *atomic.Int64) (int64, error) {
+	raw, err := src.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for {
+		src.SetReadDeadline(g.now().Add(tick))
+		if err := waitReadable(raw); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				continue
+			}
+			return total, err
+		}
+		n, err := io.Copy(dst, src)
+		total += n
+		if n > 0 {
+			lastActive.Store(g.now().UnixNano())
+		}
+		if err == nil {
+			return total, dst.CloseWrite()
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return total, err
+		}
+	}
+}
+
+// waitReadable returns once the socket has bytes, its end or an error to read, without reading:
+// MSG_PEEK asks the kernel, and only an EAGAIN waits (for the poller's next edge).
+func waitReadable(raw syscall.RawConn) error {
+	var b [1]byte
+	return raw.Read(func(fd uintptr) bool {
+		// Bytes, the end or an error: the copy reads them.
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return err != syscall.EAGAIN && err != syscall.EINTR
+	})
+}
