@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -219,4 +220,87 @@ func TestTCPExposureUnderMetacontroller(t *testing.T) {
 	if ids := slices.Sorted(maps.Keys(kept)); len(ids) != len(children) {
 		t.Errorf("children %v, want the %d of the running instance", ids, len(children))
 	}
+}
+
+// TestTCPGatewayComponentInstall: an organizer's overlay of manifests/ with the component
+// manifests/components/tcp-gateway renders with kubectl kustomize; the API server accepts every
+// object it adds, and the hook's Deployment as the component patches it (a server-side dry run,
+// under another name); the gateway's two Pods are admitted in the hook's namespace, which enforces
+// Pod Security "restricted", and mount no ServiceAccount token.
+func TestTCPGatewayComponentInstall(t *testing.T) {
+	kubectl := os.Getenv("E2E_KUBECTL")
+	if kubectl == "" {
+		t.Fatal("E2E_KUBECTL is not set: run the e2e tests with `make e2e`")
+	}
+	c := newCluster(t)
+	ctx := testContext(t)
+	overlay := t.TempDir()
+	base, err := filepath.Rel(overlay, filepath.Join(c.root, "manifests"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	component, err := filepath.Rel(overlay, filepath.Join(c.root, "manifests/components/tcp-gateway"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomization := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s]\ncomponents: [%s]\n", base, component)
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", overlay).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize of an overlay with the tcp-gateway component: %v", err)
+	}
+	objs, err := decodeYAMLObjects(rendered, "kubectl kustomize <overlay with tcp-gateway>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const gateway = "challenge-hook-tcp-gateway"
+	created := map[string]bool{}
+	for _, obj := range objs {
+		client, err := c.resourceFor(obj)
+		if err != nil {
+			t.Fatalf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		switch {
+		case obj.GetKind() == "Namespace" && obj.GetName() == "challenge-hook":
+			// The shipped namespace, Pod Security "restricted", over the one the suite made.
+			if err := c.createOrUpdate(ctx, client, obj); err != nil {
+				t.Fatal(err)
+			}
+		case obj.GetKind() == "Deployment" && obj.GetName() == "challenge-hook":
+			obj.SetName("challenge-hook-tcp-gateway-dry-run")
+			if _, err := client.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+				t.Errorf("the hook's Deployment, as the component patches it: %v", err)
+			}
+		case strings.HasPrefix(obj.GetName(), gateway):
+			if _, err := client.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("create %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+			}
+			created[obj.GetKind()+" "+obj.GetName()] = true
+			t.Cleanup(func() {
+				_ = client.Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{})
+			})
+		}
+	}
+	for _, want := range []string{"ServiceAccount " + gateway, "Deployment " + gateway, "PodDisruptionBudget " + gateway,
+		"Service " + gateway, "Service " + gateway + "-metrics", "NetworkPolicy " + gateway} {
+		if !created[want] {
+			t.Errorf("the component adds no %s (it added %v)", want, slices.Sorted(maps.Keys(created)))
+		}
+	}
+	waitFor(ctx, t, 60*time.Second, "the gateway's two Pods to be admitted", func() (bool, error) {
+		pods, err := c.dyn.Resource(podGVR).Namespace("challenge-hook").List(ctx, metav1.ListOptions{
+			LabelSelector: "app.kubernetes.io/name=" + gateway,
+		})
+		if err != nil || len(pods.Items) != 2 {
+			return false, err
+		}
+		for _, pod := range pods.Items {
+			if mount, set, _ := unstructured.NestedBool(pod.Object, "spec", "automountServiceAccountToken"); mount || !set {
+				t.Errorf("gateway Pod %s mounts a ServiceAccount token", pod.GetName())
+			}
+		}
+		return true, nil
+	})
 }
