@@ -13,7 +13,7 @@ MONITORING_GOFLAGS := GOFLAGS="-trimpath $(shell $(GO) env GOFLAGS)"
 # any testdata request (with that token) answers its response.json.
 DEV_FLAGS := $(shell cat testdata/dev.flags 2>/dev/null)
 
-.PHONY: all build run test lint generate update e2e e2e-node bench bench-cluster fuzz clean
+.PHONY: all build run test lint generate update e2e e2e-node bench bench-gateway bench-cluster fuzz clean
 
 all: test build
 
@@ -78,11 +78,21 @@ bench-cluster:
 	bash hack/bench-cluster.sh
 
 # Go benchmarks: decode + sync + encode and their parts (sync), then the served handler on recorded
-# requests, one at a time and in parallel on 1 and 2 cores (cmd/challenge-hook). A report with no
-# target; docs/benchmarks.md records a run. BENCH_FLAGS adds go test flags, e.g. -count=5.
-bench:
+# requests, one at a time and in parallel on 1 and 2 cores (cmd/challenge-hook), then the TCP
+# gateway against a direct connection (internal/tcpgateway) and its load run (bench-gateway). A
+# report with no target; docs/benchmarks.md records a run. BENCH_FLAGS adds go test flags, e.g.
+# -count=5.
+bench: bench-gateway
 	$(GO) test ./sync -run '^$$' -bench . -benchmem $(BENCH_FLAGS)
 	$(GO) test ./cmd/challenge-hook -run '^$$' -bench . -benchmem -cpu 1,2 $(BENCH_FLAGS)
+	$(GO) test ./internal/tcpgateway -run '^$$' -bench . -benchmem $(BENCH_FLAGS)
+
+# The TCP gateway's loopback load run: the built binary's tcp-gateway as a child process in front
+# of an echo instance, each figure against a direct connection in the same run (latency, bulk
+# throughput, connection rate, memory per idle connection). GATEWAY_LOAD_FLAGS adds flags, e.g.
+# -idle 1000,9500 (this machine's RLIMIT_NOFILE bounds the count: two descriptors per connection).
+bench-gateway: build
+	$(GO) run ./hack/tcpgateway-load -binary $(BIN) $(GATEWAY_LOAD_FLAGS)
 
 clean:
 	rm -rf bin .cache

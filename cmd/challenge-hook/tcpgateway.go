@@ -102,7 +102,7 @@ func runTCPGateway(ctx context.Context, args []string, stderr io.Writer) error {
 	defer metricsServer.Close()
 	stopReady := context.AfterFunc(ctx, func() { ready.Store(false) })
 	defer stopReady()
-	logger.Info("tcp gateway serving", slog.String("listen", ln.Addr().String()), slog.String("metrics_listen", metricsLn.Addr().String()))
+	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("metrics_addr", metricsLn.Addr().String()))
 	if err := gateway.Serve(ctx, ln); err != nil {
 		return fmt.Errorf("tcp-gateway: %w", err)
 	}

@@ -81,7 +81,7 @@ type Gateway struct {
 	logger  *slog.Logger
 	metrics *Metrics
 	dialer  net.Dialer
-	now     func() time.Time
+	now     func() time.Time // the clock of the per-source window (tests set it); deadlines are the system's
 
 	open    atomic.Int64
 	sources *sourceTable
@@ -212,7 +212,7 @@ func (g *Gateway) handle(player *net.TCPConn) {
 	defer g.track(player)()
 	g.metrics.open.Inc()
 	defer g.metrics.open.Dec()
-	start := g.now()
+	start := time.Now()
 	player.SetDeadline(start.Add(g.cfg.TokenTimeout))
 	playerAddr := addrPort(player.RemoteAddr())
 	log := g.logger.With(slog.String("player", playerAddr.String()))
@@ -226,7 +226,7 @@ func (g *Gateway) handle(player *net.TCPConn) {
 	defer g.open.Add(-1)
 
 	source := sourceOf(playerAddr.Addr())
-	verdict := g.sources.admit(source, start)
+	verdict := g.sources.admit(source, g.now())
 	switch verdict {
 	case sourceRateLimited:
 		g.metrics.accepted.WithLabelValues("tracked").Inc()
@@ -269,7 +269,7 @@ func (g *Gateway) handle(player *net.TCPConn) {
 	}
 	early = append(early, lines.rest()...)
 	if len(early) > 0 {
-		instance.SetWriteDeadline(g.now().Add(g.cfg.DialTimeout))
+		instance.SetWriteDeadline(time.Now().Add(g.cfg.DialTimeout))
 		if _, err := instance.Write(early); err != nil {
 			log.Debug("instance not reachable", slog.String("error", err.Error()))
 			g.refuse(player, log, refusal{reason: reasonUnreachable, line: "instance not reachable (stopped or starting?)\n"})
@@ -283,7 +283,7 @@ func (g *Gateway) handle(player *net.TCPConn) {
 	s := g.splice(player, instance)
 	g.metrics.closed.WithLabelValues(s.reason).Inc()
 	log.Info("connection closed", slog.String("reason", s.reason),
-		slog.Float64("duration_s", g.now().Sub(start).Seconds()),
+		slog.Float64("duration_s", time.Since(start).Seconds()),
 		slog.Int64("bytes_to_instance", s.toInstance), slog.Int64("bytes_to_player", s.toPlayer))
 }
 
@@ -323,7 +323,7 @@ func (g *Gateway) proofOfWork(player *net.TCPConn, lines *lineReader, zeroBits u
 		g.logger.Error("cannot pose a proof of work", slog.String("error", err.Error()))
 		return &refusal{reason: reasonInternal, line: "internal error, try again\n"}
 	}
-	player.SetDeadline(g.now().Add(g.cfg.ProofOfWorkTimeout))
+	player.SetDeadline(time.Now().Add(g.cfg.ProofOfWorkTimeout))
 	if _, err := io.WriteString(player, puzzle(challenge, zeroBits)); err != nil {
 		return &refusal{reason: reasonWrongProofOfWork, bad: true}
 	}
@@ -355,7 +355,7 @@ func (g *Gateway) refuse(player *net.TCPConn, log *slog.Logger, r refusal) {
 	g.metrics.refused.WithLabelValues(r.reason).Inc()
 	log.Debug("connection refused", slog.String("reason", r.reason))
 	if r.line != "" {
-		player.SetWriteDeadline(g.now().Add(time.Second))
+		player.SetWriteDeadline(time.Now().Add(time.Second))
 		io.WriteString(player, r.line)
 	}
 }

@@ -15,6 +15,9 @@ import (
 // closes between IdleTimeout and (1 + 2/idleChecks) times it after its last byte.
 const idleChecks = 8
 
+// copyRound is the longest a copy holds its pipe without moving a byte (see splice).
+const copyRound = 100 * time.Millisecond
+
 // spliced is how a spliced connection ended.
 type spliced struct {
 	reason               string
@@ -26,11 +29,13 @@ type spliced struct {
 // io.Copy between *net.TCPConn: splice(2) through a pipe, no copy in user space.
 //
 // An idle connection costs two goroutines and no pipe: each direction waits until its source is
-// readable before it copies (splice holds its pipe for the whole call), and each copy ends at a
-// read deadline every IdleTimeout/idleChecks so that the bytes it moved count as activity.
+// readable before it copies (splice holds its pipe, two file descriptors, for the whole call,
+// waiting included), and each copy ends at a read deadline at most copyRound later, so that a
+// connection gone quiet gives its pipe back within copyRound, and the bytes it moved count as
+// activity.
 func (g *Gateway) splice(player, instance *net.TCPConn) spliced {
 	var lastActive atomic.Int64
-	lastActive.Store(g.now().UnixNano())
+	lastActive.Store(time.Now().UnixNano())
 	var idle atomic.Bool
 	tick := g.cfg.IdleTimeout / idleChecks
 	var watchdog *time.Timer
@@ -38,7 +43,7 @@ func (g *Gateway) splice(player, instance *net.TCPConn) spliced {
 	stopped := false
 	mu.Lock()
 	watchdog = time.AfterFunc(tick, func() {
-		if g.now().UnixNano()-lastActive.Load() >= int64(g.cfg.IdleTimeout) {
+		if time.Now().UnixNano()-lastActive.Load() >= int64(g.cfg.IdleTimeout) {
 			idle.Store(true)
 			player.Close()
 			instance.Close()
@@ -96,17 +101,18 @@ func (g *Gateway) copyHalf(dst, src *net.TCPConn, tick time.Duration, lastActive
 	}
 	var total int64
 	for {
-		src.SetReadDeadline(g.now().Add(tick))
+		src.SetReadDeadline(time.Now().Add(tick))
 		if err := waitReadable(raw); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				continue
 			}
 			return total, err
 		}
+		src.SetReadDeadline(time.Now().Add(min(tick, copyRound)))
 		n, err := io.Copy(dst, src)
 		total += n
 		if n > 0 {
-			lastActive.Store(g.now().UnixNano())
+			lastActive.Store(time.Now().UnixNano())
 		}
 		if err == nil {
 			return total, dst.CloseWrite()

@@ -1,0 +1,135 @@
+package tcpgateway
+
+import (
+	"io"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
+)
+
+// The benchmarks compare the gateway with a direct connection to the same echo instance, in the
+// same run: each has a direct and a gateway sub-benchmark. p50 and p99 are of the operations'
+// own durations. make bench-gateway is the loopback load run with the gateway in a process of its
+// own (hack/tcpgateway-load).
+
+// benchPaths returns the two ways to the same echo instance: dial directly, or through a gateway
+// and its token.
+func benchPaths(b *testing.B) map[string]func() net.Conn {
+	instance := startBackend(b, echo)
+	g := startGateway(b, func(c *Config) {
+		c.MaxConnectionsPerToken = 1 << 20
+		c.MaxPendingPerSource = 1 << 20
+	})
+	token := []byte(mint(b, tcptoken.Target{Service: instance.addr()}) + "\n")
+	prompt := make([]byte, len(Prompt))
+	return map[string]func() net.Conn{
+		"direct": func() net.Conn {
+			c, err := net.Dial("tcp4", instance.addr().String())
+			require.NoError(b, err)
+			return c
+		},
+		"gateway": func() net.Conn {
+			c, err := net.Dial("tcp4", g.addr)
+			require.NoError(b, err)
+			_, err = io.ReadFull(c, prompt)
+			require.NoError(b, err)
+			_, err = c.Write(token)
+			require.NoError(b, err)
+			return c
+		},
+	}
+}
+
+// echoByte sends one byte and reads it back.
+func echoByte(b *testing.B, c net.Conn) {
+	buf := []byte{'x'}
+	_, err := c.Write(buf)
+	require.NoError(b, err)
+	_, err = io.ReadFull(c, buf)
+	require.NoError(b, err)
+}
+
+// reportPercentiles adds p50 and p99 of the durations, in microseconds.
+func reportPercentiles(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Nanoseconds())/1000, "p50-µs")
+	b.ReportMetric(float64(d[len(d)*99/100].Nanoseconds())/1000, "p99-µs")
+}
+
+// BenchmarkConnect: from dial to the first byte echoed by the instance, then close.
+func BenchmarkConnect(b *testing.B) {
+	paths := benchPaths(b)
+	for _, name := range []string{"direct", "gateway"} {
+		b.Run(name, func(b *testing.B) {
+			d := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				start := time.Now()
+				c := paths[name]()
+				echoByte(b, c)
+				d = append(d, time.Since(start))
+				c.Close()
+			}
+			reportPercentiles(b, d)
+		})
+	}
+}
+
+// BenchmarkEcho: a 1-byte round trip on an open connection.
+func BenchmarkEcho(b *testing.B) {
+	paths := benchPaths(b)
+	for _, name := range []string{"direct", "gateway"} {
+		b.Run(name, func(b *testing.B) {
+			c := paths[name]()
+			defer c.Close()
+			echoByte(b, c)
+			d := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				start := time.Now()
+				echoByte(b, c)
+				d = append(d, time.Since(start))
+			}
+			reportPercentiles(b, d)
+		})
+	}
+}
+
+// BenchmarkBulk: 4 MiB each way per operation through the echo instance, written and read at
+// once on one connection.
+func BenchmarkBulk(b *testing.B) {
+	const chunk = 4 << 20
+	paths := benchPaths(b)
+	for _, name := range []string{"direct", "gateway"} {
+		b.Run(name, func(b *testing.B) {
+			c := paths[name]()
+			defer c.Close()
+			echoByte(b, c)
+			out := make([]byte, 64<<10)
+			in := make([]byte, 64<<10)
+			b.SetBytes(chunk)
+			for b.Loop() {
+				done := make(chan error, 1)
+				go func() {
+					var err error
+					for sent := 0; sent < chunk && err == nil; sent += len(out) {
+						_, err = c.Write(out)
+					}
+					done <- err
+				}()
+				for got := 0; got < chunk; {
+					n, err := c.Read(in)
+					require.NoError(b, err)
+					got += n
+				}
+				require.NoError(b, <-done)
+			}
+		})
+	}
+}
