@@ -8,7 +8,7 @@ BIN := bin/challenge-hook
 # packages' build-cache keys then leave out the module cache's path, so that a warm build cache
 # serves them from an empty module cache (CI's) instead of compiling Prometheus again.
 MONITORING_GOFLAGS := GOFLAGS="-trimpath $(shell $(GO) env GOFLAGS)"
-# The flags `make run` serves with: a pinned clock, a demo flag key and a demo token
+# The flags `make run` serves with: a pinned clock, a demo flag key, a demo TCP gateway and a demo token
 # (testdata/dev.token), the same configuration the golden files were computed with, so that curl of
 # any testdata request (with that token) answers its response.json.
 DEV_FLAGS := $(shell cat testdata/dev.flags 2>/dev/null)

@@ -78,7 +78,7 @@ func resolveTemplate(in *instance, related Related) *problem {
 		return &problem{v1alpha1.ReasonFlagKeyMissing,
 			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook", &in.template}
 	}
-	if hasExposure(in.template, v1alpha1.ExposeTCP) && !cfg.TCPGateway.configured() {
+	if hasExposure(in.template, v1alpha1.ExposeTCP) && !cfg.TCPGateway.Configured() {
 		return &problem{v1alpha1.ReasonTCPGatewayNotConfigured, tcpGatewayMissing(cfg.TCPGateway), &in.template}
 	}
 	return nil
@@ -94,7 +94,7 @@ func tcpGatewayMissing(g TCPGateway) string {
 		missing = append(missing, "no gateway key (--tcp-gateway-key-file; in-cluster, the Secret challenge-hook-tcp-gateway-key)")
 	}
 	return "the template exposes a port as TCP, through the TCP gateway, but the hook has " + strings.Join(missing, " and ") +
-		": apply the kustomize component manifests/components/tcp-gateway (see the README), or set those flags, and restart the hook"
+		": set what is missing (the kustomize component manifests/components/tcp-gateway does, see the README) and restart the hook"
 }
 
 func findDefinition(defs []ChallengeDefinition, ref v1alpha1.DefinitionRef) (ChallengeDefinition, bool) {

@@ -26,6 +26,9 @@ var fuzzNow = time.Date(2026, 11, 1, 12, 5, 0, 0, time.UTC)
 func fuzzConfig() hooksync.Config {
 	cfg := hooksync.DefaultConfig()
 	cfg.FlagKey = []byte("fuzz-flag-key")
+	// A TCP gateway, so that TCP exposures are built rather than refused.
+	cfg.TCPGateway.Host, cfg.TCPGateway.Port = "tcp.ctf.example.org", 1337
+	cfg.TCPGateway.Key = []byte("fuzz-tcp-gateway-key-of-32-bytes")
 	return cfg
 }
 

@@ -269,7 +269,8 @@ func requireOnlyHeldIsolation(t testing.TB, request []byte, a goldenAnswer, when
 	}
 }
 
-// TestFlagNeverInStatus: a flag may reach players only through the instance's Secret.
+// TestFlagNeverInStatus: a flag may reach players only through the instance's Secret; neither
+// key reaches the status (the TCP gateway's token is an HMAC under its key, never the key).
 func TestFlagNeverInStatus(t *testing.T) {
 	cfg := goldenConfig(t)
 	for _, c := range goldenCases(t) {
@@ -277,7 +278,7 @@ func TestFlagNeverInStatus(t *testing.T) {
 			Status json.RawMessage `json:"status"`
 		}
 		require.NoError(t, json.Unmarshal(answer(t, c, cfg), &resp))
-		for _, marker := range []string{"CTF{", "flag{", string(cfg.FlagKey)} {
+		for _, marker := range []string{"CTF{", "flag{", string(cfg.FlagKey), string(cfg.TCPGateway.Key)} {
 			require.NotContains(t, string(resp.Status), marker, c.name)
 		}
 	}

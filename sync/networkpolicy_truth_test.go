@@ -56,6 +56,7 @@ type role int
 const (
 	roleInstance role = iota
 	roleIngressController
+	roleTCPGateway
 	roleChecker
 	roleOtherPod
 	roleClusterDNS
@@ -97,6 +98,7 @@ var modelExposures = []truthExposure{
 	{v1alpha1.ExposeNodePort, 1337, "TCP"},
 	{v1alpha1.ExposeLoadBalancer, 4000, "UDP"},
 	{v1alpha1.ExposeClusterIP, 80, "TCP"},
+	{v1alpha1.ExposeTCP, 2222, "TCP"},
 }
 
 const (
@@ -271,6 +273,8 @@ func namespaceLabels(namespace string) map[string]string {
 // Service CIDR 10.96.0.0/12, nodes on 172.18.0.0/16).
 var platformPeers = []peer{
 	{name: "ingress-controller", ip: "10.244.1.10", namespace: "ingress-nginx", labels: map[string]string{"app.kubernetes.io/name": "ingress-nginx"}, role: roleIngressController, ports: []port{{443, "TCP"}}},
+	{name: "tcp-gateway", ip: "10.244.1.20", namespace: "challenge-hook", labels: map[string]string{"app.kubernetes.io/name": "challenge-hook-tcp-gateway"}, role: roleTCPGateway, ports: []port{{1337, "TCP"}}},
+	{name: "other pod (challenge-hook)", ip: "10.244.1.21", namespace: "challenge-hook", labels: map[string]string{"app.kubernetes.io/name": "challenge-hook"}, role: roleOtherPod, ports: []port{{8080, "TCP"}}},
 	{name: "checker (admin bot)", ip: "10.244.2.20", namespace: checkerNamespace, labels: map[string]string{"app": checkerApp}, role: roleChecker, ports: []port{{8080, "TCP"}}},
 	{name: "other pod (ctf-bots)", ip: "10.244.2.21", namespace: checkerNamespace, labels: map[string]string{"app": "scoreboard"}, role: roleOtherPod, ports: []port{{8080, "TCP"}}},
 	{name: "other pod (default)", ip: "10.244.2.30", namespace: "default", labels: map[string]string{"app": "grafana"}, role: roleOtherPod, ports: []port{{8080, "TCP"}}},
@@ -317,7 +321,7 @@ func instancePorts(p peer) []port {
 // Pods, the player, a node (forwarding NodePort traffic) and a host on a private network.
 func isSource(p peer) bool {
 	switch p.role {
-	case roleIngressController, roleChecker, roleOtherPod, rolePlayer, roleNode, rolePrivateHost:
+	case roleIngressController, roleTCPGateway, roleChecker, roleOtherPod, rolePlayer, roleNode, rolePrivateHost:
 		return true
 	}
 	return false
@@ -345,6 +349,10 @@ func expectedVerdict(src peer, dst target) (bool, string) {
 			return true, "player from outside the Pod networks"
 		case e.typ == v1alpha1.ExposeNodePort || e.typ == v1alpha1.ExposeLoadBalancer:
 			return false, "in-cluster Pod on a NodePort/LoadBalancer exposure"
+		case e.typ == v1alpha1.ExposeTCP && src.role == roleTCPGateway:
+			return true, "TCP through the TCP gateway"
+		case e.typ == v1alpha1.ExposeTCP:
+			return false, "TCP only through the TCP gateway"
 		case e.typ == v1alpha1.ExposeClusterIP && src.role == roleChecker:
 			return true, "ClusterIP peer the definition names"
 		default:
@@ -392,6 +400,8 @@ var requiredReasons = []string{
 	"not the exposed port",
 	"HTTP through the ingress controller",
 	"HTTP only through the ingress controller",
+	"TCP through the TCP gateway",
+	"TCP only through the TCP gateway",
 	"player from outside the Pod networks",
 	"in-cluster Pod on a NodePort/LoadBalancer exposure",
 	"ClusterIP peer the definition names",
@@ -464,7 +474,8 @@ func formatTruthTable(rows []truthRow) string {
 	b.WriteString("# of three pods (web: HTTP 8080, reached by bot; db: 5432, reached by web; bot, dns: true),\n")
 	b.WriteString("# judged by cyclonus's matcher. Regenerate with go test ./sync -run TestNetworkPolicyTruthTable -update.\n")
 	b.WriteString("# Pod CIDR 10.244.0.0/16, Service CIDR 10.96.0.0/12, nodes 172.18.0.0/16, --api-server-cidrs=203.0.113.10/32,\n")
-	b.WriteString("# --node-local-dns=169.254.20.10; instances in namespace ctf, team-a without egress, team-b with it.\n")
+	b.WriteString("# --node-local-dns=169.254.20.10; instances in namespace ctf, team-a without egress, team-b with it; the TCP\n")
+	b.WriteString("# gateway's Pods in namespace challenge-hook, app.kubernetes.io/name=challenge-hook-tcp-gateway (the defaults).\n")
 	b.WriteString("# source | destination | port | verdict | threat model\n")
 	srcWidth, dstWidth := 0, 0
 	for _, r := range rows {
@@ -510,8 +521,7 @@ func TestNetworkPolicyTruthTable(t *testing.T) {
 // Without it, a table of denials could come from an engine that denies everything.
 func TestTruthTableEngineSeesAnOpenPolicy(t *testing.T) {
 	instances, policies := modelPolicies(t, truthConfig(t))
-	src := platformPeers[3]
-	require.Equal(t, "other pod (default)", src.name)
+	src := platformPeers[slices.IndexFunc(platformPeers, func(p peer) bool { return p.name == "other pod (default)" })]
 	dst := instances[1]
 	require.Equal(t, v1alpha1.ExposeNodePort, dst.exposure.typ)
 	traffic := &matcher.Traffic{

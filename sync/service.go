@@ -51,8 +51,9 @@ func buildService(in *instance, c *component) *corev1ac.ServiceApplyConfiguratio
 	return componentService(in, c, c.child, serviceType(c.spec.Expose), ports)
 }
 
-// The Service ports of TCP exposures are drawn from this range, away from the well-known and
-// registered ports that other exposures of the same Service keep as their container's.
+// The Service ports of TCP exposures are drawn from this range, 40,000 wide (the wider, the less
+// likely a stale token's port is drawn again), above the ports challenges commonly listen on,
+// which other exposures of the same Service keep as their container's.
 const (
 	tcpServicePortMin   = 20000
 	tcpServicePortCount = 40000 // up to 59999

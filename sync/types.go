@@ -148,8 +148,8 @@ type TCPGateway struct {
 	Pods PodPeer
 }
 
-// configured: the hook can publish TCP exposures (an address, and a key or render's placeholder).
-func (g TCPGateway) configured() bool {
+// Configured: the hook can publish TCP exposures (an address, and a key or render's placeholder).
+func (g TCPGateway) Configured() bool {
 	return g.Host != "" && (len(g.Key) >= tcptoken.MinKeyBytes || g.TokenPlaceholder != "")
 }
 

@@ -363,3 +363,88 @@ func TestUnsetNetworksWarnAtStartup(t *testing.T) {
 	_, logs = newTestServer(t, "--pod-cidrs=10.244.0.0/16", "--service-cidrs=10.96.0.0/12")
 	assert.Empty(t, warnings(logs.String()))
 }
+
+// The TCP gateway's key mints every token, so the hook refuses one shorter than
+// tcptoken.MinKeyBytes and one equal to the flag key (the gateway, which holds its key, must not
+// mint flags), at start-up and in render; the errors say what to do and never show the key. A
+// file that does not exist is logged, and the hook serves without a gateway.
+func TestTCPGatewayKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+		return path
+	}
+	const shortKey = "only-31-bytes-of-key-material-x"
+	const flagKey = "s3cr3t-flag-key-material-of-32-bytes"
+	short := write("short.key", shortKey+"\n")
+	flag := write("flag.key", flagKey+"\n")
+	sameAsFlag := write("same.key", "\n"+flagKey)
+	gateway := write("gateway.key", "s3cr3t-tcp-gateway-key-material-32b\n")
+	challenge := filepath.Join("..", "..", "examples", "inline.yaml")
+	for _, tt := range []struct {
+		name, file, secret string
+		wants              []string
+	}{
+		{"short", short, shortKey, []string{"--tcp-gateway-key-file", short, "31 bytes", "32 required", "head -c 32 /dev/urandom"}},
+		{"the flag key", sameAsFlag, flagKey, []string{"--tcp-gateway-key-file", sameAsFlag, "same key as --flag-key-file", "separate one"}},
+	} {
+		for _, cmd := range []struct {
+			name string
+			args []string
+		}{
+			{"server", []string{"--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0", "--" + insecureNoTokenFlag}},
+			{"render", []string{"render", "-f", challenge}},
+		} {
+			t.Run(tt.name+"/"+cmd.name, func(t *testing.T) {
+				var stdout, stderr bytes.Buffer
+				args := append(append([]string{"challenge-hook"}, cmd.args...), "--flag-key-file="+flag, "--tcp-gateway-key-file="+tt.file)
+				err := run(t.Context(), args, noEnv, &stdout, &stderr)
+				require.Error(t, err)
+				if missing := missingPart(err.Error(), tt.wants...); missing != "" {
+					t.Errorf("error lacks %q: %v", missing, err)
+				}
+				assert.NotContains(t, err.Error(), tt.secret)
+				assert.Empty(t, stdout.String())
+			})
+		}
+	}
+
+	cfg, _, err := parseServerConfig([]string{"--flag-key-file=" + flag, "--tcp-gateway-key-file=" + gateway, "--tcp-gateway-address=tcp.ctf.example.org:1337"}, noEnv)
+	require.NoError(t, err)
+	require.NoError(t, cfg.hook.loadFlagKey())
+	require.NoError(t, cfg.hook.loadTCPGatewayKey())
+	assert.Equal(t, []byte("s3cr3t-tcp-gateway-key-material-32b"), cfg.hook.sync.TCPGateway.Key)
+	assert.True(t, cfg.hook.sync.TCPGateway.Configured())
+
+	r := startRun(t, "--listen=127.0.0.1:0", "--tcp-gateway-key-file="+gateway, "--tcp-gateway-address=tcp.ctf.example.org:1337")
+	require.NoError(t, r.stop(t))
+	assert.Contains(t, r.logs.String(), `"tcp_gateway":true`)
+	assert.NotContains(t, r.logs.String(), "s3cr3t")
+
+	missing := filepath.Join(dir, "missing.key")
+	r = startRun(t, "--listen=127.0.0.1:0", "--tcp-gateway-key-file="+missing, "--tcp-gateway-address=tcp.ctf.example.org:1337")
+	require.NoError(t, r.stop(t))
+	assert.Contains(t, r.logs.String(), "TCP gateway key file does not exist")
+	assert.Contains(t, r.logs.String(), "the TCP gateway is half configured")
+	assert.Contains(t, r.logs.String(), `"tcp_gateway":false`)
+}
+
+func TestTCPGatewayAddress(t *testing.T) {
+	for value, want := range map[string]hooksync.TCPGateway{
+		"tcp.ctf.example.org:1337": {Host: "tcp.ctf.example.org", Port: 1337},
+		"203.0.113.7:31337":        {Host: "203.0.113.7", Port: 31337},
+		"[2001:db8::7]:1337":       {Host: "2001:db8::7", Port: 1337},
+		"":                         {},
+	} {
+		cfg, _, err := parseServerConfig([]string{"--tcp-gateway-address=" + value}, noEnv)
+		require.NoError(t, err, value)
+		got := cfg.hook.sync.TCPGateway
+		assert.Equal(t, want, hooksync.TCPGateway{Host: got.Host, Port: got.Port}, value)
+	}
+	for _, value := range []string{"tcp.ctf.example.org", "tcp.ctf.example.org:0", "tcp.ctf.example.org:65536", ":1337", "TCP.ctf.example.org:1337", "tcp;rm -rf:1337"} {
+		_, _, err := parseServerConfig([]string{"--tcp-gateway-address=" + value}, noEnv)
+		require.Error(t, err, value)
+		assert.Contains(t, err.Error(), "expected the public host:port players connect to", value)
+	}
+}

@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
 )
 
 // renderDocuments runs `challenge-hook render args...` and parses its output as YAML documents.
@@ -192,4 +194,62 @@ func TestRenderMatchesGolden(t *testing.T) {
 	require.NotEmpty(t, want.Children)
 	require.Equal(t, want.Children, docs[:len(docs)-1])
 	require.Equal(t, map[string]any{"status": want.Status}, docs[len(docs)-1])
+}
+
+// TestRenderPrintsTheTCPToken: render simulates the Service's ClusterIP, so it prints a TCP
+// exposure's endpoint with the token the hook would mint, which opens to that ClusterIP and the
+// Service port render printed; without the gateway key, a placeholder it warns about.
+func TestRenderPrintsTheTCPToken(t *testing.T) {
+	challenge := filepath.Join(t.TempDir(), "challenge.yaml")
+	require.NoError(t, os.WriteFile(challenge, []byte(`apiVersion: ctf.challenge-hook.dev/v1alpha1
+kind: Challenge
+metadata: {name: pwn-team7, namespace: ctf}
+spec:
+  owner: team-7
+  template:
+    containers:
+    - {name: pwn, image: registry.example/pwn:1, ports: [{containerPort: 1337}]}
+    expose: [{port: 1337, type: TCP, proofOfWorkBits: 20}]
+`), 0o600))
+	keyFile := filepath.Join("..", "..", "testdata", "tcp-gateway.key")
+	docs, stderr := renderDocuments(t, "-f", challenge, "--tcp-gateway-address=tcp.ctf.example.org:1337", "--tcp-gateway-key-file="+keyFile)
+	assert.NotContains(t, stderr, "NOT-A-TOKEN")
+	var service struct {
+		Spec struct {
+			Ports []struct {
+				Port int `json:"port"`
+			} `json:"ports"`
+		} `json:"spec"`
+	}
+	var status struct {
+		Status struct {
+			Endpoints []struct{ Host, Command, Token string } `json:"endpoints"`
+		} `json:"status"`
+	}
+	for _, doc := range docs {
+		raw, err := json.Marshal(doc)
+		require.NoError(t, err)
+		switch {
+		case doc["kind"] == "Service":
+			require.NoError(t, json.Unmarshal(raw, &service))
+		case doc["status"] != nil:
+			require.NoError(t, json.Unmarshal(raw, &status))
+		}
+	}
+	require.Len(t, status.Status.Endpoints, 1)
+	ep := status.Status.Endpoints[0]
+	assert.Equal(t, "nc tcp.ctf.example.org 1337", ep.Command)
+	key, err := os.ReadFile(keyFile)
+	require.NoError(t, err)
+	target, err := tcptoken.Open(bytes.TrimSpace(key), ep.Token)
+	require.NoError(t, err)
+	require.Len(t, service.Spec.Ports, 1)
+	assert.Equal(t, service.Spec.Ports[0].Port, int(target.Service.Port()))
+	assert.True(t, strings.HasPrefix(target.Service.Addr().String(), exampleServiceIPs), "the token names %s, not render's example ClusterIP", target.Service)
+	assert.Equal(t, uint8(20), target.ProofOfWorkBits)
+
+	docs, stderr = renderDocuments(t, "-f", challenge, "--tcp-gateway-address=tcp.ctf.example.org:1337")
+	assert.Contains(t, stderr, "no --tcp-gateway-key-file")
+	last := docs[len(docs)-1]["status"].(map[string]any)
+	assert.Equal(t, renderTokenPlaceholder, last["endpoints"].([]any)[0].(map[string]any)["token"])
 }

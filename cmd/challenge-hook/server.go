@@ -88,6 +88,10 @@ func newApp(cfg serverConfig, logOut io.Writer) (*app, error) {
 	if err := cfg.hook.loadTCPGatewayKey(); err != nil {
 		return nil, err
 	}
+	if gateway := cfg.hook.sync.TCPGateway; (gateway.Host == "") != (len(gateway.Key) == 0) {
+		logger.Warn("the TCP gateway is half configured: TCP exposures are refused (TCPGatewayNotConfigured) until both --tcp-gateway-address and --tcp-gateway-key-file are set",
+			slog.Bool("tcp_gateway_address_set", gateway.Host != ""), slog.Bool("tcp_gateway_key_loaded", len(gateway.Key) > 0))
+	}
 	if file := cfg.verifyTokenFile; file != "" {
 		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
 			// Also an optional Secret in-cluster: the hook serves Metacontroller all the same, and
@@ -198,7 +202,7 @@ func (a *app) serve(ctx context.Context, ln, verifyLn, metricsLn net.Listener) e
 	a.health.ready.Store(true)
 	attrs := []any{slog.String("addr", ln.Addr().String()), slog.String("metrics_addr", metricsLn.Addr().String()), slog.String("scheme", scheme),
 		slog.Bool("token_required", a.cfg.tokenFile != ""), slog.Bool("flag_key_loaded", len(a.cfg.hook.sync.FlagKey) > 0),
-		slog.Bool("flag_verification", verifyLn != nil)}
+		slog.Bool("flag_verification", verifyLn != nil), slog.Bool("tcp_gateway", a.cfg.hook.sync.TCPGateway.Configured())}
 	if verifyLn != nil {
 		attrs = append(attrs, slog.String("verify_addr", verifyLn.Addr().String()))
 	}
