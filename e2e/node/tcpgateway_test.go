@@ -116,9 +116,9 @@ type playerResult struct {
 }
 
 // playGateway is a player at the gateway, as `nc` (or pwntools' sendlineafter) is: connect, read
-// the prompt, send the token line (none when token is ""), read everything until the connection
-// closes or wait passes.
-func playGateway(addr, token string, wait time.Duration) (playerResult, error) {
+// the prompt, send the token line (none when token is "") and then after, read everything until
+// the connection closes or wait passes.
+func playGateway(addr, token, after string, wait time.Duration) (playerResult, error) {
 	start := time.Now()
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
@@ -134,7 +134,7 @@ func playGateway(addr, token string, wait time.Duration) (playerResult, error) {
 	}
 	res.prompt = string(prompt)
 	if token != "" {
-		if _, err := io.WriteString(c, token+"\n"); err != nil {
+		if _, err := io.WriteString(c, token+"\n"+after); err != nil {
 			return res, fmt.Errorf("send the token: %w", err)
 		}
 	}
@@ -159,7 +159,7 @@ func flagThroughGateway(ctx context.Context, t *testing.T, token, want, when str
 	var last playerResult
 	var lastErr error
 	err := waitUntil(ctx, 30*time.Second, "the flag through the gateway "+when, func() (bool, error) {
-		last, lastErr = playGateway(tcpGatewayAddr(), token, 5*time.Second)
+		last, lastErr = playGateway(tcpGatewayAddr(), token, "", 5*time.Second)
 		return lastErr == nil && dynamicFlagAnywhere.MatchString(last.got), nil
 	})
 	if err != nil {
@@ -173,11 +173,19 @@ func flagThroughGateway(ctx context.Context, t *testing.T, token, want, when str
 	}
 }
 
-// refusedByGateway: a connection with this token (or none) gets no flag of any team, only a short
-// line, and is closed within within.
+// httpRequest follows the token where a refused connection could lead to an HTTP server (which
+// says nothing until asked): ctfbox answers GET / with its flag.
+const httpRequest = "GET / HTTP/1.0\r\n\r\n"
+
+// refusedByGateway: a connection with this token (or none), followed by an HTTP request, gets no
+// flag of any team, only the gateway's one short line, and is closed within within.
 func refusedByGateway(t *testing.T, what, token string, within time.Duration, flags ...string) playerResult {
 	t.Helper()
-	res, err := playGateway(tcpGatewayAddr(), token, within+3*time.Second)
+	after := ""
+	if token != "" {
+		after = httpRequest
+	}
+	res, err := playGateway(tcpGatewayAddr(), token, after, within+3*time.Second)
 	if err != nil {
 		t.Errorf("%s: %v", what, err)
 		return res
@@ -195,8 +203,8 @@ func refusedByGateway(t *testing.T, what, token string, within time.Duration, fl
 	} else if res.took > within+time.Second {
 		t.Errorf("%s: closed after %s, want within %s", what, res.took.Round(time.Millisecond), within)
 	}
-	if len(res.got) > 200 || strings.Count(res.got, "\n") > 1 {
-		t.Errorf("%s: want one short line, got %q", what, res.got)
+	if len(res.got) > 200 || strings.Count(res.got, "\n") != 1 {
+		t.Errorf("%s: want the gateway's one short line, got %q", what, res.got)
 	}
 	t.Logf("%s: %q, closed after %s", what, strings.TrimSpace(res.got), res.took.Round(time.Millisecond))
 	return res
@@ -272,6 +280,7 @@ spec:
 	}
 	for what, addr := range map[string]string{
 		"a signed token for a Pod outside any instance (platform/db:8080)":    hostPort(targets["db"], 8080),
+		"a signed token for a Pod outside any instance (platform/db:1337)":    hostPort(targets["db"], 1337),
 		"a signed token for B's Pod on its unexposed port 8080":               hostPort(bPod.Status.PodIP, 8080),
 		"a signed token for the other namespace's Pod (other/neighbour:8080)": hostPort(targets["neighbour"], 8080),
 	} {
@@ -279,8 +288,8 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := refusedByGateway(t, what, token, 10*time.Second)
-		if strings.Contains(res.got, "platform-secret") {
+		res := refusedByGateway(t, what, token, 10*time.Second, flags["pwn-team-b"])
+		if strings.Contains(res.got, "platform-secret") || strings.Contains(res.got, "HTTP/") {
 			t.Errorf("%s: reached the Pod: %q", what, res.got)
 		}
 	}
@@ -702,7 +711,7 @@ func installTCPGateway(ctx context.Context, t *testing.T) {
 		}
 	}
 	waitFor(ctx, t, 30*time.Second, "the prompt at "+tcpGatewayAddr(), func() (bool, error) {
-		res, err := playGateway(tcpGatewayAddr(), "", 2*time.Second)
+		res, err := playGateway(tcpGatewayAddr(), "", "", 2*time.Second)
 		return err == nil && res.prompt == "token: ", nil
 	})
 }
