@@ -171,6 +171,9 @@ func flagThroughGateway(ctx context.Context, t *testing.T, token, want, when str
 	if got := strings.TrimSpace(last.got); got != want {
 		t.Errorf("%s: the gateway led to %q, want the owner's flag %q", when, got, want)
 	}
+	if !last.closed {
+		t.Errorf("%s: the instance closed after the flag, the player's connection did not end", when)
+	}
 }
 
 // httpRequest follows the token where a refused connection could lead to an HTTP server (which
