@@ -59,7 +59,7 @@ generate:
 # component's list of selected series (hack/monitoring/referenced-series.txt); read every changed
 # line before committing.
 update:
-	$(GO) test ./sync -run 'TestGolden|TestNetworkPolicyTruthTable' -update
+	$(GO) test ./sync ./prepull -run 'TestGolden|TestNetworkPolicyTruthTable' -update
 	cd hack/monitoring && $(MONITORING_GOFLAGS) $(GO) test -run TestQueriesSelectExistingSeries -update
 
 # The hook under the real Metacontroller on a loopback control plane. METACONTROLLER_SOURCE: where

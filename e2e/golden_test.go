@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sjson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/challenge-hook/challenge-hook/internal/golden"
 )
 
 // goldenCase is one testdata/<case>/ directory with a request and its recorded response.
@@ -31,33 +32,17 @@ func (g goldenCase) customize() bool { return strings.HasPrefix(g.name, "customi
 // goldenCases reads every testdata case that has both request.json and response.json.
 func goldenCases(t *testing.T, root string) []goldenCase {
 	t.Helper()
-	dirs, err := filepath.Glob(filepath.Join(root, "testdata", "*", "request.json"))
+	corpus, err := golden.Cases(filepath.Join(root, "testdata"))
 	if err != nil {
-		t.Fatalf("list golden cases: %v", err)
+		t.Fatal(err)
 	}
 	var cases []goldenCase
-	for _, reqPath := range dirs {
-		dir := filepath.Dir(reqPath)
-		request, err := os.ReadFile(reqPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		response, err := os.ReadFile(filepath.Join(dir, "response.json"))
-		if os.IsNotExist(err) {
-			t.Logf("golden case %s has no response.json yet: skipped", filepath.Base(dir))
+	for _, c := range corpus {
+		if c.Response == nil {
+			t.Logf("golden case %s has no response.json yet: skipped", c.Name)
 			continue
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var flags []string
-		switch content, err := os.ReadFile(filepath.Join(dir, "hook.flags")); {
-		case err == nil:
-			flags = strings.Fields(string(content))
-		case !os.IsNotExist(err):
-			t.Fatal(err)
-		}
-		cases = append(cases, goldenCase{name: filepath.Base(dir), request: request, response: response, flags: flags})
+		cases = append(cases, goldenCase{name: c.Name, request: c.Request, response: c.Response, flags: c.Flags})
 	}
 	if len(cases) == 0 {
 		t.Fatal("no golden cases (testdata/*/request.json with response.json)")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs each fuzz target of packages sync, cmd/challenge-hook, internal/tcptoken and
+# Runs each fuzz target of packages sync, prepull, cmd/challenge-hook, internal/tcptoken and
 # internal/tcpgateway for ${FUZZTIME:-30s}, one at a time (go test -fuzz takes a single target),
 # and fails if any target fails. A crasher is written to
 # <package>/testdata/fuzz/<FuzzName>/<hash>: read it, fix the bug, and keep the file so that every
@@ -15,7 +15,7 @@ FUZZ_PARALLEL=${FUZZ_PARALLEL:-2}
 # minimization off; set FUZZMINIMIZETIME=60s to shrink a crasher you are debugging.
 FUZZMINIMIZETIME=${FUZZMINIMIZETIME:-0}
 status=0
-for pkg in ./sync ./cmd/challenge-hook ./internal/tcptoken ./internal/tcpgateway; do
+for pkg in ./sync ./prepull ./cmd/challenge-hook ./internal/tcptoken ./internal/tcpgateway; do
 	for target in $($GO test "$pkg" -list '^Fuzz' | grep '^Fuzz'); do
 		echo "== $pkg $target for $FUZZTIME"
 		if ! $GO test "$pkg" -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" \

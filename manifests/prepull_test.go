@@ -8,13 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/prepull"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
 const prePullComponent = "components/prepull"
 
 // TestPrePullComponentDeclaresItsChildTable: the pre-pull CompositeController declares exactly the
-// types the hook's pre-pull answers hold (sync/prepull.go), on ChallengeDefinitions, and calls the
+// types the hook's pre-pull answers hold (package prepull), on ChallengeDefinitions, and calls the
 // hook's /prepull/sync with the same service as the base controller.
 func TestPrePullComponentDeclaresItsChildTable(t *testing.T) {
 	type childResource struct {
@@ -50,7 +51,7 @@ func TestPrePullComponentDeclaresItsChildTable(t *testing.T) {
 		declared = append(declared, r.ChildResource)
 		require.Equal(t, "InPlace", r.UpdateStrategy.Method, "%s: a changed definition must update its children", r.Resource)
 	}
-	require.Equal(t, childResources(hooksync.PrePullChildKinds()), declared)
+	require.Equal(t, childResources(prepull.ChildKinds()), declared)
 	// No finalize hook: owner references delete the children with the definition. The customize
 	// hook relates the definitions whose images count against --prepull-max-images: without it,
 	// each definition would be counted alone and the total never held (v2: a namespaced parent may

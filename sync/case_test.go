@@ -3,7 +3,6 @@ package sync
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,9 +11,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/yaml"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/golden"
+	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 )
 
 // caseFile is a golden case's one input, testdata/<case>/case.yaml (testdata/README.md says how to
@@ -35,7 +35,7 @@ type caseFile struct {
 	// Related are the objects the customize hook related: ChallengeDefinitions unless a kind says otherwise.
 	Related []map[string]any `json:"related,omitempty"`
 	// Children are the observed children, with only the fields the hook reads or that make the
-	// scenario real; the rest is what the hook declared for them (see appliedChildren).
+	// scenario real; the rest is what the hook declared for them (see declaredChildren).
 	Children []map[string]any `json:"children,omitempty"`
 	// AppliedWith is what the hook declared the children for, where it is not the case's parent,
 	// related objects and flags: JSON merge patches (RFC 7386) of the parent's spec and of the
@@ -47,107 +47,54 @@ type caseFile struct {
 	} `json:"appliedWith,omitempty"`
 }
 
-const (
-	caseInputFile = "case.yaml"
-	// caseFlagsFile holds a case's flags for whoever serves its request.json (make run, the
-	// replay and e2e tests); requestFromCase writes it from the case's flags.
-	caseFlagsFile = "hook.flags"
-	// parentFinalizer is the finalizer Metacontroller puts on a parent when it has a finalize hook.
-	parentFinalizer = "metacontroller.io/compositecontroller-challenge-hook"
-)
+// parentCreator is who creates Challenges, for their managedFields: the CTF platform.
+const parentCreator = "ctf-platform"
 
 func readCaseFile(t testing.TB, dir string) caseFile {
-	content, err := os.ReadFile(filepath.Join(dir, caseInputFile))
-	require.NoError(t, err)
 	var c caseFile
-	require.NoError(t, yaml.UnmarshalStrict(content, &c), "%s/%s", dir, caseInputFile)
-	require.NotEmpty(t, c.Description, "%s/%s says what the case shows", dir, caseInputFile)
+	require.NoError(t, golden.ReadInput(dir, &c))
+	require.NotEmpty(t, c.Description, "%s/%s says what the case shows", dir, golden.InputFile)
 	return c
 }
 
-// compositeController is manifests/compositecontroller.yaml as Metacontroller sends it, with a
-// component's patches applied (only "add" to /spec/childResources/-, all the components do).
-func compositeController(t testing.TB, component string) map[string]any {
-	controller := readYAMLObject(t, "../manifests/compositecontroller.yaml")
-	if component == "" {
-		return controller
-	}
-	var kustomization struct {
-		Patches []struct {
-			Patch string `json:"patch"`
-		} `json:"patches"`
-	}
-	content, err := os.ReadFile(filepath.Join("../manifests/components", component, "kustomization.yaml"))
+// goldenController is the CompositeController of a case as Metacontroller runs it, with API
+// discovery of every kind the hook knows (Legacy ones included, for an older controller's cases).
+func goldenController(t testing.TB, c caseFile) mcsim.Controller {
+	controller, err := golden.Controller("..", c.Component)
 	require.NoError(t, err)
-	require.NoError(t, yaml.Unmarshal(content, &kustomization))
-	spec := controller["spec"].(map[string]any)
-	for _, p := range kustomization.Patches {
-		var ops []struct {
-			Op    string         `json:"op"`
-			Path  string         `json:"path"`
-			Value map[string]any `json:"value"`
-		}
-		require.NoError(t, yaml.Unmarshal([]byte(p.Patch), &ops))
-		for _, op := range ops {
-			require.Equal(t, "add /spec/childResources/-", op.Op+" "+op.Path, "component %s: a patch the golden cases cannot apply", component)
-			spec["childResources"] = append(spec["childResources"].([]any), op.Value)
-		}
-	}
-	return controller
-}
-
-func readYAMLObject(t testing.TB, path string) map[string]any {
-	content, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var obj map[string]any
-	require.NoError(t, yaml.Unmarshal(content, &obj), path)
-	return obj
-}
-
-// kindByResource and apiVersionByKind read the table of child kinds, Legacy ones included.
-func kindByResource(t testing.TB, apiVersion, resource string) ChildKind {
-	for _, k := range childKinds {
-		if k.APIVersion == apiVersion && k.Resource == resource {
-			return k
-		}
-	}
-	require.Failf(t, "unknown child resource", "%s %s", apiVersion, resource)
-	return ChildKind{}
-}
-
-func apiVersionByKind(t testing.TB, kind string) string {
-	if kind == "ChallengeDefinition" || kind == "Challenge" {
-		return v1alpha1.APIVersion
-	}
-	for _, k := range childKinds {
-		if k.Kind == kind {
-			return k.APIVersion
-		}
-	}
-	require.Failf(t, "unknown kind", "%s", kind)
-	return ""
-}
-
-// requestFromCase is the request Metacontroller sends for a case: the CompositeController, the
-// parent as the API server stores it (managedFields included), every declared child type (empty ones too) keyed
-// "<namespace>/<name>" as a v2 hook receives them, and the related objects. A customize case gets
-// a customize request.
-func requestFromCase(t testing.TB, name string, c caseFile, cfg Config) []byte {
-	controller := compositeController(t, c.Component)
 	if c.ChildResources != nil {
 		controller["spec"].(map[string]any)["childResources"] = c.ChildResources
 	}
-	parent := storedParent(c.Parent)
-	if strings.HasPrefix(name, "customize-") {
-		return marshal(t, map[string]any{"controller": controller, "parent": parent})
+	discovery := []mcsim.Kind{
+		{APIVersion: v1alpha1.APIVersion, Kind: "Challenge", Resource: "challenges"},
+		{APIVersion: v1alpha1.APIVersion, Kind: "ChallengeDefinition", Resource: "challengedefinitions"},
 	}
-	return marshal(t, map[string]any{
-		"controller": controller,
-		"parent":     parent,
-		"children":   observedChildren(t, controller, parent, c.Children, appliedChildren(t, c, controller, parent, cfg)),
-		"related":    relatedObjects(t, parent, c.Related),
-		"finalizing": c.Finalizing,
-	})
+	for _, k := range childKinds {
+		discovery = append(discovery, mcsim.Kind{APIVersion: k.APIVersion, Kind: k.Kind, Resource: k.Resource})
+	}
+	return mcsim.Controller{Object: controller, Discovery: discovery}
+}
+
+// requestFromCase is the request Metacontroller sends for a case (mcsim): the CompositeController,
+// the parent as the API server stores it, every declared child type (empty ones too) keyed
+// "<namespace>/<name>" as a v2 hook receives them, each child what the hook declared for it with
+// the case's fields over it (declaredChildren), and the related objects. A customize case gets a
+// customize request.
+func requestFromCase(t testing.TB, name string, c caseFile, cfg Config) []byte {
+	controller := goldenController(t, c)
+	parent, err := controller.Parent(c.Parent, parentCreator)
+	require.NoError(t, err)
+	var request []byte
+	if strings.HasPrefix(name, "customize-") {
+		request, err = controller.CustomizeRequest(parent)
+	} else {
+		children, err := controller.Children(parent, c.Children, declaredChildren(t, c, controller, parent, cfg))
+		require.NoError(t, err)
+		request, err = controller.SyncRequest(parent, children, relatedObjects(t, controller, parent, c.Related), c.Finalizing)
+		require.NoError(t, err)
+	}
+	require.NoError(t, err)
+	return request
 }
 
 func marshal(t testing.TB, v any) []byte {
@@ -156,142 +103,44 @@ func marshal(t testing.TB, v any) []byte {
 	return out
 }
 
-// storedParent is the Challenge with what the API server and Metacontroller add: apiVersion and
-// kind, generation 1 unless said, Metacontroller's finalizer.
-func storedParent(in map[string]any) map[string]any {
-	parent := deepCopy(in)
-	parent["apiVersion"], parent["kind"] = v1alpha1.APIVersion, "Challenge"
-	meta := parent["metadata"].(map[string]any)
-	if _, ok := meta["generation"]; !ok {
-		meta["generation"] = 1
-	}
-	meta["finalizers"] = []any{parentFinalizer}
-	meta["managedFields"] = managedFields(parent, "ctf-platform", "metacontroller", meta["creationTimestamp"])
-	return parent
-}
-
-// statusManagers are who writes each kind's status, for its managedFields.
-var statusManagers = map[string]string{
-	"Challenge": "metacontroller", "Pod": "kubelet", "Service": "service-controller", "Ingress": "ingress-nginx",
-	"HTTPRoute": "gateway-controller", "TLSRoute": "gateway-controller", "Deployment": "kube-controller-manager",
-}
-
-// managedFields is what the API server records of who set an object's fields, as Metacontroller
-// sends it (the hook reads none of it, but it is much of a request's size): the manager of
-// everything but the status, and the status subresource's.
-func managedFields(obj map[string]any, manager, statusManager string, at any) []any {
-	owned := map[string]any{}
-	for k, v := range obj {
-		switch k {
-		case "apiVersion", "kind", "status":
-		case "metadata":
-			owned[k] = map[string]any{}
-			for _, field := range []string{"labels", "annotations", "ownerReferences"} {
-				if v, ok := v.(map[string]any)[field]; ok {
-					owned[k].(map[string]any)[field] = v
-				}
-			}
-		default:
-			owned[k] = v
-		}
-	}
-	entry := func(manager string, fields any) map[string]any {
-		return map[string]any{"manager": manager, "operation": "Update", "apiVersion": obj["apiVersion"], "time": at, "fieldsType": "FieldsV1", "fieldsV1": fields}
-	}
-	out := []any{entry(manager, fieldsV1(owned))}
-	if status, ok := obj["status"]; ok {
-		status := entry(statusManager, fieldsV1(map[string]any{"status": status}))
-		status["subresource"] = "status"
-		out = append(out, status)
-	}
-	return out
-}
-
-// fieldsV1 is a value's fields in the API server's FieldsV1 form: "f:<key>" for each key, a list
-// or a value as {}.
-func fieldsV1(v any) map[string]any {
-	out := map[string]any{}
-	if m, ok := v.(map[string]any); ok {
-		for k, v := range m {
-			out["f:"+k] = fieldsV1(v)
-		}
-	}
-	return out
-}
-
-// relatedObjects groups the related objects as Metacontroller does. A Challenge with a
-// definitionRef has the ChallengeDefinition group its customize answer asked for, empty when the
-// definition is missing.
-func relatedObjects(t testing.TB, parent map[string]any, related []map[string]any) map[string]any {
-	groups := map[string]any{}
-	if _, ref := parent["spec"].(map[string]any)["definitionRef"]; ref {
-		groups["ChallengeDefinition."+v1alpha1.APIVersion] = map[string]any{}
-	}
-	namespace := parent["metadata"].(map[string]any)["namespace"]
-	for _, in := range related {
-		obj := deepCopy(in)
+// relatedObjects is the related map for a case's related objects (ChallengeDefinitions unless
+// they name a kind), with the groups the hook's customize answer asks for (customizeGroups).
+func relatedObjects(t testing.TB, controller mcsim.Controller, parent map[string]any, related []map[string]any) map[string]any {
+	objs := make([]map[string]any, 0, len(related))
+	for _, obj := range related {
 		if _, ok := obj["kind"]; !ok {
-			obj["kind"] = "ChallengeDefinition"
+			obj = mcsim.Merge(obj, map[string]any{"kind": "ChallengeDefinition"})
 		}
-		obj["apiVersion"] = apiVersionByKind(t, obj["kind"].(string))
-		meta := obj["metadata"].(map[string]any)
-		if _, ok := meta["namespace"]; !ok {
-			meta["namespace"] = namespace
-		}
-		key := fmt.Sprint(obj["kind"], ".", obj["apiVersion"])
-		if groups[key] == nil {
-			groups[key] = map[string]any{}
-		}
-		groups[key].(map[string]any)[fmt.Sprint(meta["namespace"], "/", meta["name"])] = obj
+		objs = append(objs, obj)
 	}
-	return groups
+	var groups []string
+	for _, asks := range customizeGroups {
+		groups = append(groups, asks(parent)...)
+	}
+	out, err := controller.Related(mapAt(parent, "metadata")["namespace"], objs, groups...)
+	require.NoError(t, err)
+	return out
 }
 
-// observedChildren are the case's children as Metacontroller observes them: each one the object
-// the hook declared for it (applied, by kind and name), its last-applied configuration, with the
-// case's fields over it; in the parent's namespace, owned by it and labelled with its uid
-// (generateSelector). Every type the CompositeController declares has a group.
-func observedChildren(t testing.TB, controller, parent map[string]any, children []map[string]any, applied map[string]map[string]any) map[string]any {
-	groups := map[string]any{}
-	for _, r := range controller["spec"].(map[string]any)["childResources"].([]any) {
-		resource := r.(map[string]any)
-		groups[kindByResource(t, resource["apiVersion"].(string), resource["resource"].(string)).Key()] = map[string]any{}
-	}
-	parentMeta := parent["metadata"].(map[string]any)
-	for _, in := range children {
-		kind := in["kind"].(string)
-		name := in["metadata"].(map[string]any)["name"].(string)
-		obj := map[string]any{}
-		lastApplied, declared := applied[kind+"/"+name]
-		if declared {
-			obj = deepCopy(lastApplied)
+// customizeGroups are the related types the hook's customize answer asks for, for a parent: one
+// function per type, the groups Metacontroller then sends (empty when nothing matched).
+var customizeGroups = []func(parent map[string]any) []string{
+	// A Challenge with a definitionRef relates its ChallengeDefinition.
+	func(parent map[string]any) []string {
+		if _, ref := mapAt(parent, "spec")["definitionRef"]; ref {
+			return []string{mcsim.GroupKey("ChallengeDefinition", v1alpha1.APIVersion)}
 		}
-		obj = mergeObjects(obj, in)
-		obj["apiVersion"] = apiVersionByKind(t, kind)
-		meta := obj["metadata"].(map[string]any)
-		meta["namespace"] = parentMeta["namespace"]
-		meta["labels"] = mergeObjects(mapAt(meta, "labels"), map[string]any{"controller-uid": parentMeta["uid"]})
-		meta["ownerReferences"] = []any{map[string]any{
-			"apiVersion": v1alpha1.APIVersion, "kind": "Challenge", "name": parentMeta["name"], "uid": parentMeta["uid"],
-			"controller": true, "blockOwnerDeletion": true,
-		}}
-		if declared {
-			meta["annotations"] = mergeObjects(mapAt(meta, "annotations"), map[string]any{LastAppliedAnnotation: string(marshal(t, lastApplied))})
-		}
-		meta["managedFields"] = managedFields(obj, "metacontroller", statusManagers[kind], parentMeta["creationTimestamp"])
-		key := fmt.Sprint(kind, ".", obj["apiVersion"])
-		group, ok := groups[key].(map[string]any)
-		require.True(t, ok, "child %s/%s: the CompositeController declares no %s", kind, name, key)
-		group[fmt.Sprint(meta["namespace"], "/", name)] = obj
-	}
-	return groups
+		return nil
+	},
 }
 
-// appliedChildren are the objects the hook declared for the case's children when Metacontroller
-// created them, by kind and name: its answer once the first answer's children exist (the Pod
-// waits for its NetworkPolicy), at the parent's creation, for the parent and related objects as
-// they were then (the case's, or its appliedWith).
-func appliedChildren(t testing.TB, c caseFile, controller, stored map[string]any, cfg Config) map[string]map[string]any {
+// declaredChildren are the objects the hook declared for the case's children when Metacontroller
+// created them, by kind and name: its answers once the first answers' children exist (the Pod
+// waits for its NetworkPolicy, and in an instance of several pods for the Services of the peers
+// it resolves by name), at the parent's creation, for the parent and related objects as they
+// were then (the case's, or its appliedWith). The case's Services say what the API server
+// allocated them (ClusterIP, node ports).
+func declaredChildren(t testing.TB, c caseFile, controller mcsim.Controller, stored map[string]any, cfg Config) map[string]map[string]any {
 	// Declared at its creation, so neither deleted nor stopped (a stopped instance has no Pod).
 	parent := deepCopy(stored)
 	delete(parent, "status")
@@ -299,7 +148,7 @@ func appliedChildren(t testing.TB, c caseFile, controller, stored map[string]any
 	delete(parent["spec"].(map[string]any), "stopped")
 	related, flags := c.Related, c.Flags
 	if w := c.AppliedWith; w != nil {
-		parent["spec"] = mergeObjects(parent["spec"].(map[string]any), w.Spec)
+		parent["spec"] = mcsim.Merge(parent["spec"].(map[string]any), w.Spec)
 		related = patchedObjects(related, w.Related)
 		if w.Flags != nil {
 			flags = *w.Flags
@@ -307,52 +156,27 @@ func appliedChildren(t testing.TB, c caseFile, controller, stored map[string]any
 	}
 	created, err := time.Parse(time.RFC3339, parent["metadata"].(map[string]any)["creationTimestamp"].(string))
 	require.NoError(t, err)
-	first := map[string]any{
-		"controller": controller, "parent": parent, "related": relatedObjects(t, parent, related), "finalizing": false,
-		"children": observedChildren(t, controller, parent, nil, nil),
-	}
-	applying := goldenCase{name: "applied", request: marshal(t, first), flags: flags}
-	body := answerAt(t, applying, cfg, created)
-	out := map[string]map[string]any{}
-	// A Pod waits for its NetworkPolicy, and in an instance of several pods for the Services of
-	// the peers it resolves by name: each round is one more answer applied, until every child
-	// of the instance has been declared.
-	for range 3 {
-		next := withAllocatedServiceIPs(t, applyAnswer(t, applying.request, body, applied{create: true, delete: true}), c.Children)
-		applying = applying.with(next)
-		body = answerAt(t, applying, cfg, created)
-		var resp struct {
-			Children []map[string]any `json:"children"`
-		}
-		require.NoError(t, json.Unmarshal(body, &resp))
-		for _, child := range resp.Children {
-			out[fmt.Sprint(child["kind"], "/", child["metadata"].(map[string]any)["name"])] = child
-		}
-	}
-	return out
+	children, err := controller.Children(parent, nil, nil)
+	require.NoError(t, err)
+	first, err := controller.SyncRequest(parent, children, relatedObjects(t, controller, parent, related), false)
+	require.NoError(t, err)
+	applying := goldenCase{name: "applied", flags: flags}
+	declared, err := mcsim.Declared(first, func(request []byte) ([]byte, error) {
+		return answerAt(t, applying.with(request), cfg, created), nil
+	}, 3, c.Children, goldenNow)
+	require.NoError(t, err)
+	return declared
 }
 
-// withAllocatedServiceIPs gives each observed Service of request what the API server allocates at
-// its creation: the spec of the case's Service of the same name (its ClusterIP, node ports), or
-// else a ClusterIP of its own.
-func withAllocatedServiceIPs(t testing.TB, request []byte, children []map[string]any) []byte {
-	var req map[string]any
-	require.NoError(t, json.Unmarshal(request, &req))
-	services, _ := mapAt(req, "children")[ChildKind{APIVersion: "v1", Kind: "Service"}.Key()].(map[string]any)
-	for i, key := range slices.Sorted(maps.Keys(services)) {
-		obj := services[key].(map[string]any)
-		spec := mapAt(obj, "spec")
-		for _, child := range children {
-			if child["kind"] == "Service" && mapAt(child, "metadata")["name"] == mapAt(obj, "metadata")["name"] {
-				spec = mergeObjects(spec, mapAt(child, "spec"))
-			}
-		}
-		if spec["clusterIP"] == nil {
-			spec["clusterIP"] = fmt.Sprintf("10.96.0.%d", 10+i)
-		}
-		obj["spec"] = spec
+// applyAnswer is the request Metacontroller sends after it applied answer to request, at the
+// golden clock (mcsim.Apply).
+func applyAnswer(t testing.TB, request, answer []byte, how mcsim.Applied) []byte {
+	if how.Now.IsZero() {
+		how.Now = goldenNow
 	}
-	return marshal(t, req)
+	next, err := mcsim.Apply(request, answer, how)
+	require.NoError(t, err)
+	return next
 }
 
 // patchedObjects are objs with each patch merged into the object of the same kind and name, or
@@ -366,24 +190,7 @@ func patchedObjects(objs, patches []map[string]any) []map[string]any {
 			out = append(out, patch)
 			continue
 		}
-		out[i] = mergeObjects(out[i], patch)
-	}
-	return out
-}
-
-// mergeObjects is over merged into base as a JSON merge patch (RFC 7386): objects merge key by
-// key, null deletes, anything else replaces.
-func mergeObjects(base, over map[string]any) map[string]any {
-	out := deepCopy(base)
-	for k, v := range over {
-		switch v := v.(type) {
-		case nil:
-			delete(out, k)
-		case map[string]any:
-			out[k] = mergeObjects(mapAt(out, k), v)
-		default:
-			out[k] = v
-		}
+		out[i] = mcsim.Merge(out[i], patch)
 	}
 	return out
 }
@@ -396,34 +203,22 @@ func mapAt(obj map[string]any, key string) map[string]any {
 	return m
 }
 
-func deepCopy(obj map[string]any) map[string]any {
-	out := maps.Clone(obj)
-	if out == nil {
-		out = map[string]any{}
-	}
-	for k, v := range out {
-		if m, ok := v.(map[string]any); ok {
-			out[k] = deepCopy(m)
-		}
-	}
-	return out
-}
+func deepCopy(obj map[string]any) map[string]any { return mcsim.Copy(obj) }
 
 // TestGoldenRequests: each case's request.json and hook.flags are what its case.yaml makes;
 // `make update` writes them before the other golden tests read them.
 func TestGoldenRequests(t *testing.T) {
-	inputs, err := filepath.Glob(filepath.Join("..", "testdata", "*", caseInputFile))
+	dirs, err := golden.Inputs("../testdata")
 	require.NoError(t, err)
-	require.NotEmpty(t, inputs)
 	cfg := goldenConfig(t)
-	for _, input := range inputs {
-		dir := filepath.Dir(input)
+	for _, dir := range dirs {
+		input := filepath.Join(dir, golden.InputFile)
 		name := filepath.Base(dir)
 		t.Run(name, func(t *testing.T) {
 			c := readCaseFile(t, dir)
 			files := map[string][]byte{"request.json": indent(t, requestFromCase(t, name, c, cfg))}
 			if len(c.Flags) > 0 {
-				files[caseFlagsFile] = []byte(strings.Join(c.Flags, " ") + "\n")
+				files[golden.FlagsFile] = []byte(strings.Join(c.Flags, " ") + "\n")
 			}
 			for file, want := range files {
 				path := filepath.Join(dir, file)
@@ -435,8 +230,8 @@ func TestGoldenRequests(t *testing.T) {
 				require.Equal(t, string(want), string(got), "%s is written from %s: run `make update`", path, input)
 			}
 			if len(c.Flags) == 0 {
-				_, err := os.Stat(filepath.Join(dir, caseFlagsFile))
-				require.True(t, os.IsNotExist(err), "%s has no flags: delete its %s", input, caseFlagsFile)
+				_, err := os.Stat(filepath.Join(dir, golden.FlagsFile))
+				require.True(t, os.IsNotExist(err), "%s has no flags: delete its %s", input, golden.FlagsFile)
 			}
 		})
 	}

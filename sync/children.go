@@ -3,6 +3,8 @@ package sync
 import (
 	"encoding/json"
 	"slices"
+
+	"github.com/challenge-hook/challenge-hook/internal/wire"
 )
 
 // ChildKind is one type of child the hook manages. childKinds is the one table of them: decoding a
@@ -76,16 +78,16 @@ type typedList[T observed] struct{ items *[]T }
 
 func listOf[T observed](items *[]T) observedList { return typedList[T]{items} }
 
-// decode decodes one object straight into the list (decodeInto).
+// decode decodes one object straight into the list (wire.DecodeInto).
 func (l typedList[T]) decode(dec *json.Decoder) error {
-	return decodeInto(l.items, func(o *T) string { return (*o).observedObject().Metadata.Name })(dec)
+	return wire.DecodeInto(l.items, func(o *T) string { return (*o).observedObject().Metadata.Name })(dec)
 }
 
 // sort puts the list in namespace and name order (stable: identical requests give identical
 // lists), whatever order the request's map came in.
 func (l typedList[T]) sort() {
 	slices.SortStableFunc(*l.items, func(a, b T) int {
-		return compareMeta(a.observedObject().Metadata.ObjectMeta, b.observedObject().Metadata.ObjectMeta)
+		return wire.CompareMeta(a.observedObject().Metadata.ObjectMeta, b.observedObject().Metadata.ObjectMeta)
 	})
 }
 

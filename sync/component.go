@@ -25,8 +25,10 @@ import (
 // pod's: every name is one instance's and one child's (TestChildNamesNeverCollide). The pre-pull
 // controller's children ("<definition>.prepull") hold a dot, which no Challenge name has.
 const (
-	componentSeparator    = "--"
-	internalServiceSuffix = componentSeparator + "internal"
+	// ComponentSeparator joins the parts of a child's name (and of a pre-pull container's,
+	// <pod>--<container>).
+	ComponentSeparator    = "--"
+	internalServiceSuffix = ComponentSeparator + "internal"
 )
 
 // component is one Pod of an instance and what is built around it: its Services, its
@@ -83,7 +85,7 @@ func (in *instance) resolveComponents() {
 
 // componentChildName names the Pod, exposure Service and NetworkPolicy of a pod of the template.
 func componentChildName(challenge, pod string) string {
-	return challenge + componentSeparator + pod
+	return challenge + ComponentSeparator + pod
 }
 
 // internalService names the ClusterIP Service of a component's internal ports, the one its peers

@@ -13,6 +13,16 @@ import (
 	"github.com/challenge-hook/challenge-hook/internal/flagfunc"
 )
 
+// The pre-pull caps' defaults. A typical definition has one to three images, and one of several
+// pods seldom more than eight. On every node, each pre-pulled image is a pause container
+// (requesting 1m CPU and 4Mi memory, 2.2 MiB resident) and, above all, the image on disk, and each
+// definition a Pod of the node's --max-pods (110 by default): 32 images in all is at most 128 Mi
+// requested and 32 Pods, leaving most of a node to the instances.
+const (
+	defaultPrePullMaxImagesPerDefinition = 8
+	defaultPrePullMaxImages              = 32
+)
+
 // RegisterFlags registers the flags that set c on fs, c's current values as their defaults. It is
 // the one parser of the hook's configuration: the binary's server and render use it, and so do the
 // golden tests, for testdata/dev.flags and each case's flags.

@@ -113,11 +113,11 @@ func validateChallengeSpec(parent Challenge) field.ErrorList {
 	if msgs := validation.IsDNS1035Label(name); len(msgs) > 0 {
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), name,
 			"children are named after the Challenge, so it must be a DNS-1035 label: "+strings.Join(msgs, "; ")))
-	} else if strings.Contains(name, componentSeparator) {
+	} else if strings.Contains(name, ComponentSeparator) {
 		// The CRD refuses it; a Challenge admitted before keeps what runs until its deadline.
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), name, fmt.Sprintf(
 			"must not contain %q: the children of an instance of several pods are named <challenge>%s<pod>, which another Challenge's children could be named; create the Challenge again with a name without %q",
-			componentSeparator, componentSeparator, componentSeparator)))
+			ComponentSeparator, ComponentSeparator, ComponentSeparator)))
 	}
 	spec, specPath := parent.Spec, field.NewPath("spec")
 	switch owner := specPath.Child("owner"); {
@@ -328,7 +328,7 @@ func validatePods(pods []v1alpha1.PodTemplate, fldPath *field.Path, templateHasF
 
 // validatePodName: a pod's name is its peers' host name for it and the middle of its children's
 // names (<challenge>--<pod>, see ValidateComponentNames), hence a short DNS-1035 label without
-// "--", which separates the parts of a child's name (see componentSeparator).
+// "--", which separates the parts of a child's name (see ComponentSeparator).
 func validatePodName(name string, fldPath *field.Path) field.ErrorList {
 	if name == "" {
 		return field.ErrorList{field.Required(fldPath, "")}
@@ -337,8 +337,8 @@ func validatePodName(name string, fldPath *field.Path) field.ErrorList {
 	if len(name) > maxPodName {
 		msgs = append(msgs, fmt.Sprintf("must be no more than %d characters", maxPodName))
 	}
-	if strings.Contains(name, componentSeparator) {
-		msgs = append(msgs, fmt.Sprintf("must not contain %q, which separates the parts of its children's names", componentSeparator))
+	if strings.Contains(name, ComponentSeparator) {
+		msgs = append(msgs, fmt.Sprintf("must not contain %q, which separates the parts of its children's names", ComponentSeparator))
 	}
 	if len(msgs) > 0 {
 		return field.ErrorList{field.Invalid(fldPath, name, "peers reach the pod by this name and its children are named after it: "+strings.Join(msgs, "; "))}

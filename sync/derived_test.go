@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 )
 
 // derivedCase is a golden case whose request is computed from another case's: the base request,
@@ -108,7 +110,7 @@ func derivedRequest(t testing.TB, d derivedCase, cases map[string]goldenCase, cf
 		require.NoError(t, err)
 	}
 	for range d.applied {
-		request = applyAnswer(t, request, answer(t, base.with(request), cfg), applied{create: true, delete: true, podsLinger: true})
+		request = applyAnswer(t, request, answer(t, base.with(request), cfg), mcsim.Applied{Create: true, Delete: true, PodsLinger: true})
 	}
 	return indent(t, compact(t, request))
 }

@@ -3,6 +3,7 @@ package sync
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -58,13 +59,71 @@ func dynamicFlagHex(key []byte, definitionKey, owner string) string {
 // submission <any valid prefix>{<hex>} is checked by its hex part, the HMAC; anything of another
 // shape is simply not the flag.
 func VerifyDynamicFlag(key []byte, definitionKey, owner, submitted string) bool {
+	return VerifyFlag(key, FlagVerification{Definition: definitionKey, Owner: owner, Flag: submitted}).Correct
+}
+
+// MaxFlagCandidates bounds the candidate owners of one verification: an HMAC each, with its
+// decoding about half a microsecond, so that one request costs a few milliseconds at most. An event with more owners
+// asks in several requests.
+const MaxFlagCandidates = 5000
+
+// FlagVerdict answers a FlagVerification.
+type FlagVerdict struct {
+	// Correct: the flag is the claimed owner's.
+	Correct bool
+	// OwnedBy is the candidate whose flag it is, when it is not the claimed owner's; "" otherwise.
+	OwnedBy string
+}
+
+// VerifyFlag answers v: is v.Flag the dynamic flag of v.Owner on v.Definition (as
+// VerifyDynamicFlag), and if not, is it the flag of one of v.Candidates on the same definition
+// (a flag shared between teams)? Every candidate's HMAC is computed and compared in constant time
+// whatever the answer, so that the time taken depends on the number of candidates only, not on
+// whether or where one matches.
+func VerifyFlag(key []byte, v FlagVerification) FlagVerdict {
+	submitted, ok := submittedFlagMAC(v.Flag)
+	if !ok {
+		return FlagVerdict{}
+	}
+	mac := hmac.New(sha256.New, key)
+	// What dynamicFlagHex hashes, in one buffer reused for every owner: the definition key, a zero
+	// byte, the owner.
+	message := append([]byte(v.Definition), 0)
+	subject := len(message)
+	sum := make([]byte, 0, sha256.Size)
+	matches := func(owner string) int {
+		message = append(message[:subject], owner...)
+		mac.Reset()
+		mac.Write(message)
+		return subtle.ConstantTimeCompare(mac.Sum(sum[:0])[:len(submitted)], submitted[:])
+	}
+	correct := matches(v.Owner) == 1
+	found := -1
+	for i, candidate := range v.Candidates {
+		found = subtle.ConstantTimeSelect(matches(candidate), i, found)
+	}
+	if correct || found < 0 {
+		return FlagVerdict{Correct: correct}
+	}
+	return FlagVerdict{OwnedBy: v.Candidates[found]}
+}
+
+// submittedFlagMAC is the HMAC a submission <prefix>{<hex>} carries: its hex part, exactly
+// dynamicFlagHexLength lowercase hex digits as DynamicFlag writes them, decoded. The shape is the
+// submitter's, no secret, so it is checked before any comparison.
+func submittedFlagMAC(submitted string) (mac [dynamicFlagHexLength / 2]byte, ok bool) {
 	open := strings.IndexByte(submitted, '{')
 	if open < 0 || !strings.HasSuffix(submitted, "}") || !ValidFlagPrefix(submitted[:open]) {
-		return false
+		return mac, false
 	}
-	got := submitted[open+1 : len(submitted)-1]
-	want := dynamicFlagHex(key, definitionKey, owner)
-	return hmac.Equal([]byte(got), []byte(want))
+	hexPart := submitted[open+1 : len(submitted)-1]
+	if len(hexPart) != dynamicFlagHexLength || strings.Trim(hexPart, "0123456789abcdef") != "" {
+		return mac, false
+	}
+	if _, err := hex.Decode(mac[:], []byte(hexPart)); err != nil {
+		return mac, false
+	}
+	return mac, true
 }
 
 // ValidFlagPrefix: letters, digits and underscores, 1 to 32 of them, as the CRD allows.
@@ -93,6 +152,11 @@ func CheckFlagSubject(definitionKey, owner string) error {
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return fmt.Errorf("definition %q: name: %s", definitionKey, strings.Join(errs, "; "))
 	}
+	return checkOwner(owner)
+}
+
+// checkOwner: an owner as spec.owner allows it, a label value (the owner label carries it).
+func checkOwner(owner string) error {
 	if owner == "" {
 		return errors.New("owner is required")
 	}

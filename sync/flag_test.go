@@ -102,3 +102,36 @@ func TestCheckFlagSubject(t *testing.T) {
 		}
 	}
 }
+
+// VerifyFlag names the candidate whose flag a submission is when it is not the claimed owner's,
+// and nobody for a right, a wrong or a malformed flag, or another definition's.
+func TestVerifyFlagAttributesASharedFlag(t *testing.T) {
+	key := goldenConfig(t).FlagKey
+	const definition = "ctf/web-sqli"
+	flagOf := func(owner string) string { return DynamicFlag(key, definition, owner, "CTF") }
+	candidates := []string{"team-1", "team-2", "team-3"}
+	for _, tt := range []struct {
+		name, owner, flag string
+		candidates        []string
+		want              FlagVerdict
+	}{
+		{"right, no candidates", "team-1", flagOf("team-1"), nil, FlagVerdict{Correct: true}},
+		{"right", "team-1", flagOf("team-1"), candidates, FlagVerdict{Correct: true}},
+		{"wrong", "team-1", "CTF{00000000000000000000000000000000}", candidates, FlagVerdict{}},
+		{"shared, no candidates", "team-1", flagOf("team-2"), nil, FlagVerdict{}},
+		{"shared", "team-1", flagOf("team-2"), candidates, FlagVerdict{OwnedBy: "team-2"}},
+		{"shared by the last candidate", "team-1", flagOf("team-3"), candidates, FlagVerdict{OwnedBy: "team-3"}},
+		{"shared by the first candidate", "team-9", flagOf("team-1"), candidates, FlagVerdict{OwnedBy: "team-1"}},
+		{"shared by no candidate", "team-1", flagOf("team-4"), candidates, FlagVerdict{}},
+		{"another definition's", "team-1", DynamicFlag(key, "ctf/other", "team-2", "CTF"), candidates, FlagVerdict{}},
+		{"malformed", "team-1", "CTF{team-2}", candidates, FlagVerdict{}},
+		{"shared, in capitals", "team-1", strings.ToUpper(flagOf("team-2")), candidates, FlagVerdict{}},
+		{"shared, one digit short", "team-1", flagOf("team-2")[:len(flagOf("team-2"))-2] + "}", candidates, FlagVerdict{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := VerifyFlag(key, FlagVerification{Definition: definition, Owner: tt.owner, Flag: tt.flag, Candidates: tt.candidates})
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.want.Correct, VerifyDynamicFlag(key, definition, tt.owner, tt.flag), "VerifyDynamicFlag agrees")
+		})
+	}
+}

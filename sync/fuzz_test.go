@@ -4,15 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 	"unicode"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/golden"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -34,17 +34,13 @@ func fuzzConfig() hooksync.Config {
 
 // goldenRequests are the bodies of every testdata/<case>/request.json.
 func goldenRequests(f *testing.F) [][]byte {
-	paths, err := filepath.Glob("../testdata/*/request.json")
+	cases, err := golden.Cases("../testdata")
 	if err != nil {
 		f.Fatal(err)
 	}
 	var bodies [][]byte
-	for _, path := range paths {
-		body, err := os.ReadFile(path)
-		if err != nil {
-			f.Fatal(err)
-		}
-		bodies = append(bodies, body)
+	for _, c := range cases {
+		bodies = append(bodies, c.Request)
 	}
 	return bodies
 }
@@ -229,6 +225,8 @@ func FuzzFlagVerification(f *testing.F) {
 	f.Add([]byte(`{"definition":"inline/ctf/pwn-team7","owner":"team-7","flag":"flag{}"}`))
 	f.Add([]byte(`{"definition":"ctf/web","owner":"t","flag":"x{y}","extra":1}`))
 	key := fuzzConfig().FlagKey
+	// A shared flag: team-2's, submitted by team-1.
+	f.Add([]byte(`{"definition":"ctf/web-sqli","owner":"team-1","flag":"` + hooksync.DynamicFlag(key, "ctf/web-sqli", "team-2", "CTF") + `","candidates":["team-2","team-42"]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		v, err := hooksync.DecodeFlagVerification(body)
 		if err != nil {
@@ -243,6 +241,15 @@ func FuzzFlagVerification(f *testing.F) {
 		}
 		if hooksync.VerifyDynamicFlag(key, v.Definition, v.Owner, v.Flag) && !strings.HasSuffix(v.Flag, own[len("flag"):]) {
 			t.Fatalf("%q verifies but is not %q under another prefix", v.Flag, own)
+		}
+		verdict := hooksync.VerifyFlag(key, v)
+		if verdict.OwnedBy != "" {
+			if verdict.Correct || !slices.Contains(v.Candidates, verdict.OwnedBy) {
+				t.Fatalf("%+v for %+v: an owner named where the flag is correct, or not among the candidates", verdict, v)
+			}
+			if theirs := hooksync.DynamicFlag(key, v.Definition, verdict.OwnedBy, "flag"); !strings.HasSuffix(v.Flag, theirs[len("flag"):]) {
+				t.Fatalf("%q attributed to %s, whose flag is %q", v.Flag, verdict.OwnedBy, theirs)
+			}
 		}
 	})
 }

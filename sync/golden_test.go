@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/golden"
+	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/request.json and hook.flags from case.yaml (or a derivation), then response.json from the hook's answers")
@@ -52,7 +54,7 @@ func goldenConfig(t testing.TB) Config {
 
 // withFlags is cfg with a case's flags applied by the hook's own registration.
 func withFlags(t testing.TB, cfg Config, args []string) Config {
-	fs := flag.NewFlagSet(caseInputFile, flag.ContinueOnError)
+	fs := flag.NewFlagSet(golden.FlagsFile, flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
 	require.NoError(t, fs.Parse(args))
 	return cfg
@@ -62,25 +64,18 @@ type goldenCase struct {
 	name    string
 	dir     string
 	request []byte
-	// flags are the case's hook flags on top of the golden configuration (its case.yaml's), e.g.
-	// a Gateway.
+	// flags are the case's hook flags on top of the golden configuration (its hook.flags, written
+	// from its case.yaml), e.g. a Gateway.
 	flags []string
 }
 
+// goldenCases are the corpus' cases, testdata/<case>/.
 func goldenCases(t testing.TB) []goldenCase {
-	requests, err := filepath.Glob("../testdata/*/request.json")
+	corpus, err := golden.Cases("../testdata")
 	require.NoError(t, err)
-	require.NotEmpty(t, requests)
-	var cases []goldenCase
-	for _, path := range requests {
-		body, err := os.ReadFile(path)
-		require.NoError(t, err)
-		dir := filepath.Dir(path)
-		var flags []string
-		if _, err := os.Stat(filepath.Join(dir, caseInputFile)); err == nil {
-			flags = readCaseFile(t, dir).Flags
-		}
-		cases = append(cases, goldenCase{name: filepath.Base(dir), dir: dir, request: body, flags: flags})
+	cases := make([]goldenCase, 0, len(corpus))
+	for _, c := range corpus {
+		cases = append(cases, goldenCase{name: c.Name, dir: c.Dir, request: c.Request, flags: c.Flags})
 	}
 	return cases
 }
@@ -166,7 +161,7 @@ func TestGoldenFixedPoint(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			first := answer(t, c, cfg)
-			second := answer(t, c.with(applyAnswer(t, c.request, first, applied{})), cfg)
+			second := answer(t, c.with(applyAnswer(t, c.request, first, mcsim.Applied{})), cfg)
 			require.Equal(t, string(indent(t, first)), string(indent(t, second)))
 		})
 	}
@@ -226,7 +221,7 @@ func checkDeadlineProperty(t *testing.T, c goldenCase, cfg Config) {
 
 	request := c.request
 	for round := 1; round <= 3; round++ {
-		request = applyAnswer(t, request, body, applied{delete: true})
+		request = applyAnswer(t, request, body, mcsim.Applied{Delete: true})
 		body = answer(t, c.with(request), cfg)
 		next := decodeAnswer(t, body)
 		later, err := time.Parse(time.RFC3339, next.Status.ExpiresAt)

@@ -2,7 +2,6 @@ package sync
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -12,92 +11,9 @@ import (
 	networkingapiv1 "k8s.io/api/networking/v1"
 	apimetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 )
-
-// applied says how much of an answer Metacontroller has applied when it sends the next request.
-type applied struct {
-	// create: the children the answer adds are observed (else the next request observes what the
-	// previous one did: the moment before the creates land).
-	create bool
-	// delete: the observed children the answer leaves out are gone (else the moment before).
-	delete bool
-	// podsLinger: a Pod being deleted stays observed for one more request, Terminating (with a
-	// deletionTimestamp), as a Pod whose process ignores SIGTERM does for its grace period.
-	podsLinger bool
-}
-
-// applyAnswer is the request Metacontroller sends after it applied an answer: the answer's status
-// becomes the parent's; each child the answer declares that is observed has the answer's object as
-// its last-applied configuration; creates and deletes land as how says.
-func applyAnswer(t testing.TB, request, answer []byte, how applied) []byte {
-	var resp struct {
-		Status   json.RawMessage   `json:"status"`
-		Children []json.RawMessage `json:"children"`
-	}
-	require.NoError(t, json.Unmarshal(answer, &resp))
-	var req map[string]any
-	require.NoError(t, json.Unmarshal(request, &req))
-	parent := req["parent"].(map[string]any)
-	parent["status"] = json.RawMessage(resp.Status)
-	namespace, _ := parent["metadata"].(map[string]any)["namespace"].(string)
-
-	groups, _ := req["children"].(map[string]any)
-	if groups == nil {
-		groups = map[string]any{}
-		req["children"] = groups
-	}
-	declared := map[string]bool{}
-	for _, raw := range resp.Children {
-		var child map[string]any
-		require.NoError(t, json.Unmarshal(raw, &child))
-		meta := child["metadata"].(map[string]any)
-		if _, ok := meta["namespace"]; !ok {
-			meta["namespace"] = namespace
-		}
-		groupKey := fmt.Sprint(child["kind"], ".", child["apiVersion"])
-		key := fmt.Sprint(meta["namespace"], "/", meta["name"])
-		declared[groupKey+" "+key] = true
-		group, _ := groups[groupKey].(map[string]any)
-		observed, exists := group[key].(map[string]any)
-		if !exists && !how.create {
-			continue
-		}
-		if group == nil {
-			group = map[string]any{}
-			groups[groupKey] = group
-		}
-		if !exists {
-			observed = child
-			meta["uid"] = "uid-" + key
-			meta["creationTimestamp"] = formatTime(goldenNow)
-			group[key] = observed
-		}
-		observedMeta := observed["metadata"].(map[string]any)
-		annotations, _ := observedMeta["annotations"].(map[string]any)
-		if annotations == nil {
-			annotations = map[string]any{}
-			observedMeta["annotations"] = annotations
-		}
-		annotations[LastAppliedAnnotation] = string(raw)
-	}
-	for groupKey, group := range groups {
-		group := group.(map[string]any)
-		for key, obj := range group {
-			if declared[groupKey+" "+key] || !how.delete {
-				continue
-			}
-			meta := obj.(map[string]any)["metadata"].(map[string]any)
-			if _, terminating := meta["deletionTimestamp"]; how.podsLinger && strings.HasPrefix(groupKey, "Pod.") && !terminating {
-				meta["deletionTimestamp"] = formatTime(goldenNow)
-				continue
-			}
-			delete(group, key)
-		}
-	}
-	next, err := json.Marshal(req)
-	require.NoError(t, err)
-	return next
-}
 
 // checkIsolation is "no moment without isolation" for one request and its answer:
 //   - every Pod the request observes (Terminating included) is selected by a NetworkPolicy the
@@ -283,7 +199,7 @@ func TestNoMomentWithoutIsolation(t *testing.T) {
 					body := answerAt(t, c.with(request), cfg, now)
 					t.Logf("round %d", round)
 					checked += checkIsolation(t, request, body)
-					request = applyAnswer(t, request, body, applied{create: true, delete: true, podsLinger: true})
+					request = applyAnswer(t, request, body, mcsim.Applied{Create: true, Delete: true, PodsLinger: true})
 				}
 			})
 		}
@@ -298,7 +214,7 @@ func secondAnswer(t testing.TB, req Request, now time.Time, cfg Config) Response
 	require.NoError(t, err)
 	request, err := json.Marshal(map[string]any{"parent": req.Parent, "children": map[string]any{}})
 	require.NoError(t, err)
-	next, err := DecodeRequest(applyAnswer(t, request, first, applied{create: true, delete: true}))
+	next, err := DecodeRequest(applyAnswer(t, request, first, mcsim.Applied{Create: true, Delete: true}))
 	require.NoError(t, err)
 	next.Related, next.DeclaredChildTypes = req.Related, req.DeclaredChildTypes
 	return Sync(next, now, cfg)
@@ -321,7 +237,7 @@ func requestWithEveryPod(t testing.TB, req Request, now time.Time, cfg Config) (
 	for range 3 {
 		answer, err := EncodeResponse(resp)
 		require.NoError(t, err)
-		request = withAllocatedServiceIPs(t, applyAnswer(t, request, answer, applied{create: true, delete: true}), nil)
+		request = applyAnswer(t, request, answer, mcsim.Applied{Create: true, Delete: true, ClusterIPs: true})
 		next, err = DecodeRequest(request)
 		require.NoError(t, err)
 		next.Related, next.DeclaredChildTypes = req.Related, req.DeclaredChildTypes

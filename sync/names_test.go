@@ -45,7 +45,7 @@ func collidingTemplates(podNames []string) []v1alpha1.DefinitionSpec {
 	var groups [][]string
 	var plain []string
 	for _, name := range podNames {
-		if before, _, found := strings.Cut(name, componentSeparator); found {
+		if before, _, found := strings.Cut(name, ComponentSeparator); found {
 			groups = append(groups, []string{before, name})
 			continue
 		}
@@ -95,7 +95,7 @@ func TestChildNamesNeverCollide(t *testing.T) {
 	declaring, pairs := 0, 0
 	challenges := namesOver("ab-", 3)
 	for _, name := range namesOver("ab-", 4) {
-		if len(name) == 4 && strings.Contains(name, componentSeparator) {
+		if len(name) == 4 && strings.Contains(name, ComponentSeparator) {
 			challenges = append(challenges, name)
 		}
 	}

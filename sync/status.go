@@ -348,6 +348,9 @@ func detail(message string) string {
 	return ": " + inert(message, maxObservedLength)
 }
 
+// StatusMessage is message as a status may show it: inert, at most the length of a message.
+func StatusMessage(message string) string { return inert(message, maxMessageLength) }
+
 // inert makes text fit to show anywhere status is read (a terminal, a platform's web page), cut to
 // at most n bytes: control characters become spaces and angle brackets become look-alikes, so that
 // no markup or terminal escape passes through.

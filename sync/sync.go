@@ -137,7 +137,7 @@ func (in *instance) heldIsolation() []any {
 // Services is left out too, so that Metacontroller deletes it.
 func (in *instance) keptWithIsolation(objs []ObservedObject) []any {
 	unisolated := slices.ContainsFunc(in.observed.Pods, func(p ObservedPod) bool { return !in.hasPolicy(p.Metadata.Name) })
-	children := keptChildren(slices.DeleteFunc(slices.Clone(objs), func(obj ObservedObject) bool {
+	children := KeptChildren(slices.DeleteFunc(slices.Clone(objs), func(obj ObservedObject) bool {
 		name := obj.Metadata.Name
 		switch obj.Kind {
 		case "Pod":
@@ -233,8 +233,9 @@ func (in *instance) surroundingChildren() []any {
 	return children
 }
 
-// keptChildren returns observed children exactly as Metacontroller last applied them.
-func keptChildren(objs []ObservedObject) []any {
+// KeptChildren returns observed children exactly as Metacontroller last applied them: the answer
+// of a hook that must change nothing (the pre-pull controller's too).
+func KeptChildren(objs []ObservedObject) []any {
 	children := []any{}
 	for _, obj := range objs {
 		children = append(children, keptChild{obj})

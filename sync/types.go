@@ -11,6 +11,7 @@ import (
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
+	"github.com/challenge-hook/challenge-hook/internal/wire"
 )
 
 // Names fixed by the design, shared by manifests, golden files and outside checks.
@@ -33,7 +34,7 @@ const (
 	AnnotationRestartedAt = LabelPrefix + "restarted-at"
 
 	// LastAppliedAnnotation is where Metacontroller keeps the child exactly as a hook last returned it.
-	LastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"
+	LastAppliedAnnotation = wire.LastAppliedAnnotation
 )
 
 // Config is the hook's configuration: everything the answer depends on besides the request and the clock.
@@ -62,7 +63,7 @@ type Config struct {
 	DynamicFlagPlaceholder string
 
 	// PrePullImage is this hook's image, whose static /pause the pre-pull DaemonSets copy and run
-	// in place of each image's own program (see PrePull); empty: no pre-pull.
+	// in place of each image's own program (package prepull); empty: no pre-pull.
 	PrePullImage string
 
 	// PolicyGate holds every instance Pod's containers until its NetworkPolicy is enforced.
@@ -248,15 +249,7 @@ type Related struct {
 }
 
 // ObjectMeta holds the metadata fields the hook reads.
-type ObjectMeta struct {
-	Name              string            `json:"name,omitempty"`
-	Namespace         string            `json:"namespace,omitempty"`
-	UID               string            `json:"uid,omitempty"`
-	Generation        int64             `json:"generation,omitempty"`
-	Labels            map[string]string `json:"labels,omitempty"`
-	CreationTimestamp string            `json:"creationTimestamp,omitempty"`
-	DeletionTimestamp string            `json:"deletionTimestamp,omitempty"`
-}
+type ObjectMeta = wire.ObjectMeta
 
 // The observed types below mirror the Kubernetes objects Metacontroller sends, with only the
 // fields the hook reads: the decoder skips everything else (managedFields, specs it does not read).
@@ -387,11 +380,13 @@ type Response struct {
 }
 
 // FlagVerification is a platform's question to POST /flags/verify: is flag owner's dynamic flag on
-// the definition (a definition key, see CheckFlagSubject)?
+// the definition (a definition key, see CheckFlagSubject)? And if not, is it the flag of one of the
+// candidate owners (at most MaxFlagCandidates), on the same definition?
 type FlagVerification struct {
-	Definition string `json:"definition"`
-	Owner      string `json:"owner"`
-	Flag       string `json:"flag"`
+	Definition string   `json:"definition"`
+	Owner      string   `json:"owner"`
+	Flag       string   `json:"flag"`
+	Candidates []string `json:"candidates,omitempty"`
 }
 
 // CustomizeRequest is what Metacontroller sends to the customize hook.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 )
 
 // TestNoTimerNeedsTheResyncPeriod is what lets the CompositeController's resyncPeriodSeconds be
@@ -34,9 +36,9 @@ func TestNoTimerNeedsTheResyncPeriod(t *testing.T) {
 			continue
 		}
 		for _, how := range []struct {
-			name string
-			applied
-		}{{"status-stored", applied{}}, {"children-landed", applied{create: true, delete: true}}} {
+			name    string
+			applied mcsim.Applied
+		}{{"status-stored", mcsim.Applied{}}, {"children-landed", mcsim.Applied{Create: true, Delete: true}}} {
 			t.Run(c.name+"/"+how.name, func(t *testing.T) {
 				t.Parallel()
 				first := answer(t, c, cfg)

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
 // serveBenchCase is one recorded Metacontroller request and the answer the golden files expect.
@@ -201,4 +203,78 @@ func BenchmarkServedOverLoopback(b *testing.B) {
 	srv := httptest.NewServer(newBenchApp(b).handler)
 	b.Cleanup(srv.Close)
 	benchServed(b, true, overLoopback(srv.URL, devAuthorization(b)[1]))
+}
+
+// BenchmarkFlagVerify is what one POST /flags/verify costs the hook, through the verification
+// listener's handler run builds (request log, token, concurrency and body limits, decode, HMACs,
+// answer), in-process: "owner" is one owner's flag checked (a request without candidates);
+// "candidates-2000" is a shared flag attributed among 2,000 candidate owners (the last one's),
+// "candidates-5000" the same at MaxFlagCandidates. Each checks its answer first.
+func BenchmarkFlagVerify(b *testing.B) {
+	b.Chdir("../..")
+	devFlags, err := os.ReadFile("testdata/dev.flags")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tokenFile := filepath.Join(b.TempDir(), "verify-token")
+	if err := os.WriteFile(tokenFile, []byte("bench-verify-token\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	handler := newTestApp(b, io.Discard, append(strings.Fields(string(devFlags)), "--verify-token-file="+tokenFile)...).verifyHandler
+	key, err := readFlagKey("testdata/flag.key")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const definition = "ctf/web-sqli"
+	owners := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("team-%04d", i)
+		}
+		return out
+	}
+	request := func(owner string, candidates []string) []byte {
+		shared := "team-0000"
+		if len(candidates) > 0 {
+			shared = candidates[len(candidates)-1]
+		}
+		body, err := json.Marshal(hooksync.FlagVerification{Definition: definition, Owner: owner,
+			Flag: hooksync.DynamicFlag(key, definition, shared, "CTF"), Candidates: candidates})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return body
+	}
+	for _, bc := range []struct {
+		name    string
+		request []byte
+		want    string
+	}{
+		{"owner", request("team-0000", nil), `{"correct":true}`},
+		{"candidates-2000", request("someone-else", owners(2000)), `{"correct":false,"ownedBy":"team-1999"}`},
+		{"candidates-5000", request("someone-else", owners(hooksync.MaxFlagCandidates)), `{"correct":false,"ownedBy":"team-4999"}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			post := func() (int, []byte) {
+				r := httptest.NewRequest(http.MethodPost, flagVerifyPath, bytes.NewReader(bc.request))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("Authorization", "Bearer bench-verify-token")
+				w := httptest.NewRecorder()
+				handler.ServeHTTP(w, r)
+				return w.Code, w.Body.Bytes()
+			}
+			status, body := post()
+			var compact bytes.Buffer
+			if status != http.StatusOK || json.Compact(&compact, body) != nil || compact.String() != bc.want {
+				b.Fatalf("status %d, answer %q, want %s", status, body, bc.want)
+			}
+			b.SetBytes(int64(len(bc.request)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if status, body := post(); status != http.StatusOK {
+					b.Fatalf("status %d: %s", status, body)
+				}
+			}
+		})
+	}
 }

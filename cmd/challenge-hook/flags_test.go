@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,7 +103,8 @@ func TestFlagVerify(t *testing.T) {
 		{"flag a number", []byte(`{"definition":"ctf/pwn","owner":"team-7","flag":7}`), auth, 400, "flag"},
 		{"malformed JSON", []byte(`{"definition":"ctf/pwn","owner":"team-7","flag":"` + flag), auth, 400, "unexpected EOF"},
 		{"two objects", append(verification(t, inlineDefinition, "team-7", flag), verification(t, inlineDefinition, "team-7", flag)...), auth, 400, "after the JSON object"},
-		{"over the limit", append([]byte(`{"flag":"`), bytes.Repeat([]byte("x"), flagVerifyMaxBytes)...), auth, 413, "larger than 16384 bytes (the fixed limit of a flag verification"},
+		{"over the limit", append([]byte(`{"flag":"`), bytes.Repeat([]byte("x"), int(flagVerifyMaxBytes))...), auth, 413,
+			fmt.Sprintf("larger than %d bytes (the fixed limit of a flag verification: three short strings and at most 5000 candidate owners)", flagVerifyMaxBytes)},
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,4 +199,159 @@ func TestFlagCommandPrintsTheDeliveredFlag(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		}
 	}
+}
+
+// attribution is a verification body with candidate owners.
+func attribution(t *testing.T, definition, owner, flag string, candidates ...string) []byte {
+	body, err := json.Marshal(map[string]any{"definition": definition, "owner": owner, "flag": flag, "candidates": candidates})
+	require.NoError(t, err)
+	return body
+}
+
+// TestFlagAttribution: with candidate owners, a flag wrong for its owner but another candidate's
+// valid flag on the same definition is answered with that owner (ownedBy); a right, a wrong, a
+// malformed flag, or another definition's, never names anyone. Every answer to a request with
+// candidates has one length and one log line, whatever the verdict and whoever the owner; a
+// request without them is answered as before.
+func TestFlagAttribution(t *testing.T) {
+	ts := newTokenServer(t)
+	const inlineDefinition = "inline/ctf/pwn-team7"
+	auth := []string{"Authorization", "Bearer " + testVerifyToken}
+	flag := ts.flag // team-7's
+	hexPart := flag[strings.IndexByte(flag, '{')+1 : len(flag)-1]
+	wrongFlag := flag[:len(flag)-2] + "0}"
+	if wrongFlag == flag {
+		wrongFlag = flag[:len(flag)-2] + "1}"
+	}
+	longName := strings.Repeat("t", 63)
+
+	before := len(ts.logs.String())
+	for _, tt := range []struct {
+		name, definition, owner, flag string
+		candidates                    []string
+		correct                       bool
+		ownedBy                       string
+	}{
+		{"right", inlineDefinition, "team-7", flag, []string{"team-1", "team-7", "team-8"}, true, ""},
+		{"wrong", inlineDefinition, "team-7", wrongFlag, []string{"team-1", "team-8"}, false, ""},
+		{"shared", inlineDefinition, "team-8", flag, []string{"team-1", "team-7", "team-9"}, false, "team-7"},
+		{"shared, under another prefix", inlineDefinition, "team-8", "CTF{" + hexPart + "}", []string{"team-7"}, false, "team-7"},
+		{"shared by an owner not among the candidates", inlineDefinition, "team-8", flag, []string{"team-1", "team-9"}, false, ""},
+		{"another owner's flag on another definition", "ctf/pwn", "team-8", flag, []string{"team-7"}, false, ""},
+		{"malformed", inlineDefinition, "team-8", "hunter2", []string{"team-7"}, false, ""},
+		{"shared, in capitals", inlineDefinition, "team-8", strings.ToUpper(flag), []string{"team-7"}, false, ""},
+		{"shared, the hex part alone", inlineDefinition, "team-8", hexPart, []string{"team-7"}, false, ""},
+		{"the most candidates, the longest names", inlineDefinition, "team-8", flag,
+			append(slices.Repeat([]string{longName}, 4999), "team-7"), false, "team-7"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := post(t, ts.verifyURL+"/flags/verify", "application/json", attribution(t, tt.definition, tt.owner, tt.flag, tt.candidates...), auth...)
+			require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+			var verdict struct {
+				Correct *bool   `json:"correct"`
+				OwnedBy *string `json:"ownedBy"`
+			}
+			require.NoError(t, json.Unmarshal(body, &verdict), "body: %q", body)
+			require.NotNil(t, verdict.Correct, "body: %q", body)
+			assert.Equal(t, tt.correct, *verdict.Correct)
+			if tt.ownedBy == "" {
+				assert.Nil(t, verdict.OwnedBy, "body: %q", body)
+			} else if assert.NotNil(t, verdict.OwnedBy, "body: %q", body) {
+				assert.Equal(t, tt.ownedBy, *verdict.OwnedBy)
+			}
+			assert.Len(t, body, attributedVerdictLength, "body: %q", body)
+			assert.Equal(t, fmt.Sprint(len(body)), resp.Header.Get("Content-Length"))
+			assert.NotContains(t, string(body), hexPart, "an answer echoes the flag")
+		})
+	}
+	// One log line for all of them, but for the time and duration.
+	var lines []map[string]any
+	for line := range strings.Lines(ts.logs.String()[before:]) {
+		var entry map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &entry), line)
+		if entry["path"] == "/flags/verify" {
+			delete(entry, "time")
+			delete(entry, "duration_ms")
+			lines = append(lines, entry)
+		}
+	}
+	require.Len(t, lines, 10)
+	assert.Contains(t, lines[0], "bytes")
+	for _, line := range lines[1:] {
+		assert.True(t, maps.EqualFunc(lines[0], line, func(a, b any) bool { return a == b }),
+			"the log lines of two attributions differ:\n%v\n%v", lines[0], line)
+	}
+	assert.NotContains(t, ts.logs.String(), hexPart, "the logs show the flag")
+
+	// Without candidates, or with none, the answer is today's: no attribution, the short verdicts.
+	for _, body := range [][]byte{verification(t, inlineDefinition, "team-8", flag), attribution(t, inlineDefinition, "team-8", flag)} {
+		resp, got := post(t, ts.verifyURL+"/flags/verify", "application/json", body, auth...)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", got)
+		assert.Equal(t, string(verdictWrong), string(got))
+	}
+
+	for _, tt := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"too many candidates", attribution(t, inlineDefinition, "team-8", flag, slices.Repeat([]string{"t"}, 5001)...),
+			"candidates: 5001 owners, at most 5000 in one verification: split them over several requests"},
+		{"a candidate that is no owner", attribution(t, inlineDefinition, "team-8", flag, "team-1", "Team 7!"), `candidates[1]: owner "Team 7!"`},
+		{"an empty candidate", attribution(t, inlineDefinition, "team-8", flag, ""), "candidates[0]: owner is required"},
+		{"candidates not a list", []byte(`{"definition":"ctf/pwn","owner":"team-8","flag":"` + flag + `","candidates":"team-7"}`), "candidates"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := post(t, ts.verifyURL+"/flags/verify", "application/json", tt.body, auth...)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, "body: %s", body)
+			var e errorBody
+			require.NoError(t, json.Unmarshal(body, &e), "body: %s", body)
+			assert.Contains(t, e.Error, tt.want)
+			assert.NotContains(t, string(body), hexPart, "an answer echoes the flag")
+		})
+	}
+}
+
+// `challenge-hook flag --whose` names the owners of a file whose flag a given one is, the
+// organizer's way to trace a flag posted in public; a flag of nobody among them is an error.
+func TestFlagCommandSaysWhoseAFlagIs(t *testing.T) {
+	ts := newTokenServer(t)
+	dir := t.TempDir()
+	ownersFile := filepath.Join(dir, "owners")
+	require.NoError(t, os.WriteFile(ownersFile, []byte("team-1\n\nteam-7\n team-9 \n"), 0o600))
+	badOwners := filepath.Join(dir, "bad-owners")
+	require.NoError(t, os.WriteFile(badOwners, []byte("team-1\nTeam 7!\n"), 0o600))
+	whose := func(args ...string) (string, error) {
+		var stdout bytes.Buffer
+		err := run(t.Context(), append([]string{"challenge-hook", "flag", "--flag-key-file=" + ts.keyFile}, args...), noEnv, &stdout, &bytes.Buffer{})
+		return stdout.String(), err
+	}
+	got, err := whose("--definition=inline/ctf/pwn-team7", "--whose="+ts.flag, "--owners-file="+ownersFile)
+	require.NoError(t, err)
+	assert.Equal(t, "team-7\n", got, "the delivered flag is team-7's")
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--definition=ctf/pwn", "--whose=" + ts.flag, "--owners-file=" + ownersFile}, "not the dynamic flag of any of the 3 owners"},
+		{[]string{"--definition=inline/ctf/pwn-team7", "--whose=hunter2", "--owners-file=" + ownersFile}, "not the dynamic flag of any of the 3 owners"},
+		{[]string{"--definition=inline/ctf/pwn-team7", "--whose=" + ts.flag}, "--whose needs --owners-file"},
+		{[]string{"--definition=inline/ctf/pwn-team7", "--whose=" + ts.flag, "--owner=team-7", "--owners-file=" + ownersFile}, "--whose and --owner"},
+		{[]string{"--definition=inline/ctf/pwn-team7", "--owner=team-7", "--owners-file=" + ownersFile}, "--owners-file is for --whose"},
+		{[]string{"--definition=inline/ctf/pwn-team7", "--whose=" + ts.flag, "--owners-file=" + badOwners}, "line 2: owner \"Team 7!\""},
+		{[]string{"--definition=inline/ctf/pwn-team7", "--whose=" + ts.flag, "--owners-file=/nonexistent/owners"}, "--owners-file"},
+	} {
+		out, err := whose(tt.args...)
+		if assert.Error(t, err, "%v", tt.args) {
+			assert.Contains(t, err.Error(), tt.want)
+			assert.NotContains(t, err.Error(), flagHexPart(ts.flag), "an error echoes the flag")
+		}
+		assert.Empty(t, out, "%v", tt.args)
+	}
+}
+
+// flagHexPart is a flag's secret part, between the braces.
+func flagHexPart(flag string) string {
+	return flag[strings.IndexByte(flag, '{')+1 : len(flag)-1]
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/challenge-hook/challenge-hook/prepull"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
@@ -138,7 +139,7 @@ func handlePrePull(cfg hooksync.Config) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		req, err := hooksync.DecodePrePullRequest(body)
+		req, err := prepull.DecodeRequest(body)
 		if err != nil {
 			respondDecodeError(w, r, err)
 			return
@@ -146,19 +147,19 @@ func handlePrePull(cfg hooksync.Config) http.HandlerFunc {
 		if info := requestInfoFrom(r.Context()); info != nil {
 			info.parent = req.Parent.Metadata.Namespace + "/" + req.Parent.Metadata.Name
 		}
-		respondJSON(w, http.StatusOK, hooksync.PrePull(req, cfg))
+		respondJSON(w, http.StatusOK, prepull.Sync(req, cfg))
 	}
 }
 
 // handlePrePullCustomize serves /prepull/customize: the definitions whose images count against the
-// pre-pull total (sync.PrePullCustomize). It needs no --prepull-image: it builds nothing.
+// pre-pull total (prepull.Customize). It needs no --prepull-image: it builds nothing.
 func handlePrePullCustomize(cfg hooksync.Config) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, ok := readBody(w, r, requestLimitFlag)
 		if !ok {
 			return
 		}
-		req, err := hooksync.DecodePrePullCustomizeRequest(body)
+		req, err := prepull.DecodeCustomizeRequest(body)
 		if err != nil {
 			respondDecodeError(w, r, err)
 			return
@@ -166,7 +167,7 @@ func handlePrePullCustomize(cfg hooksync.Config) http.HandlerFunc {
 		if info := requestInfoFrom(r.Context()); info != nil {
 			info.parent = req.Parent.Metadata.Namespace + "/" + req.Parent.Metadata.Name
 		}
-		respondJSON(w, http.StatusOK, hooksync.PrePullCustomize(req, cfg))
+		respondJSON(w, http.StatusOK, prepull.Customize(req, cfg))
 	}
 }
 

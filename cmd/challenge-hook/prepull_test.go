@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/challenge-hook/challenge-hook/internal/golden"
 )
 
 // TestGoldenReplayPrePull serves the pre-pull cases (testdata/prepull/<case>) at /prepull/sync
@@ -20,27 +21,18 @@ func TestGoldenReplayPrePull(t *testing.T) {
 	t.Chdir("../..")
 	devFlags, err := os.ReadFile("testdata/dev.flags")
 	require.NoError(t, err)
-	requests, err := filepath.Glob("testdata/prepull/*/request.json")
+	cases, err := golden.Cases("testdata/prepull")
 	require.NoError(t, err)
-	require.NotEmpty(t, requests)
-	for _, requestFile := range requests {
-		t.Run(filepath.Base(filepath.Dir(requestFile)), func(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
 			// The case's own flags, if any, on top of dev.flags, as `make run RUN_FLAGS=...` adds them.
-			flags := strings.Fields(string(devFlags))
-			if caseFlags, err := os.ReadFile(filepath.Join(filepath.Dir(requestFile), "hook.flags")); err == nil {
-				flags = append(flags, strings.Fields(string(caseFlags))...)
-			}
-			srv, _ := newTestServer(t, flags...)
-			request, err := os.ReadFile(requestFile)
-			require.NoError(t, err)
-			want, err := os.ReadFile(filepath.Join(filepath.Dir(requestFile), "response.json"))
-			require.NoError(t, err)
-			curlBody := []byte(strings.NewReplacer("\n", "", "\r", "").Replace(string(request)))
+			srv, _ := newTestServer(t, append(strings.Fields(string(devFlags)), c.Flags...)...)
+			curlBody := []byte(strings.NewReplacer("\n", "", "\r", "").Replace(string(c.Request)))
 			resp, got := post(t, srv.URL+prePullSyncPath, formContentType, curlBody, devAuthorization(t)...)
 			require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", got)
 			var indented bytes.Buffer
 			require.NoError(t, json.Indent(&indented, got, "", "  "))
-			require.Equal(t, string(want), indented.String())
+			require.Equal(t, string(c.Response), indented.String())
 		})
 	}
 }

@@ -18,11 +18,9 @@ import (
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 	"github.com/challenge-hook/challenge-hook/internal/flagfunc"
+	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
-
-// relatedDefinitionKey is the key of the related map for the type the customize hook asks for.
-const relatedDefinitionKey = "ChallengeDefinition." + v1alpha1.APIVersion
 
 // renderFlagPlaceholder is every dynamic flag render prints without --flag-key-file: plainly not a
 // flag, and derived from no key, so that rendering never needs nor leaks the real key.
@@ -81,26 +79,14 @@ func runRender(args []string, getenv func(string) string, stdout, stderr io.Writ
 		syncTime = time.Now().UTC().Truncate(time.Second)
 	}
 
-	body, err := buildFirstSyncRequest(files, syncTime, hook.sync.Gateway != nil, stderr)
+	request, err := firstSyncRequest(files, syncTime, hook.sync.Gateway != nil, stderr)
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
-	req, err := hooksync.DecodeRequest(body)
+	resp, err := answerOnceCreated(request, syncTime, hook.sync)
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
-	resp := hooksync.Sync(req, syncTime, hook.sync)
-	// The first answer holds each Pod back until its NetworkPolicy exists (in an instance of
-	// several pods, until the internal Services of the peers it resolves by name have ClusterIPs
-	// too) and each route until its Service exists: print the answer once Metacontroller created
-	// what the first declared, the instance's whole set, the Pods about to be created.
-	if body, err = withChildrenCreated(body, resp); err != nil {
-		return fmt.Errorf("render: %w", err)
-	}
-	if req, err = hooksync.DecodeRequest(body); err != nil {
-		return fmt.Errorf("render: %w", err)
-	}
-	resp = hooksync.Sync(req, syncTime, hook.sync)
 	out, err := yamlDocuments(resp)
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
@@ -126,187 +112,114 @@ type typeMeta struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Metadata   struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
+		Name string `json:"name"`
 	} `json:"metadata"`
 }
 
-// buildFirstSyncRequest builds the sync request Metacontroller would send for a new Challenge: the
-// parent as the API server stores it, an empty entry per child type, the definitions as related.
-// With a Gateway, the CompositeController is the one the Gateway API component patched: it
-// declares the route types (without them the hook would answer GatewayAPINotEnabled).
-func buildFirstSyncRequest(files []string, now time.Time, gateway bool, stderr io.Writer) ([]byte, error) {
-	var parent map[string]any
-	var parentMeta typeMeta
-	type definition struct {
-		meta typeMeta
-		obj  map[string]any
+// answerOnceCreated is the hook's answer once Metacontroller created what its first answer to
+// request declared. The first answer holds each Pod back until its NetworkPolicy exists (in an
+// instance of several pods, until the internal Services of the peers it resolves by name have
+// ClusterIPs too) and each route until its Service exists: the second one declares the instance's
+// whole set, its Pods about to be created.
+func answerOnceCreated(request []byte, now time.Time, cfg hooksync.Config) (hooksync.Response, error) {
+	var resp hooksync.Response
+	answer := func(body []byte) ([]byte, error) {
+		req, err := hooksync.DecodeRequest(body)
+		if err != nil {
+			return nil, err
+		}
+		resp = hooksync.Sync(req, now, cfg)
+		return hooksync.EncodeResponse(resp)
 	}
-	var definitions []definition
+	how := mcsim.Applied{Create: true, Delete: true, ClusterIPs: true, Now: now}
+	_, _, err := mcsim.Run(request, answer, 1, how, nil)
+	return resp, err
+}
+
+// firstSyncRequest is the sync request Metacontroller sends for a new Challenge (mcsim): the
+// Challenge of files as the API server stores it, an empty entry per child type, the definitions
+// of files as related.
+func firstSyncRequest(files []string, now time.Time, gateway bool, stderr io.Writer) ([]byte, error) {
+	parent, definitions, err := readChallenge(files, stderr)
+	if err != nil {
+		return nil, err
+	}
+	controller := renderController(gateway)
+	// kubectl's default namespace for the Challenge, and the Challenge's for its definitions.
+	parent, err = controller.Parent(mcsim.Created(parent, "default", now), "kubectl")
+	if err != nil {
+		return nil, err
+	}
+	children, err := controller.Children(parent, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	related, err := controller.Related(parent["metadata"].(map[string]any)["namespace"], definitions, mcsim.GroupKey("ChallengeDefinition", v1alpha1.APIVersion))
+	if err != nil {
+		return nil, err
+	}
+	return controller.SyncRequest(parent, children, related, false)
+}
+
+// renderController is the CompositeController as far as the hook reads it: every child type it
+// declares (with a Gateway, the one the Gateway API component patched, which declares the route
+// types: without them the hook would answer GatewayAPINotEnabled).
+func renderController(gateway bool) mcsim.Controller {
+	kinds := hooksync.ChildKinds("")
+	if gateway {
+		kinds = append(kinds, hooksync.ChildKinds(hooksync.GatewayAPIComponent)...)
+	}
+	controller := mcsim.Controller{Discovery: []mcsim.Kind{
+		{APIVersion: v1alpha1.APIVersion, Kind: "Challenge", Resource: "challenges"},
+		{APIVersion: v1alpha1.APIVersion, Kind: "ChallengeDefinition", Resource: "challengedefinitions"},
+	}}
+	var declared []any
+	for _, k := range kinds {
+		declared = append(declared, map[string]any{"apiVersion": k.APIVersion, "resource": k.Resource})
+		controller.Discovery = append(controller.Discovery, mcsim.Kind{APIVersion: k.APIVersion, Kind: k.Kind, Resource: k.Resource})
+	}
+	controller.Object = map[string]any{"spec": map[string]any{
+		"parentResource": map[string]any{"apiVersion": v1alpha1.APIVersion, "resource": "challenges"},
+		"childResources": declared,
+	}}
+	return controller
+}
+
+// readChallenge reads the one Challenge of files and every ChallengeDefinition, saying on stderr
+// which other documents it skips.
+func readChallenge(files []string, stderr io.Writer) (challenge map[string]any, definitions []map[string]any, err error) {
 	for _, file := range files {
 		docs, err := readYAMLDocuments(file)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for i, doc := range docs {
 			var meta typeMeta
 			var obj map[string]any
 			if err := json.Unmarshal(doc, &meta); err != nil {
-				return nil, fmt.Errorf("%s document %d: %w", file, i+1, err)
+				return nil, nil, fmt.Errorf("%s document %d: %w", file, i+1, err)
 			}
 			if err := json.Unmarshal(doc, &obj); err != nil {
-				return nil, fmt.Errorf("%s document %d: %w", file, i+1, err)
+				return nil, nil, fmt.Errorf("%s document %d: %w", file, i+1, err)
 			}
 			switch {
 			case meta.APIVersion == v1alpha1.APIVersion && meta.Kind == "Challenge":
-				if parent != nil {
-					return nil, fmt.Errorf("%s document %d: a second Challenge (%s); render one at a time", file, i+1, meta.Metadata.Name)
+				if challenge != nil {
+					return nil, nil, fmt.Errorf("%s document %d: a second Challenge (%s); render one at a time", file, i+1, meta.Metadata.Name)
 				}
-				parent, parentMeta = obj, meta
+				challenge = obj
 			case meta.APIVersion == v1alpha1.APIVersion && meta.Kind == "ChallengeDefinition":
-				definitions = append(definitions, definition{meta, obj})
+				definitions = append(definitions, obj)
 			default:
 				fmt.Fprintf(stderr, "render: skipping %s document %d: %s %s is neither a Challenge nor a ChallengeDefinition of %s\n",
 					file, i+1, meta.APIVersion, meta.Kind, v1alpha1.APIVersion)
 			}
 		}
 	}
-	if parent == nil {
-		return nil, fmt.Errorf("no Challenge (apiVersion %s) in %s", v1alpha1.APIVersion, strings.Join(files, ", "))
+	if challenge == nil {
+		return nil, nil, fmt.Errorf("no Challenge (apiVersion %s) in %s", v1alpha1.APIVersion, strings.Join(files, ", "))
 	}
-
-	// What the API server adds on create: the namespace kubectl defaults, generation, creation time.
-	namespace := parentMeta.Metadata.Namespace
-	if namespace == "" {
-		namespace = "default"
-	}
-	metadata, _ := parent["metadata"].(map[string]any)
-	if metadata == nil {
-		metadata = map[string]any{}
-		parent["metadata"] = metadata
-	}
-	metadata["namespace"] = namespace
-	if _, ok := metadata["generation"]; !ok {
-		metadata["generation"] = 1
-	}
-	if _, ok := metadata["creationTimestamp"]; !ok {
-		metadata["creationTimestamp"] = now.UTC().Format(time.RFC3339)
-	}
-
-	// Every type the CompositeController declares has an entry, as Metacontroller sends them; with
-	// a Gateway, the one patched by the Gateway API component.
-	kinds := hooksync.ChildKinds("")
-	if gateway {
-		kinds = append(kinds, hooksync.ChildKinds(hooksync.GatewayAPIComponent)...)
-	}
-	children := map[string]map[string]any{}
-	var declared []hooksync.ChildResource
-	for _, k := range kinds {
-		children[k.Key()] = map[string]any{}
-		declared = append(declared, k.ChildResource())
-	}
-	controller := map[string]any{"spec": map[string]any{"childResources": declared}}
-	relatedDefinitions := map[string]any{}
-	for _, def := range definitions {
-		defNamespace := def.meta.Metadata.Namespace
-		if defNamespace == "" {
-			defNamespace = namespace
-			if meta, ok := def.obj["metadata"].(map[string]any); ok {
-				meta["namespace"] = defNamespace
-			}
-		}
-		relatedDefinitions[defNamespace+"/"+def.meta.Metadata.Name] = def.obj
-	}
-	request := map[string]any{
-		"controller": controller,
-		"parent":     parent,
-		"children":   children,
-		"related":    map[string]any{relatedDefinitionKey: relatedDefinitions},
-		"finalizing": false,
-	}
-	return json.Marshal(request)
-}
-
-// withChildrenCreated is the request Metacontroller sends after it applied answer to request: the
-// answer's status on the parent, and each child it declared observed but its Pods (printed as
-// declared, about to be created).
-func withChildrenCreated(request []byte, answer hooksync.Response) ([]byte, error) {
-	var req map[string]json.RawMessage
-	var parent map[string]any
-	var children map[string]map[string]json.RawMessage
-	if err := json.Unmarshal(request, &req); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(req["parent"], &parent); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(req["children"], &children); err != nil {
-		return nil, err
-	}
-	parent["status"] = answer.Status
-	for _, child := range answer.Children {
-		raw, err := json.Marshal(child)
-		if err != nil {
-			return nil, err
-		}
-		var meta typeMeta
-		if err := json.Unmarshal(raw, &meta); err != nil {
-			return nil, err
-		}
-		if meta.Kind == "Pod" {
-			continue // printed as declared, not yet created
-		}
-		group := meta.Kind + "." + meta.APIVersion
-		if children[group] == nil {
-			children[group] = map[string]json.RawMessage{}
-		}
-		key := meta.Metadata.Namespace + "/" + meta.Metadata.Name
-		if meta.Kind == "Service" {
-			// The API server gives a Service its ClusterIP at creation; the hook's hostAliases
-			// name it. render makes one up, keeping the one an earlier round gave.
-			if raw, err = withClusterIP(raw, children[group][key], len(children[group])); err != nil {
-				return nil, err
-			}
-		}
-		children[group][key] = raw
-	}
-	var err error
-	if req["parent"], err = json.Marshal(parent); err != nil {
-		return nil, err
-	}
-	if req["children"], err = json.Marshal(children); err != nil {
-		return nil, err
-	}
-	return json.Marshal(req)
-}
-
-// exampleServiceIPs is where render's made-up ClusterIPs come from: TEST-NET-2, which no cluster
-// allocates, so that a rendered hostAlias is plainly an example.
-const exampleServiceIPs = "198.51.100."
-
-// withClusterIP sets a Service's spec.clusterIP: the one it had when observed before, else the
-// n-th example address.
-func withClusterIP(service, observed json.RawMessage, n int) (json.RawMessage, error) {
-	var svc, before map[string]any
-	if err := json.Unmarshal(service, &svc); err != nil {
-		return nil, err
-	}
-	ip := fmt.Sprintf("%s%d", exampleServiceIPs, 10+n)
-	if observed != nil {
-		if err := json.Unmarshal(observed, &before); err != nil {
-			return nil, err
-		}
-		if spec, _ := before["spec"].(map[string]any); spec != nil && spec["clusterIP"] != nil {
-			ip, _ = spec["clusterIP"].(string)
-		}
-	}
-	spec, _ := svc["spec"].(map[string]any)
-	if spec == nil {
-		spec = map[string]any{}
-		svc["spec"] = spec
-	}
-	spec["clusterIP"] = ip
-	return json.Marshal(svc)
+	return challenge, definitions, nil
 }
 
 // readYAMLDocuments returns every non-empty document of a YAML file, as JSON.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
 )
 
@@ -76,6 +78,43 @@ func TestRenderExamples(t *testing.T) {
 		assert.Equal(t, "ctf", metadata["namespace"], "%s", doc["kind"])
 	}
 	assert.NotEqual(t, renderFlagPlaceholder, flagSecretValue(t, docs), "with a key, the real flag")
+}
+
+// TestRenderPodsResolveTheirPeers: an instance of several pods is rendered with every Pod, each
+// peer it resolves by name at a made-up ClusterIP of Kubernetes' default Service range
+// (mcsim.ServiceCIDR), one address per peer, the same in every Pod.
+func TestRenderPodsResolveTheirPeers(t *testing.T) {
+	docs, _ := renderDocuments(t, "-f", "../../examples/xss-admin-bot.yaml", "--now=2026-11-01T12:00:00Z", "--flag-key-file=../../testdata/flag.key")
+	pods, addresses := 0, map[string]string{}
+	for _, doc := range docs {
+		if doc["kind"] != "Pod" {
+			continue
+		}
+		pods++
+		spec, _ := doc["spec"].(map[string]any)
+		aliases, _ := spec["hostAliases"].([]any)
+		for _, a := range aliases {
+			alias := a.(map[string]any)
+			ip, _ := alias["ip"].(string)
+			addr, err := netip.ParseAddr(ip)
+			require.NoError(t, err)
+			assert.True(t, netip.MustParsePrefix(mcsim.ServiceCIDR).Contains(addr), "%s", ip)
+			for _, name := range alias["hostnames"].([]any) {
+				name := name.(string)
+				if before, seen := addresses[name]; seen {
+					assert.Equal(t, before, ip, "%s resolves to two addresses", name)
+				}
+				addresses[name] = ip
+			}
+		}
+	}
+	assert.Equal(t, 3, pods, "web, db and bot")
+	require.NotEmpty(t, addresses)
+	distinct := map[string]string{}
+	for name, ip := range addresses {
+		assert.NotContains(t, distinct, ip, "%s and %s resolve to one address", name, distinct[ip])
+		distinct[ip] = name
+	}
 }
 
 // With --gateway, render shows what the hook answers under the CompositeController patched by the
@@ -245,7 +284,7 @@ spec:
 	require.NoError(t, err)
 	require.Len(t, service.Spec.Ports, 1)
 	assert.Equal(t, service.Spec.Ports[0].Port, int(target.Service.Port()))
-	assert.True(t, strings.HasPrefix(target.Service.Addr().String(), exampleServiceIPs), "the token names %s, not render's example ClusterIP", target.Service)
+	assert.True(t, netip.MustParsePrefix(mcsim.ServiceCIDR).Contains(target.Service.Addr()), "the token names %s, not a ClusterIP render allocated", target.Service)
 	assert.Equal(t, uint8(20), target.ProofOfWorkBits)
 
 	docs, stderr = renderDocuments(t, "-f", challenge, "--tcp-gateway-address=tcp.ctf.example.org:1337")

@@ -18,6 +18,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/challenge-hook/challenge-hook/internal/golden"
 )
 
 // formContentType is what `curl -d` sends, the way the README tells users to try the hook.
@@ -138,33 +140,24 @@ func TestGoldenReplay(t *testing.T) {
 	require.NoError(t, err)
 	servers := map[string]string{} // case flags -> server URL
 
-	requests, err := filepath.Glob("testdata/*/request.json")
+	cases, err := golden.Cases("testdata")
 	require.NoError(t, err)
-	require.NotEmpty(t, requests, "no golden cases under testdata/")
-	for _, requestFile := range requests {
-		dir := filepath.Dir(requestFile)
-		name := filepath.Base(dir)
-		caseFlags, err := os.ReadFile(filepath.Join(dir, "hook.flags"))
-		if err != nil && !os.IsNotExist(err) {
-			require.NoError(t, err)
-		}
-		url, started := servers[string(caseFlags)]
+	for _, c := range cases {
+		caseFlags := strings.Join(c.Flags, " ")
+		url, started := servers[caseFlags]
 		if !started {
-			srv, _ := newTestServer(t, strings.Fields(string(devFlags)+" "+string(caseFlags))...)
+			srv, _ := newTestServer(t, append(strings.Fields(string(devFlags)), c.Flags...)...)
 			url = srv.URL
-			servers[string(caseFlags)] = url
+			servers[caseFlags] = url
 		}
-		t.Run(name, func(t *testing.T) {
-			request, err := os.ReadFile(requestFile)
-			require.NoError(t, err)
-			want, err := os.ReadFile(filepath.Join(dir, "response.json"))
-			require.NoError(t, err)
+		t.Run(c.Name, func(t *testing.T) {
+			require.NotNil(t, c.Response, "%s has no %s: run `make update`", c.Dir, golden.ResponseFile)
 			path := "/sync"
-			if strings.HasPrefix(name, "customize-") {
+			if c.Customize() {
 				path = "/customize"
 			}
 			// `curl -d @file` drops the file's newlines and carriage returns and sends the form type.
-			curlBody := []byte(strings.NewReplacer("\n", "", "\r", "").Replace(string(request)))
+			curlBody := []byte(strings.NewReplacer("\n", "", "\r", "").Replace(string(c.Request)))
 			resp, got := post(t, url+path, formContentType, curlBody, devAuthorization(t)...)
 			require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", got)
 			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
@@ -172,8 +165,8 @@ func TestGoldenReplay(t *testing.T) {
 			// what the server sent must give the file byte for byte.
 			var indented bytes.Buffer
 			require.NoError(t, json.Indent(&indented, got, "", "  "))
-			if !bytes.Equal(want, indented.Bytes()) {
-				t.Errorf("POST %s %s: the answer differs from response.json\n got: %s\nwant: %s", path, requestFile, indented.Bytes(), want)
+			if !bytes.Equal(c.Response, indented.Bytes()) {
+				t.Errorf("POST %s %s: the answer differs from %s\n got: %s\nwant: %s", path, c.Dir, golden.ResponseFile, indented.Bytes(), c.Response)
 			}
 		})
 	}

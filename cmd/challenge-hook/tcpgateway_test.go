@@ -130,3 +130,37 @@ func TestTCPGatewayHelp(t *testing.T) {
 		assert.Contains(t, stderr.String(), flag+" ")
 	}
 }
+
+// TestGatewayOpensTheHooksTokens: the gateway reads its --key-file as the hook reads
+// --tcp-gateway-key-file, so the token render prints (the hook's) opens in the gateway, to the
+// Service render allocated.
+func TestGatewayOpensTheHooksTokens(t *testing.T) {
+	challenge := filepath.Join(t.TempDir(), "challenge.yaml")
+	require.NoError(t, os.WriteFile(challenge, []byte(`apiVersion: ctf.challenge-hook.dev/v1alpha1
+kind: Challenge
+metadata: {name: pwn-team7, namespace: ctf}
+spec:
+  owner: team-7
+  template:
+    containers:
+    - {name: pwn, image: registry.example/pwn:1, ports: [{containerPort: 1337}]}
+    expose: [{port: 1337, type: TCP}]
+`), 0o600))
+	keyFile := filepath.Join("..", "..", "testdata", "tcp-gateway.key")
+	docs, _ := renderDocuments(t, "-f", challenge, "--tcp-gateway-address=tcp.ctf.example.org:1337", "--tcp-gateway-key-file="+keyFile)
+	status := docs[len(docs)-1]["status"].(map[string]any)
+	token := status["endpoints"].([]any)[0].(map[string]any)["token"].(string)
+	key, err := readGatewayKey(keyFile)
+	require.NoError(t, err)
+	target, err := tcptoken.Open(key, token)
+	require.NoError(t, err)
+	var servicePorts []int
+	for _, doc := range docs {
+		if doc["kind"] == "Service" {
+			for _, port := range doc["spec"].(map[string]any)["ports"].([]any) {
+				servicePorts = append(servicePorts, int(port.(map[string]any)["port"].(float64)))
+			}
+		}
+	}
+	assert.Equal(t, []int{int(target.Service.Port())}, servicePorts)
+}

@@ -6,7 +6,8 @@
 //   - connect: dial until the first byte echoed by the instance (through the gateway: the prompt
 //     and the token on the way), p50 and p99;
 //   - echo: a 1-byte round trip, over -open connections held open both ways at once, p50 and p99;
-//   - bulk: MiB/s of -bulk-mib each way through the echo instance on one connection;
+//   - bulk: MiB/s of -bulk-mib each way through the echo instance on one connection, and the
+//     gateway's CPU time per GiB it spliced (utime+stime from /proc);
 //   - new connections per second (connect, 1-byte echo, close, from -workers goroutines) and the
 //     gateway's connections per CPU-second (its utime+stime from /proc);
 //   - memory per idle connection: the gateway's RSS (/proc/<pid>/status VmRSS, a fresh child)
@@ -178,19 +179,36 @@ func run() error {
 
 	fmt.Printf("\nbulk, %d MiB each way on one connection, best of 3 alternating\n", o.bulkMiB)
 	var dBest, gBest float64
+	var gatewayCPU time.Duration
 	for range 3 {
 		for _, p := range []struct {
 			dial func() (net.Conn, error)
 			best *float64
-		}{{direct, &dBest}, {through, &gBest}} {
+			pid  int
+		}{{direct, &dBest, 0}, {through, &gBest, g.cmd.Process.Pid}} {
+			var before time.Duration
+			if p.pid != 0 {
+				if before, err = cpuTime(p.pid); err != nil {
+					return err
+				}
+			}
 			rate, err := bulk(p.dial, o.bulkMiB)
 			if err != nil {
 				return fmt.Errorf("bulk: %w", err)
 			}
 			*p.best = max(*p.best, rate)
+			if p.pid != 0 {
+				after, err := cpuTime(p.pid)
+				if err != nil {
+					return err
+				}
+				gatewayCPU += after - before
+			}
 		}
 	}
-	fmt.Printf("  direct %.0f MiB/s, gateway %.0f MiB/s: %.2f of direct\n", dBest, gBest, gBest/dBest)
+	// Each transfer crosses the gateway twice (there and echoed back): 2 × 3 × bulk-mib.
+	fmt.Printf("  direct %.0f MiB/s, gateway %.0f MiB/s: %.2f of direct; the gateway process: %.0f ms of CPU per GiB spliced\n",
+		dBest, gBest, gBest/dBest, gatewayCPU.Seconds()*1000/(float64(2*3*o.bulkMiB)/1024))
 
 	fmt.Printf("\nnew connections (connect, 1-byte echo, close), %d workers, %s each\n", o.workers, o.rateFor)
 	dRate, _, err := connectionRate(direct, o.workers, o.rateFor, 0)

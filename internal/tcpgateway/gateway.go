@@ -18,6 +18,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,7 +53,9 @@ type Config struct {
 	// DialTimeout is the time the instance has to accept the connection.
 	DialTimeout time.Duration
 	// IdleTimeout closes a spliced connection that moved no byte either way for this long; it
-	// closes between IdleTimeout and 1.25 times it after the last byte.
+	// closes between IdleTimeout and 1.25 times it after the last byte. The default, 15 minutes,
+	// lets a player read a disassembly between two inputs of an interactive session, and still
+	// frees what abandoned sessions hold (a player holds at most MaxConnectionsPerToken).
 	IdleTimeout time.Duration
 	// DrainTimeout is how long spliced connections may go on after the listener closed.
 	DrainTimeout time.Duration
@@ -254,7 +257,14 @@ func (g *Gateway) handle(player *net.TCPConn) {
 
 	instance, err := g.dial(target.Service)
 	if err != nil {
-		log.Debug("instance not reachable", slog.String("error", err.Error()))
+		// A stopped or starting instance refuses or drops: the player's business. Anything else
+		// (out of file descriptors, no route) is the gateway's, and an operator's.
+		level := slog.LevelWarn
+		var ne net.Error
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &ne) && ne.Timeout() {
+			level = slog.LevelDebug
+		}
+		log.Log(context.Background(), level, "instance not reachable", slog.String("error", err.Error()))
 		g.refuse(player, log, refusal{reason: reasonUnreachable, line: "instance not reachable (stopped or starting?)\n"})
 		return
 	}
@@ -292,7 +302,7 @@ func (g *Gateway) handle(player *net.TCPConn) {
 // why the connection goes no further.
 func (g *Gateway) present(player *net.TCPConn) (tcptoken.Target, *lineReader, *refusal) {
 	if _, err := io.WriteString(player, Prompt); err != nil {
-		return tcptoken.Target{}, nil, &refusal{reason: reasonNoToken}
+		return tcptoken.Target{}, nil, &refusal{reason: reasonClosedEarly}
 	}
 	lines := newLineReader(player, g.cfg.MaxLineBytes)
 	line, err := lines.readLine()
@@ -325,7 +335,7 @@ func (g *Gateway) proofOfWork(player *net.TCPConn, lines *lineReader, zeroBits u
 	}
 	player.SetDeadline(time.Now().Add(g.cfg.ProofOfWorkTimeout))
 	if _, err := io.WriteString(player, puzzle(challenge, zeroBits)); err != nil {
-		return &refusal{reason: reasonWrongProofOfWork, bad: true}
+		return &refusal{reason: reasonClosedEarly}
 	}
 	answer, err := lines.readLine()
 	if err != nil {
@@ -345,7 +355,7 @@ func (g *Gateway) lineError(err error, timeoutReason, timeoutLine string) *refus
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return &refusal{reason: timeoutReason, line: timeoutLine, bad: true}
 	default:
-		return &refusal{reason: reasonNoToken}
+		return &refusal{reason: reasonClosedEarly}
 	}
 }
 

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,8 +75,8 @@ func TestBadTokensReachNothing(t *testing.T) {
 		"endless":         {send: strings.Repeat(valid, 100), want: "line too long\n", reason: reasonLineTooLong},
 		"no line":         {send: valid, want: "no token within 300ms\n", reason: reasonTokenTimeout},
 		"nothing":         {want: "no token within 300ms\n", reason: reasonTokenTimeout},
-		"closed":          {close: true, want: "", reason: reasonNoToken},
-		"closed mid-line": {send: valid[:5], close: true, want: "", reason: reasonNoToken},
+		"closed":          {close: true, want: "", reason: reasonClosedEarly},
+		"closed mid-line": {send: valid[:5], close: true, want: "", reason: reasonClosedEarly},
 	} {
 		before := g.refused(tc.reason)
 		p := connect(t, g.addr)
@@ -474,4 +477,81 @@ func TestDrain(t *testing.T) {
 	assert.Empty(t, p.rest())
 	assert.GreaterOrEqual(t, time.Since(start), 500*time.Millisecond)
 	waitFor(t, func() bool { return g.closed(closedShutdown) == 1 }, "the shutdown close counted")
+}
+
+// TestIdleConnectionHoldsNoPipe: once quiet, a spliced connection holds its two sockets and no
+// splice pipe (two descriptors each way), so that RLIMIT_NOFILE, not pipes, bounds how many idle
+// players a gateway carries. Counted in this process: per connection the player's socket, the
+// gateway's two and the instance's.
+func TestIdleConnectionHoldsNoPipe(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	// An instance that echoes through a buffer: io.Copy's splice would hold a pipe of its own.
+	instance := startBackend(t, func(c net.Conn) {
+		io.CopyBuffer(struct{ io.Writer }{c}, struct{ io.Reader }{c}, make([]byte, 512))
+	})
+	g := startGateway(t, func(c *Config) { c.MaxConnectionsPerToken = 100 })
+	token := mint(t, tcptoken.Target{Service: instance.addr()})
+	openFiles := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(entries)
+	}
+	// Pipes given back wait in Go's pool until garbage collections close them (finalizers):
+	// collect before counting, and after until only the connections' own descriptors are left.
+	for range 5 {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+	}
+	const n = 20
+	before := openFiles()
+	for range n {
+		p := connect(t, g.addr)
+		p.send(token + "\nx")
+		p.expect("x")
+		p.send("y")
+		p.expect("y")
+	}
+	var held int
+	deadline := time.Now().Add(10 * time.Second)
+	for held = openFiles() - before; held != 4*n && time.Now().Before(deadline); held = openFiles() - before {
+		runtime.GC()
+		time.Sleep(copyRound)
+	}
+	assert.Equal(t, 4*n, held, "descriptors of %d idle connections (4 sockets each)", n)
+}
+
+// TestResetEndsBothSides: an instance that resets its connection (a crash) ends the player's at
+// once, though the player was waiting, not sending; and the other way round.
+func TestResetEndsBothSides(t *testing.T) {
+	instanceConns := make(chan *net.TCPConn, 2)
+	instance := startBackend(t, func(c net.Conn) {
+		// Spliced once the player's first byte arrives.
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			return
+		}
+		instanceConns <- c.(*net.TCPConn)
+		io.Copy(io.Discard, c)
+	})
+	g := startGateway(t, nil)
+	token := mint(t, tcptoken.Target{Service: instance.addr()})
+
+	p := connect(t, g.addr)
+	p.send(token + "\nx")
+	c := <-instanceConns
+	require.NoError(t, c.SetLinger(0))
+	c.Close()
+	start := time.Now()
+	assert.Empty(t, p.rest())
+	assert.Less(t, time.Since(start), 5*time.Second)
+
+	p = connect(t, g.addr)
+	p.send(token + "\nx")
+	c = <-instanceConns
+	require.NoError(t, p.conn.SetLinger(0))
+	p.conn.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := io.Copy(io.Discard, c)
+	assert.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the instance's side still open 5 s after the player's reset")
 }

@@ -8,7 +8,7 @@ const (
 	reasonTooManyConnections = "too_many_connections"   // --max-connections reached
 	reasonRateLimited        = "too_many_bad_tokens"    // the source's bad tokens of the minute reached --max-bad-tokens-per-minute
 	reasonTooManyPending     = "too_many_pending"       // the source's connections still presenting a token reached --max-pending-per-source
-	reasonNoToken            = "no_token"               // closed by the player before a whole line
+	reasonClosedEarly        = "closed_early"           // closed by the player before its token or answer line
 	reasonTokenTimeout       = "token_timeout"          // no token within --token-timeout
 	reasonLineTooLong        = "line_too_long"          // a line longer than --max-line-bytes
 	reasonInvalidToken       = "invalid_token"          // a token the gateway key did not mint

@@ -69,18 +69,19 @@ func (g *Gateway) splice(player, instance *net.TCPConn) spliced {
 	go func() {
 		defer close(done)
 		toPlayer, toPlayerErr = g.copyHalf(player, instance, tick, &lastActive)
+		if toPlayerErr != nil {
+			// A reset (or the watchdog) on one side ends both at once: the other copy may be
+			// waiting for a player who has nothing more to say.
+			player.Close()
+			instance.Close()
+		}
 	}()
 	toInstance, toInstanceErr := g.copyHalf(instance, player, tick, &lastActive)
 	if toInstanceErr != nil {
-		// A reset (or the watchdog) on one side ends both: nothing more can reach the player.
 		instance.Close()
 		player.Close()
 	}
 	<-done
-	if toPlayerErr != nil {
-		player.Close()
-		instance.Close()
-	}
 	g.metrics.bytes.WithLabelValues(directionToInstance).Add(float64(toInstance))
 	g.metrics.bytes.WithLabelValues(directionToPlayer).Add(float64(toPlayer))
 	reason := closedByPeers
@@ -124,12 +125,24 @@ func (g *Gateway) copyHalf(dst, src *net.TCPConn, tick time.Duration, lastActive
 }
 
 // waitReadable returns once the socket has bytes, its end or an error to read, without reading:
-// MSG_PEEK asks the kernel, and only an EAGAIN waits (for the poller's next edge).
+// MSG_PEEK asks the kernel, and only an EAGAIN waits (for the poller's next edge). An error is
+// returned, not left to the copy: the peek consumed it (a reset would read as an end).
 func waitReadable(raw syscall.RawConn) error {
 	var b [1]byte
-	return raw.Read(func(fd uintptr) bool {
-		// Bytes, the end or an error: the copy reads them.
+	var peekErr error
+	err := raw.Read(func(fd uintptr) bool {
 		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return err != syscall.EAGAIN && err != syscall.EINTR
+		if err == syscall.EAGAIN || err == syscall.EINTR {
+			return false
+		}
+		peekErr = err
+		return true
 	})
+	if err != nil {
+		return err
+	}
+	if peekErr != nil {
+		return os.NewSyscallError("recvfrom", peekErr)
+	}
+	return nil
 }

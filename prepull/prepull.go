@@ -1,4 +1,7 @@
-package sync
+// Package prepull is the pre-pull controller (manifests/components/prepull): a second
+// CompositeController, on ChallengeDefinitions, served by the same hook (POST /prepull/sync,
+// /prepull/customize). Like package sync it is pure: request and configuration in, answer out.
+package prepull
 
 import (
 	"cmp"
@@ -21,6 +24,8 @@ import (
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/wire"
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
 // The pre-pull controller (manifests/components/prepull) is a second CompositeController, on
@@ -36,8 +41,8 @@ const (
 	// labelAppComponent tells the pre-pull Pods from the instances of the same definition.
 	labelAppComponent = "app.kubernetes.io/component"
 	prePullValue      = "prepull"
-	// PrePullComponent is the kustomize component that installs the pre-pull controller.
-	PrePullComponent = "prepull"
+	// Component is the kustomize component that installs the pre-pull controller.
+	Component = "prepull"
 
 	// pauseInImage is the static pause program in the hook image (Dockerfile, cmd/pause); it
 	// copies itself to pauseInstalled with -install.
@@ -60,93 +65,85 @@ const (
 	prePullMemoryLimit   = "16Mi"
 )
 
-// The pre-pull caps' defaults. A typical definition has one to three images, and one of several
-// pods seldom more than eight. On every node, each pre-pulled image is a pause container
-// (requesting 1m CPU and 4Mi memory, 2.2 MiB resident) and, above all, the image on disk, and each
-// definition a Pod of the node's --max-pods (110 by default): 32 images in all is at most 128 Mi
-// requested and 32 Pods, leaving most of a node to the instances.
-const (
-	defaultPrePullMaxImagesPerDefinition = 8
-	defaultPrePullMaxImages              = 32
-)
-
 // prePullChildKinds are the pre-pull CompositeController's child types, in the order its answers
 // list them (manifests' tests hold the component to it).
-var prePullChildKinds = []ChildKind{
-	{APIVersion: "apps/v1", Kind: "DaemonSet", Resource: "daemonsets", Component: PrePullComponent},
-	{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy", Resource: "networkpolicies", Component: PrePullComponent},
+var prePullChildKinds = []hooksync.ChildKind{
+	{APIVersion: "apps/v1", Kind: "DaemonSet", Resource: "daemonsets", Component: Component},
+	{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy", Resource: "networkpolicies", Component: Component},
 }
 
-// PrePullChildKinds are the child types of the pre-pull CompositeController, in the order its
-// answers list them.
-func PrePullChildKinds() []ChildKind { return slices.Clone(prePullChildKinds) }
+// ChildKinds are the child types of the pre-pull CompositeController, in the order its answers
+// list them.
+func ChildKinds() []hooksync.ChildKind { return slices.Clone(prePullChildKinds) }
 
-// PrePullRequest is a decoded sync request of the pre-pull controller: the definition, the
-// children Metacontroller observed (its DaemonSet and NetworkPolicy), and the definitions of the
-// namespaces the hook pre-pulls (PrePullCustomize), whose images count against the total.
-type PrePullRequest struct {
-	Parent   ChallengeDefinition
-	Children []ObservedObject
-	Related  []ChallengeDefinition
+// Request is a decoded sync request of the pre-pull controller: the definition, the children
+// Metacontroller observed (its DaemonSet and NetworkPolicy), and the definitions of the namespaces
+// the hook pre-pulls (Customize), whose images count against the total.
+type Request struct {
+	Parent   hooksync.ChallengeDefinition
+	Children []hooksync.ObservedObject
+	Related  []hooksync.ChallengeDefinition
 }
 
-// PrePullCustomizeRequest is a decoded customize request of the pre-pull controller.
-type PrePullCustomizeRequest struct {
-	Parent ChallengeDefinition
+// CustomizeRequest is a decoded customize request of the pre-pull controller.
+type CustomizeRequest struct {
+	Parent hooksync.ChallengeDefinition
 }
 
-// PrePullResponse is the pre-pull controller's answer.
-type PrePullResponse struct {
+// Response is the pre-pull controller's answer.
+type Response struct {
 	Status             v1alpha1.ChallengeDefinitionStatus `json:"status"`
 	Children           []any                              `json:"children"`
 	ResyncAfterSeconds float64                            `json:"resyncAfterSeconds"`
 	Finalized          bool                               `json:"finalized"`
 }
 
-// DecodePrePullRequest decodes a pre-pull sync request. As with DecodeRequest, a child type the
+// DecodeRequest decodes a pre-pull sync request. As with sync.DecodeRequest, a child type the
 // hook does not manage is refused (its children would be deleted), and every error wraps
-// ErrBadRequest.
-func DecodePrePullRequest(body []byte) (PrePullRequest, error) {
-	lists := make([][]ObservedObject, len(prePullChildKinds))
-	groups := map[string]groupDecoder{}
+// sync.ErrBadRequest.
+func DecodeRequest(body []byte) (Request, error) {
+	lists := make([][]hooksync.ObservedObject, len(prePullChildKinds))
+	groups := map[string]wire.GroupDecoder{}
 	for i, k := range prePullChildKinds {
-		groups[k.Key()] = decodeInto(&lists[i], func(o *ObservedObject) string { return o.Metadata.Name })
+		groups[k.Key()] = wire.DecodeInto(&lists[i], func(o *hooksync.ObservedObject) string { return o.Metadata.Name })
 	}
-	var parent *ChallengeDefinition
-	var related []ChallengeDefinition
-	relatedGroups := map[string]groupDecoder{
-		"ChallengeDefinition." + v1alpha1.APIVersion: decodeInto(&related, func(d *ChallengeDefinition) string { return d.Metadata.Name }),
+	var parent *hooksync.ChallengeDefinition
+	var related []hooksync.ChallengeDefinition
+	relatedGroups := map[string]wire.GroupDecoder{
+		"ChallengeDefinition." + v1alpha1.APIVersion: wire.DecodeInto(&related, func(d *hooksync.ChallengeDefinition) string { return d.Metadata.Name }),
 	}
 	// controller is read past; finalizing too (there is no finalize hook: owner references delete
 	// the children with the definition), once checked to be a boolean.
-	err := decodeRequestKeys(body, map[string]func(dec *json.Decoder) error{
-		"parent":   func(dec *json.Decoder) error { return decodeParent(dec, &parent) },
-		"children": func(dec *json.Decoder) error { return decodeGroups(dec, "children", "child", groups) },
-		"related":  func(dec *json.Decoder) error { return decodeGroups(dec, "related", "related", relatedGroups) },
+	err := wire.DecodeRequestKeys(body, map[string]func(dec *json.Decoder) error{
+		"parent":   func(dec *json.Decoder) error { return wire.DecodeParent(dec, &parent) },
+		"children": func(dec *json.Decoder) error { return wire.DecodeGroups(dec, "children", "child", groups) },
+		"related":  func(dec *json.Decoder) error { return wire.DecodeGroups(dec, "related", "related", relatedGroups) },
 		"finalizing": func(dec *json.Decoder) error {
 			var finalizing bool
 			if err := dec.Decode(&finalizing); err != nil {
-				return badRequest("finalizing: %v", err)
+				return wire.BadRequest("finalizing: %v", err)
 			}
 			return nil
 		},
 	})
 	if err != nil {
-		return PrePullRequest{}, err
+		return Request{}, err
 	}
 	if parent == nil || parent.Metadata.Name == "" {
-		return PrePullRequest{}, badRequest("request has no parent with a metadata.name")
+		return Request{}, wire.BadRequest("request has no parent with a metadata.name")
 	}
-	slices.SortStableFunc(related, func(a, b ChallengeDefinition) int { return compareMeta(a.Metadata, b.Metadata) })
-	req := PrePullRequest{Parent: *parent, Related: related}
+	slices.SortStableFunc(related, func(a, b hooksync.ChallengeDefinition) int { return wire.CompareMeta(a.Metadata, b.Metadata) })
+	req := Request{Parent: *parent, Related: related}
 	for _, list := range lists {
-		slices.SortStableFunc(list, func(a, b ObservedObject) int { return compareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta) })
+		slices.SortStableFunc(list, func(a, b hooksync.ObservedObject) int {
+			return wire.CompareMeta(a.Metadata.ObjectMeta, b.Metadata.ObjectMeta)
+		})
 		req.Children = append(req.Children, list...)
 	}
 	return req, nil
 }
 
-// PrePull answers for one definition, a pure function of it, the definitions related with it and
+// Sync answers for one definition, a pure function of it, the definitions related with it and
 // cfg (whose PrePullImage must be set): its DaemonSet and NetworkPolicy while it wants pre-pull and
 // fits the caps; none once it opts out (spec.prePull: false), outside the namespaces the organizer
 // named, or over a cap, so that Metacontroller deletes them (never a DaemonSet of some of its
@@ -158,7 +155,7 @@ func DecodePrePullRequest(body []byte) (PrePullRequest, error) {
 // A DaemonSet is a container per image on every node, a cost every team's instances share, so only
 // the organizer's namespaces (--definition-namespaces) claim it, and within them the definitions
 // take the --prepull-max-images the nodes hold in the order they were created.
-func PrePull(req PrePullRequest, cfg Config) PrePullResponse {
+func Sync(req Request, cfg hooksync.Config) Response {
 	def := req.Parent
 	name := prePullName(def.Metadata.Name)
 	if !slices.Contains(cfg.DefinitionNamespaces, def.Metadata.Namespace) {
@@ -169,16 +166,16 @@ func PrePull(req PrePullRequest, cfg Config) PrePullResponse {
 	}
 	if errs := validatePrePull(def); len(errs) > 0 {
 		message := fmt.Sprintf("the images are not pre-pulled until the definition is fixed, and what was pre-pulled stays: %v", errs.ToAggregate())
-		return prePullAnswer(v1alpha1.PrePullStateInvalidDefinition, message, "", keptChildren(req.Children))
+		return prePullAnswer(v1alpha1.PrePullStateInvalidDefinition, message, "", hooksync.KeptChildren(req.Children))
 	}
-	if !slices.ContainsFunc(req.Related, func(d ChallengeDefinition) bool { return sameDefinition(d, def) }) {
-		// PrePullCustomize relates every definition of the parent's namespace, the parent
+	if !slices.ContainsFunc(req.Related, func(d hooksync.ChallengeDefinition) bool { return sameDefinition(d, def) }) {
+		// Customize relates every definition of the parent's namespace, the parent
 		// included: without it, the related list is a customize answer Metacontroller cached under
 		// other flags (for up to 20 minutes, per generation), and the total cannot be counted.
 		message := fmt.Sprintf("waiting for Metacontroller to relate the definitions of %s, whose images count against --prepull-max-images "+
 			"(its customize answer for this definition predates the hook's flags; it asks again within 20 minutes, or when the definition changes); what was pre-pulled stays",
 			strings.Join(cfg.DefinitionNamespaces, ","))
-		return prePullAnswer(v1alpha1.PrePullStatePending, message, "", keptChildren(req.Children))
+		return prePullAnswer(v1alpha1.PrePullStatePending, message, "", hooksync.KeptChildren(req.Children))
 	}
 	images := prePullImages(def.Spec)
 	if len(images) > cfg.PrePullMaxImagesPerDefinition {
@@ -196,10 +193,12 @@ func PrePull(req PrePullRequest, cfg Config) PrePullResponse {
 	return prePullAnswer(v1alpha1.PrePullStatePrePulling, message, name, []any{buildPrePullDaemonSet(def, name, images, cfg), buildPrePullNetworkPolicy(def, name)})
 }
 
-func wantsPrePull(def ChallengeDefinition) bool { return def.Spec.PrePull == nil || *def.Spec.PrePull }
+func wantsPrePull(def hooksync.ChallengeDefinition) bool {
+	return def.Spec.PrePull == nil || *def.Spec.PrePull
+}
 
 // prePullNamespaceRefusal says why a definition of namespace is not pre-pulled.
-func prePullNamespaceRefusal(namespace string, cfg Config) string {
+func prePullNamespaceRefusal(namespace string, cfg hooksync.Config) string {
 	named := "none set"
 	if len(cfg.DefinitionNamespaces) > 0 {
 		named = strings.Join(cfg.DefinitionNamespaces, ",")
@@ -213,12 +212,12 @@ func prePullNamespaceRefusal(namespace string, cfg Config) string {
 // the allowed namespaces (the related ones, the parent as it is now) that want pre-pull, are valid
 // and fit the per-definition cap take the budget in creation order (then namespace and name),
 // each one that fits what is left: a new definition never takes the place of an older one.
-func prePullBudget(req PrePullRequest, cfg Config) (before int, fits bool) {
+func prePullBudget(req Request, cfg hooksync.Config) (before int, fits bool) {
 	parent := req.Parent
-	defs := slices.DeleteFunc(slices.Clone(req.Related), func(d ChallengeDefinition) bool { return sameDefinition(d, parent) })
+	defs := slices.DeleteFunc(slices.Clone(req.Related), func(d hooksync.ChallengeDefinition) bool { return sameDefinition(d, parent) })
 	defs = append(defs, parent)
-	slices.SortStableFunc(defs, func(a, b ChallengeDefinition) int {
-		return cmp.Or(cmp.Compare(a.Metadata.CreationTimestamp, b.Metadata.CreationTimestamp), compareMeta(a.Metadata, b.Metadata))
+	slices.SortStableFunc(defs, func(a, b hooksync.ChallengeDefinition) int {
+		return cmp.Or(cmp.Compare(a.Metadata.CreationTimestamp, b.Metadata.CreationTimestamp), wire.CompareMeta(a.Metadata, b.Metadata))
 	})
 	used := 0
 	for _, d := range defs {
@@ -237,48 +236,48 @@ func prePullBudget(req PrePullRequest, cfg Config) (before int, fits bool) {
 }
 
 // sameDefinition: a and b are the same ChallengeDefinition (by namespace and name).
-func sameDefinition(a, b ChallengeDefinition) bool {
+func sameDefinition(a, b hooksync.ChallengeDefinition) bool {
 	return a.Metadata.Namespace == b.Metadata.Namespace && a.Metadata.Name == b.Metadata.Name
 }
 
-// PrePullCustomize asks Metacontroller for what PrePull counts against the total: every definition
+// Customize asks Metacontroller for what Sync counts against the total: every definition
 // of the namespaces the hook pre-pulls, for a definition of one of them; nothing for another.
-func PrePullCustomize(req PrePullCustomizeRequest, cfg Config) CustomizeResponse {
-	rules := []RelatedResourceRule{}
+func Customize(req CustomizeRequest, cfg hooksync.Config) hooksync.CustomizeResponse {
+	rules := []hooksync.RelatedResourceRule{}
 	if slices.Contains(cfg.DefinitionNamespaces, req.Parent.Metadata.Namespace) {
 		for _, ns := range cfg.DefinitionNamespaces {
-			rules = append(rules, RelatedResourceRule{APIVersion: v1alpha1.APIVersion, Resource: "challengedefinitions", Namespace: ns})
+			rules = append(rules, hooksync.RelatedResourceRule{APIVersion: v1alpha1.APIVersion, Resource: "challengedefinitions", Namespace: ns})
 		}
 	}
-	return CustomizeResponse{RelatedResources: rules}
+	return hooksync.CustomizeResponse{RelatedResources: rules}
 }
 
-// DecodePrePullCustomizeRequest decodes a customize request of the pre-pull controller.
-func DecodePrePullCustomizeRequest(body []byte) (PrePullCustomizeRequest, error) {
-	var parent *ChallengeDefinition
-	err := decodeRequestKeys(body, map[string]func(dec *json.Decoder) error{
-		"parent": func(dec *json.Decoder) error { return decodeParent(dec, &parent) },
+// DecodeCustomizeRequest decodes a customize request of the pre-pull controller.
+func DecodeCustomizeRequest(body []byte) (CustomizeRequest, error) {
+	var parent *hooksync.ChallengeDefinition
+	err := wire.DecodeRequestKeys(body, map[string]func(dec *json.Decoder) error{
+		"parent": func(dec *json.Decoder) error { return wire.DecodeParent(dec, &parent) },
 	})
 	if err != nil {
-		return PrePullCustomizeRequest{}, err
+		return CustomizeRequest{}, err
 	}
 	if parent == nil || parent.Metadata.Name == "" {
-		return PrePullCustomizeRequest{}, badRequest("request has no parent with a metadata.name")
+		return CustomizeRequest{}, wire.BadRequest("request has no parent with a metadata.name")
 	}
-	return PrePullCustomizeRequest{Parent: *parent}, nil
+	return CustomizeRequest{Parent: *parent}, nil
 }
 
-func prePullAnswer(state, message, daemonSet string, children []any) PrePullResponse {
-	return PrePullResponse{
-		Status:   v1alpha1.ChallengeDefinitionStatus{PrePull: &v1alpha1.PrePullStatus{State: state, Message: inert(message, maxMessageLength), DaemonSet: daemonSet}},
+func prePullAnswer(state, message, daemonSet string, children []any) Response {
+	return Response{
+		Status:   v1alpha1.ChallengeDefinitionStatus{PrePull: &v1alpha1.PrePullStatus{State: state, Message: hooksync.StatusMessage(message), DaemonSet: daemonSet}},
 		Children: children,
 	}
 }
 
-// validatePrePull is the Challenge hook's check of a definition (ValidateDefinition), and a name
+// validatePrePull is the Challenge hook's check of a definition (sync.ValidateDefinition), and a name
 // that fits a label value, as the DaemonSet's selector needs.
-func validatePrePull(def ChallengeDefinition) field.ErrorList {
-	errs := ValidateDefinition(def.Spec, field.NewPath("spec"))
+func validatePrePull(def hooksync.ChallengeDefinition) field.ErrorList {
+	errs := hooksync.ValidateDefinition(def.Spec, field.NewPath("spec"))
 	if n := len(def.Metadata.Name); n > 63 {
 		errs = append(errs, field.TooLong(field.NewPath("metadata", "name"), def.Metadata.Name, 63))
 	}
@@ -310,7 +309,7 @@ func prePullImages(spec v1alpha1.DefinitionSpec) []prePullImage {
 	}
 	for i, p := range spec.Pods {
 		for j, c := range p.Containers {
-			name := p.Name + componentSeparator + c.Name
+			name := p.Name + hooksync.ComponentSeparator + c.Name
 			if len(name) > validation.DNS1123LabelMaxLength {
 				name = fmt.Sprintf("pod%d-container%d", i, j)
 			}
@@ -331,8 +330,8 @@ func uniqueContainerName(name string, taken []string) string {
 	return candidate
 }
 
-func prePullLabels(def ChallengeDefinition) map[string]string {
-	return map[string]string{LabelDefinition: def.Metadata.Name, labelAppComponent: prePullValue}
+func prePullLabels(def hooksync.ChallengeDefinition) map[string]string {
+	return map[string]string{hooksync.LabelDefinition: def.Metadata.Name, labelAppComponent: prePullValue}
 }
 
 // buildPrePullDaemonSet is the definition's DaemonSet. Its Pods pass Pod Security "restricted";
@@ -341,7 +340,7 @@ func prePullLabels(def ChallengeDefinition) map[string]string {
 // tolerate no taint), with the definition's runtimeClassName, whose scheduling rules apply to both.
 // A changed image rolls every node at once (maxSurge 100%): the new Pod pulls while the old one
 // still pins the old image, which running instances may use, and replaces it once it runs.
-func buildPrePullDaemonSet(def ChallengeDefinition, name string, images []prePullImage, cfg Config) *appsv1ac.DaemonSetApplyConfiguration {
+func buildPrePullDaemonSet(def hooksync.ChallengeDefinition, name string, images []prePullImage, cfg hooksync.Config) *appsv1ac.DaemonSetApplyConfiguration {
 	labels := prePullLabels(def)
 	spec := corev1ac.PodSpec().
 		WithAutomountServiceAccountToken(false).
@@ -415,7 +414,7 @@ func installName(taken []string) string {
 
 // buildPrePullNetworkPolicy admits nothing to or from the pre-pull Pods: they need no network
 // (the kubelet pulls, not the Pod), so a compromised image's code would have none either.
-func buildPrePullNetworkPolicy(def ChallengeDefinition, name string) *networkingv1ac.NetworkPolicyApplyConfiguration {
+func buildPrePullNetworkPolicy(def hooksync.ChallengeDefinition, name string) *networkingv1ac.NetworkPolicyApplyConfiguration {
 	return networkingv1ac.NetworkPolicy(name, def.Metadata.Namespace).
 		WithLabels(prePullLabels(def)).
 		WithSpec(networkingv1ac.NetworkPolicySpec().
