@@ -10,6 +10,8 @@ package node
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -189,6 +191,21 @@ func setUp() (stop func(), err error) {
 		// node's kubelet port, is never denied by kube-network-policies: see docs/security.md.)
 		// CHALLENGE_HOOK_POLICY_GATE=false in the environment turns it off.
 		common = append(common, "--policy-gate-image="+policyGateImage, "--policy-gate-target="+hostPort(targets["db"], 8080))
+	}
+	if bytes.Contains(help, []byte("-tcp-gateway-key-file")) {
+		// The TCP gateway's key, as the README's install creates it (32 random bytes in base64): the
+		// hook mints tokens with it, the gateway (TestTCPGateway) opens them with it. The address is
+		// the gateway Service's node port on the node, which the tests fix.
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return stop, err
+		}
+		tcpGatewayKey = base64.StdEncoding.EncodeToString(key)
+		keyFile := filepath.Join(cfg.logDir, "tcp-gateway.key")
+		if err := os.WriteFile(keyFile, []byte(tcpGatewayKey), 0o600); err != nil {
+			return stop, err
+		}
+		common = append(common, "--tcp-gateway-key-file="+keyFile, "--tcp-gateway-address="+tcpGatewayAddr())
 	}
 	hooks := [][]string{append([]string{"hook", "--listen=" + cfg.hookAddr, "--token-file=" + hookTokenFile}, common...)}
 	if bytes.Contains(help, []byte("-verify-listen")) {
