@@ -264,15 +264,21 @@ spec: {owner: %s, definitionRef: {name: bench}}
 		t.Errorf("%s: %v (%d of %d)", mode, err, player.count(names), n)
 	}
 
-	var toRunning, toByte, toEnforced, gateWait []float64
+	var toRunning, toByte, toEnforced, gateWait, toPod, podToEnforced, enforcedToReady, readyToRunning []float64
+	enforced, waits := gateTimes(ctx, t, names)
 	for _, name := range names {
 		r := rec.get(name)
 		toRunning = append(toRunning, r.running.Sub(r.created).Seconds())
+		toPod = append(toPod, r.podSeen.Sub(r.created).Seconds())
+		readyToRunning = append(readyToRunning, r.running.Sub(r.podReady).Seconds())
+		if at, ok := enforced[name]; ok {
+			podToEnforced = append(podToEnforced, at.Sub(r.podSeen).Seconds())
+			enforcedToReady = append(enforcedToReady, r.podReady.Sub(at).Seconds())
+		}
 		if at, ok := player.firstByte(name); ok {
 			toByte = append(toByte, at.Sub(r.running).Seconds())
 		}
 	}
-	enforced, waits := gateTimes(ctx, t, names)
 	for name, at := range enforced {
 		toEnforced = append(toEnforced, at.Sub(rec.get(name).created).Seconds())
 		gateWait = append(gateWait, waits[name])
@@ -282,6 +288,11 @@ spec: {owner: %s, definitionRef: {name: bench}}
 	t.Logf("  %-34s %s", "Running -> first byte (host)", dist(toByte))
 	t.Logf("  %-34s %s", "created -> policy enforced (gate)", dist(toEnforced))
 	t.Logf("  %-34s %s", "the gate's own wait", dist(gateWait))
+	t.Logf("  where created -> Running goes:")
+	t.Logf("  %-34s %s", "created -> Pod (Metacontroller, hook)", dist(toPod))
+	t.Logf("  %-34s %s", "Pod -> policy enforced (node)", dist(podToEnforced))
+	t.Logf("  %-34s %s", "enforced -> Pod Ready (node)", dist(enforcedToReady))
+	t.Logf("  %-34s %s", "Pod Ready -> Running (MC, hook)", dist(readyToRunning))
 	t.Logf("CPU seconds while the %s wave started (%.1fs):\n%s", mode, allRunning.Seconds(), procsRunning.cpuTable(procsBefore, allRunning))
 	t.Logf("components' metrics over the %s wave (count, mean):\n%s", mode, metricDelta(metricsBefore, metricsAfter))
 
@@ -474,6 +485,7 @@ func (p *playerProber) count(names []string) int {
 // instanceRecord is one instance's moments, as this process observed them.
 type instanceRecord struct {
 	created, running, deleteAt, challengeGone time.Time
+	podSeen, podReady                         time.Time       // the first Pod of the instance
 	children                                  map[string]bool // kind/name -> still there
 	lastChildGone                             time.Time
 }
@@ -636,6 +648,14 @@ func (r *recorder) child(kind string, obj any, deleted bool) {
 	if _, seen := rec.children[key]; !seen {
 		rec.children[key] = true
 	}
+	if kind == "pods" {
+		if rec.podSeen.IsZero() {
+			rec.podSeen = now
+		}
+		if rec.podReady.IsZero() && unstructuredPodReady(u) {
+			rec.podReady = now
+		}
+	}
 	// The attacker aims at a sampled instance's Pod as soon as its IP is known: before its
 	// containers start, so that its first moment is probed too.
 	ip, _, _ := unstructured.NestedString(u.Object, "status", "podIP")
@@ -648,6 +668,16 @@ func (r *recorder) child(kind string, obj any, deleted bool) {
 	if push {
 		go pushFn("inst-pod:"+name+"=tcp://"+hostPort(ip, 1337), "inst-pod:"+name+"-http=tcp://"+hostPort(ip, 8080))
 	}
+}
+
+func unstructuredPodReady(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Ready" {
+			return m["status"] == "True"
+		}
+	}
+	return false
 }
 
 func (r *recorder) get(name string) instanceRecord {
@@ -760,7 +790,7 @@ type procSnapshot struct {
 }
 
 // groupOrder is the order of the tables.
-var groupOrder = []string{"kube-apiserver", "etcd", "kcm", "scheduler", "metacontroller", "challenge-hook",
+var groupOrder = []string{"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "metacontroller", "challenge-hook",
 	"containerd", "containerd-shim", "containers", "kubelet", "kube-proxy", "kube-network-policies"}
 
 // sampleProcs reads /proc: the processes hack/node.sh and hack/cluster.sh started (their PID
@@ -978,6 +1008,17 @@ func scrapeAll(ctx context.Context, bc benchConfig) metricSet {
 		if raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + nodes.Items[0].Name + "/proxy/metrics").DoRaw(ctx); err == nil {
 			add("kubelet", string(raw))
 		}
+		// The probes' results: a counter (prober_probe_total), kept as if it were a histogram's count.
+		if raw, err := kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + nodes.Items[0].Name + "/proxy/metrics/probes").DoRaw(ctx); err == nil {
+			for _, line := range strings.Split(string(raw), "\n") {
+				if strings.HasPrefix(line, "prober_probe_total{") && strings.Contains(line, `namespace="ctf"`) {
+					series, value, _ := strings.Cut(line, "} ")
+					if v, err := strconv.ParseFloat(value, 64); err == nil {
+						out[probeSeries(series)] += v
+					}
+				}
+			}
+		}
 	}
 	for source, addr := range map[string]string{"kube-proxy": bc.proxyMetric, "kube-network-policies": bc.knpMetric, "metacontroller": bc.mcMetric} {
 		resp, err := http.Get("http://" + addr + "/metrics")
@@ -989,6 +1030,16 @@ func scrapeAll(ctx context.Context, bc benchConfig) metricSet {
 		add(source, string(data))
 	}
 	return out
+}
+
+// probeSeries is a prober_probe_total series summed over Pods and containers: by probe type and result.
+func probeSeries(series string) string {
+	label := func(name string) string {
+		_, rest, _ := strings.Cut(series, name+`="`)
+		v, _, _ := strings.Cut(rest, `"`)
+		return v
+	}
+	return fmt.Sprintf("kubelet prober_probe_count{probe_type=%q,result=%q}", label("probe_type"), label("result"))
 }
 
 // metricDelta pairs each histogram's _sum and _count over the wave: count and mean.
@@ -1003,8 +1054,12 @@ func metricDelta(before, after metricSet) string {
 		if dc <= 0 {
 			continue
 		}
-		ds := after[sumKey] - before[sumKey]
-		lines = append(lines, fmt.Sprintf("  %s: %.0f, mean %.4f", strings.Replace(key, "_count", "", 1), dc, ds/dc))
+		sum, histogram := after[sumKey]
+		if !histogram { // a counter named _count
+			lines = append(lines, fmt.Sprintf("  %s: %.0f", key, dc))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("  %s: %.0f, mean %.4f", strings.Replace(key, "_count", "", 1), dc, (sum-before[sumKey])/dc))
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
