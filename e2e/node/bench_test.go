@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
 
 // benchDefinition is a small TCP challenge: the test challenge server with a dynamic flag, its raw
@@ -113,7 +115,7 @@ func envOr(name, def string) string {
 // processes and their CPU at idle; for every wave, the CPU of each process while it ran and the
 // components' own metrics. Every attacker probe of a denied target must go unanswered.
 func TestBenchNode(t *testing.T) {
-	ctx := testContext(t)
+	ctx := e2eutil.TestContext(t)
 	bc := benchEnv(t)
 	nodeRoot := filepath.Dir(cfg.logDir)
 	t.Logf("bench: %d instances per wave, modes %v, rate %.1f/s, idle window %s, attacker sample %d; %d CPUs, load %s",
@@ -265,7 +267,7 @@ spec: {owner: %s, definitionRef: {name: bench}}
 	allRunning := time.Since(start)
 	procsRunning := sampleProcs(nodeRoot)
 	metricsAfter := scrapeAll(ctx, bc)
-	if err := waitUntil(ctx, 2*time.Minute, "the player's first byte from every instance", func() (bool, error) {
+	if err := e2eutil.WaitUntil(ctx, 2*time.Minute, "the player's first byte from every instance", func() (bool, error) {
 		return player.count(names) == n, nil
 	}); err != nil {
 		t.Errorf("%s: %v (%d of %d)", mode, err, player.count(names), n)
@@ -328,7 +330,7 @@ spec: {owner: %s, definitionRef: {name: bench}}
 		}()
 	}
 	wg.Wait()
-	if err := waitUntil(ctx, 10*time.Minute, fmt.Sprintf("%d instances gone", n), func() (bool, error) {
+	if err := e2eutil.WaitUntil(ctx, 10*time.Minute, fmt.Sprintf("%d instances gone", n), func() (bool, error) {
 		return rec.countGone(names) == n, nil
 	}); err != nil {
 		t.Fatalf("%s: %v (%d of %d gone)", mode, err, rec.countGone(names), n)
@@ -432,7 +434,7 @@ func startPlayer(t *testing.T) *playerProber {
 	}
 	go p.read(out)
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if err := waitUntil(context.Background(), 10*time.Second, "the player's control port", func() (bool, error) {
+	if err := e2eutil.WaitUntil(context.Background(), 10*time.Second, "the player's control port", func() (bool, error) {
 		resp, err := http.Get("http://" + p.ctl + "/healthz")
 		if err != nil {
 			return false, nil
