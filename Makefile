@@ -13,7 +13,7 @@ MONITORING_GOFLAGS := GOFLAGS="-trimpath $(shell $(GO) env GOFLAGS)"
 # any testdata request (with that token) answers its response.json.
 DEV_FLAGS := $(shell cat testdata/dev.flags 2>/dev/null)
 
-.PHONY: all build run test lint generate update e2e e2e-node bench bench-gateway bench-cluster fuzz clean
+.PHONY: all build run test lint generate update e2e e2e-node bench bench-gateway bench-cluster bench-node fuzz clean
 
 all: test build
 
@@ -76,6 +76,11 @@ e2e-node:
 # A scale run under the real Metacontroller (BENCH_CHALLENGES, default 500); not part of CI.
 bench-cluster:
 	bash hack/bench-cluster.sh
+
+# An event's peak on the real node of make e2e-node (BENCH_INSTANCES, default 300, at once and at
+# BENCH_RATE a second); not part of CI. Root and Linux, like e2e-node, whose lock it shares.
+bench-node:
+	bash hack/bench-node.sh
 
 # Go benchmarks: decode + sync + encode and their parts (sync), then the served handler on recorded
 # requests, one at a time and in parallel on 1 and 2 cores (cmd/challenge-hook), then the TCP

@@ -12,7 +12,9 @@
 #   5. always tears everything down (EXIT trap) and fails if anything is left behind.
 # Each phase's time is printed. Environment: E2E_NODE_RUN_ARGS (test binary flags, e.g.
 # -test.run=TestIsolation), E2E_NODE_HOOK_BIN (a hook binary to test instead of building one),
-# METACONTROLLER_SOURCE (see hack/build-metacontroller.sh), NODE_ROOT (state, default .cache/e2e-node).
+# METACONTROLLER_SOURCE (see hack/build-metacontroller.sh), NODE_ROOT (state, default .cache/e2e-node),
+# E2E_NODE_TAGS (build tags, default e2enode) and E2E_NODE_TIMEOUT (default 20m): hack/bench-node.sh
+# runs its benchmark through this script with them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -54,7 +56,7 @@ METACONTROLLER_DIR=$MC_DIR bash hack/build-metacontroller.sh; phase build-metaco
 bash hack/build-node-bins.sh; phase build-node-bins
 HOOK_BIN=${E2E_NODE_HOOK_BIN:-$ROOT/bin/challenge-hook}
 if [[ -z ${E2E_NODE_HOOK_BIN:-} ]]; then CGO_ENABLED=0 $GO build -o bin/challenge-hook ./cmd/challenge-hook; fi
-$GO test -tags e2enode -c -o "$NODE_ROOT/e2enode.test" ./e2e/node
+$GO test -tags "${E2E_NODE_TAGS:-e2enode}" -c -o "$NODE_ROOT/e2enode.test" ./e2e/node
 phase build-hook-and-tests
 # The hook binary is also the instances' policy gate image (local/challenge-hook:v1).
 HOOK_BIN=$HOOK_BIN bash hack/build-images.sh; phase build-images
@@ -86,7 +88,7 @@ phase node-up
   E2E_NODE_HOOK_BIN="$HOOK_BIN" E2E_NODE_HOOK_ADDR="$HOOK_ADDR" E2E_NODE_RESYNC_SECONDS="${E2E_NODE_RESYNC_SECONDS:-5}" \
   E2E_NODE_IP="$NODE_IP" E2E_NODE_POD_CIDR="$POD_CIDR" E2E_NODE_SERVICE_CIDR="$SERVICE_CIDR" \
   E2E_NODE_KUBELET_PORT="$KUBELET_PORT" E2E_NODE_CTFBOX="$IMAGES_DIR/ctfbox" \
-  "$NODE_ROOT/e2enode.test" -test.v -test.count=1 -test.timeout=20m ${E2E_NODE_RUN_ARGS:-}) 9>&- &
+  "$NODE_ROOT/e2enode.test" -test.v -test.count=1 -test.timeout="${E2E_NODE_TIMEOUT:-20m}" ${E2E_NODE_RUN_ARGS:-}) 9>&- &
 await_tests $!
 phase tests
 exit $status

@@ -18,6 +18,7 @@
 #   MC_DIR              Metacontroller (binary + CRDs)
 #   IMAGES_DIR          *.tar docker archives imported into containerd (hack/build-images.sh)
 #   NODE_IP NODE_IF NODE_BRIDGE POD_CIDR NODE_POD_CIDR SERVICE_CIDR and the *_PORT variables below
+#   KUBELET_MAX_PODS    the kubelet's maxPods (default 110, the kubelet's own default)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$here/.." && pwd)
@@ -140,7 +141,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 nodeStatusUpdateFrequency: 10s
 serializeImagePulls: false
-maxPods: 110
+maxPods: ${KUBELET_MAX_PODS:-110}
 EOC
   cat > "$ETC/kube-proxy.yaml" <<EOC
 apiVersion: kubeproxy.config.k8s.io/v1alpha1

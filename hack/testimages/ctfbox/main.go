@@ -4,13 +4,15 @@
 //	                     process sees of its sandbox, /fill?mib=N writes to /tmp), raw TCP on :1337 (the flag, then close) and a
 //	                     UDP echo on :1337. The flag comes from $FLAG_ENV (default FLAG) or the file
 //	                     $FLAG_FILE (default /flag.txt), as the hook delivers it.
-//	ctfbox probe [-ignore-term] [-listen :8080] [-interval 200ms] NAME=tcp|udp://HOST:PORT ...
+//	ctfbox probe [-ignore-term] [-until-ok] [-listen :8080] [-interval 200ms] NAME=tcp|udp://HOST:PORT ...
 //	                     an attacker: opens one new connection to every target every interval and
 //	                     prints each result as a JSON line; POST /targets (lines NAME=URL) on the
 //	                     listen address adds or replaces targets, GET /healthz answers ok.
 //	                     Targets dns://HOST:PORT and dnstcp://HOST:PORT send one DNS query for
 //	                     the A record of probe.ctf.test. (over UDP, over TCP) and count an answer
-//	                     with an address.
+//	                     with an address. Targets tcpread://HOST:PORT count an answer only
+//	                     once the first byte arrives (a player's first byte of the challenge);
+//	                     with -until-ok a target is dropped after its first answer.
 //	ctfbox dns [-listen :53] [-a 192.0.2.53]
 //	                     a stand-in for the cluster DNS: answers every A query with one fixed
 //	                     address (any other type: no record), on UDP and TCP
@@ -233,13 +235,19 @@ type targets struct {
 func (t *targets) set(line string) error {
 	name, url, ok := strings.Cut(strings.TrimSpace(line), "=")
 	scheme, _, _ := strings.Cut(url, "://")
-	if !ok || name == "" || !strings.Contains(url, "://") || !slices.Contains([]string{"tcp", "udp", "dns", "dnstcp"}, scheme) {
-		return fmt.Errorf("target %q: want NAME=tcp|udp|dns|dnstcp://HOST:PORT", line)
+	if !ok || name == "" || !strings.Contains(url, "://") || !slices.Contains([]string{"tcp", "tcpread", "udp", "dns", "dnstcp"}, scheme) {
+		return fmt.Errorf("target %q: want NAME=tcp|tcpread|udp|dns|dnstcp://HOST:PORT", line)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.m[name] = url
 	return nil
+}
+
+func (t *targets) drop(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, name)
 }
 
 func (t *targets) snapshot() map[string]string {
@@ -258,6 +266,7 @@ func probe(args []string) {
 	listen := fs.String("listen", ":8080", "control address (empty: none)")
 	interval := fs.Duration("interval", 200*time.Millisecond, "time between two attempts on one target")
 	timeout := fs.Duration("timeout", time.Second, "timeout of one attempt")
+	untilOK := fs.Bool("until-ok", false, "drop a target after its first answer")
 	_ = fs.Parse(args)
 	if *ignoreTerm {
 		signal.Ignore(syscall.SIGTERM)
@@ -306,7 +315,13 @@ func probe(args []string) {
 	defer tick.Stop()
 	for ; ; <-tick.C {
 		for name, url := range ts.snapshot() {
-			go func() { emit(attempt(name, url, *timeout)) }()
+			go func() {
+				r := attempt(name, url, *timeout)
+				if r.OK && *untilOK {
+					ts.drop(name)
+				}
+				emit(r)
+			}()
 		}
 	}
 }
@@ -320,10 +335,18 @@ func attempt(name, url string, timeout time.Duration) result {
 	if proto == "dns" || proto == "dnstcp" {
 		return lookup(r, proto, addr, timeout)
 	}
-	c, err := net.DialTimeout(proto, addr, timeout)
+	network := proto
+	if proto == "tcpread" {
+		network = "tcp"
+	}
+	c, err := net.DialTimeout(network, addr, timeout)
 	if err == nil {
 		defer c.Close()
-		if proto == "udp" {
+		switch proto {
+		case "tcpread":
+			_ = c.SetDeadline(start.Add(timeout))
+			_, err = c.Read(make([]byte, 1))
+		case "udp":
 			_ = c.SetDeadline(start.Add(timeout))
 			if _, err = c.Write([]byte("ping")); err == nil {
 				buf := make([]byte, 16)
