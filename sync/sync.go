@@ -8,10 +8,6 @@ import (
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
-// maxMessageLength bounds status and condition messages: they quote user input and kubelet text,
-// and a status must stay far below the API server's object size limit.
-const maxMessageLength = 1024
-
 // Sync computes the children that should exist and the status the Challenge should show.
 // It is pure: the same request, clock reading and configuration give the same response.
 func Sync(req Request, now time.Time, cfg Config) Response {
