@@ -92,29 +92,6 @@ func (in *instance) desiredChildren() []any {
 	return append(children, in.surroundingChildren()...)
 }
 
-// podPrerequisite names the first child a component's Pod waits for, "" when none: the
-// NetworkPolicy that selects it (a Pod no policy selects reaches the whole cluster, the metadata
-// service and every other instance), then the flag Secret it mounts (without it the Pod fails to
-// start with CreateContainerConfigError), then the Service of each peer it reaches, whose
-// ClusterIP its hostAliases name. Each is in the same answer as the Pod would be, so the wait
-// costs one sync, which their creation triggers.
-func podPrerequisite(in *instance, c *component) string {
-	if _, found := findByName(in.observed.NetworkPolicies, c.child); !found {
-		return "NetworkPolicy " + c.child
-	}
-	if c.mountsFlag {
-		if _, found := findByName(in.observed.Secrets, in.flagSecretName()); !found {
-			return "Secret " + in.flagSecretName()
-		}
-	}
-	for _, p := range c.peers {
-		if svc, found := findByName(in.observed.Services, p.peer.internalService()); !found || !hasClusterIP(svc) {
-			return "Service " + p.peer.internalService()
-		}
-	}
-	return ""
-}
-
 // heldIsolation is what an instance whose workload goes (expiry, deletion) answers: nothing once
 // no Pod of it is observed; while any is, Terminating included (a process that ignores SIGTERM
 // runs for its whole grace period), its NetworkPolicy, so that the Pod stays isolated to its last

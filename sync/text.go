@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -56,3 +57,5 @@ func detail(message string) string {
 	}
 	return ": " + inert(message, maxObservedLength)
 }
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }
