@@ -1,6 +1,3 @@
-// Package sync is the heart of challenge-hook: a pure function from what Metacontroller observed to
-// the children that should exist and the status the Challenge should show. It does no I/O; callers
-// decode the request, pass a clock reading and configuration, and encode the response.
 package sync
 
 import (
