@@ -7,7 +7,8 @@
 //  1. sync.go: Sync and Customize, the entry points; syncChallenge picks the answer.
 //  2. instance.go: resolve builds the instance once (its id, names, labels, deadline, components)
 //     from the request, with template.go (the inline template or the related ChallengeDefinition),
-//     validate.go (the hook's own checks of what it builds from), component.go (one component per
+//     validate.go and validatepod.go (the hook's own checks of
+//     what it builds from: the Challenge and the template; each pod, container and exposure), component.go (one component per
 //     pod of the template, its peers and ports), expiry.go (start, deadline, wake-ups), queue.go
 //     (the owner's place among their instances) and trust.go (which definitions a namespace may use).
 //  3. The answers, each a phase, a status and the children: run, expire, keepChildren and finalize
