@@ -3,6 +3,7 @@ package sync
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
@@ -175,4 +176,43 @@ func receivesFlag(t v1alpha1.DefinitionSpec, c v1alpha1.Container) bool {
 		return c.Flag
 	}
 	return !slices.ContainsFunc(t.Containers, func(c v1alpha1.Container) bool { return c.Flag })
+}
+
+// portName is the name of a port in the Service and endpoints: the container port's own name, or
+// the protocol and number.
+func portName(port v1alpha1.ContainerPort) string {
+	if port.Name != "" {
+		return port.Name
+	}
+	return strings.ToLower(protocolOf(port)) + "-" + itoa(port.ContainerPort)
+}
+
+func protocolOf(port v1alpha1.ContainerPort) string {
+	if port.Protocol == "" {
+		return "TCP"
+	}
+	return port.Protocol
+}
+
+// podPrerequisite names the first child a component's Pod waits for, "" when none: the
+// NetworkPolicy that selects it (a Pod no policy selects reaches the whole cluster, the metadata
+// service and every other instance), then the flag Secret it mounts (without it the Pod fails to
+// start with CreateContainerConfigError), then the Service of each peer it reaches, whose
+// ClusterIP its hostAliases name. Each is in the same answer as the Pod would be, so the wait
+// costs one sync, which their creation triggers.
+func podPrerequisite(in *instance, c *component) string {
+	if _, found := findByName(in.observed.NetworkPolicies, c.child); !found {
+		return "NetworkPolicy " + c.child
+	}
+	if c.mountsFlag {
+		if _, found := findByName(in.observed.Secrets, in.flagSecretName()); !found {
+			return "Secret " + in.flagSecretName()
+		}
+	}
+	for _, p := range c.peers {
+		if svc, found := findByName(in.observed.Services, p.peer.internalService()); !found || !hasClusterIP(svc) {
+			return "Service " + p.peer.internalService()
+		}
+	}
+	return ""
 }

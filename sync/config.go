@@ -7,11 +7,183 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/challenge-hook/challenge-hook/internal/flagfunc"
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
 )
+
+// Config is the hook's configuration: everything the answer depends on besides the request and the clock.
+type Config struct {
+	// PublicHost is the host players use for NodePort endpoints (a node's public name or address).
+	PublicHost string
+	// IngressDomain is the parent domain of per-instance HTTP hosts: <instanceId>.<IngressDomain>.
+	IngressDomain string
+	// IngressClassName is set on Ingress children when not empty.
+	IngressClassName string
+	// IngressScheme is "http" or "https": the scheme of HTTP endpoint URLs.
+	IngressScheme string
+	// ClusterDomain is the cluster's DNS suffix, for ClusterIP endpoints.
+	ClusterDomain string
+	// DefaultTimeout is an instance's lifetime when neither the Challenge nor its definition sets one.
+	DefaultTimeout time.Duration
+	// DefaultMaxLifetime caps the lifetime, extensions included, when the definition sets no maxLifetime.
+	DefaultMaxLifetime time.Duration
+	// ExpiryWarning is how long before its deadline an instance's ExpiringSoon condition is True
+	// (and the hook asks to be woken then); zero never warns.
+	ExpiryWarning time.Duration
+	// FlagKey is the HMAC key for dynamic flags; empty means dynamic flags are refused.
+	FlagKey []byte
+	// DynamicFlagPlaceholder, when FlagKey is empty, is every dynamic flag instead of a refusal: for
+	// `render` without a key, never for a serving hook.
+	DynamicFlagPlaceholder string
+
+	// PrePullImage is this hook's image, whose static /pause the pre-pull DaemonSets copy and run
+	// in place of each image's own program (package prepull); empty: no pre-pull.
+	PrePullImage string
+
+	// PolicyGate holds every instance Pod's containers until its NetworkPolicy is enforced.
+	PolicyGate PolicyGate
+
+	// Where the cluster's networks and platform Pods are, for each instance's NetworkPolicy.
+	// CIDRs are IPv4 prefixes in canonical form (the hook's flags check them).
+
+	// PodCIDRs are the cluster's Pod networks: never an egress destination, and the sources a
+	// NodePort or LoadBalancer exposure refuses. Empty: every private and CGNAT range stands in.
+	PodCIDRs []string
+	// ServiceCIDRs are the cluster's Service networks: never an egress destination.
+	ServiceCIDRs []string
+	// NodeCIDRs and APIServerCIDRs are the nodes' and the API server's addresses, never an egress
+	// destination; needed only where they are public (private ranges are refused anyway).
+	NodeCIDRs      []string
+	APIServerCIDRs []string
+	// DNS selects the cluster DNS Pods, the only in-cluster egress destination (port 53) of the Pods
+	// whose template sets dns: true or egress: true.
+	DNS PodPeer
+	// NodeLocalDNS is the address of a node-local DNS cache, also allowed on port 53; empty: none.
+	NodeLocalDNS string
+	// IngressController selects the ingress controller's Pods, the only source of HTTP exposures.
+	IngressController PodPeer
+
+	// Gateway, when set, is the Gateway API Gateway that routes players to instances: HTTP exposures
+	// become HTTPRoutes attached to it instead of Ingresses, and TLS exposures (which need it)
+	// become TLSRoutes.
+	Gateway *GatewayRef
+	// GatewaySectionName is the listener of the Gateway that HTTPRoutes attach to (empty: every
+	// listener that admits them).
+	GatewaySectionName string
+	// GatewayTLSSectionName is the listener of the Gateway that TLSRoutes attach to (empty: every
+	// listener that admits them).
+	GatewayTLSSectionName string
+	// GatewayTLSPort is the port of the Gateway's TLS listener, the port of TLS endpoints.
+	GatewayTLSPort int32
+	// GatewayDataPlane selects the Gateway's Pods, the only source of routed exposures when a
+	// Gateway is set. Empty namespace: the Gateway's; no labels: the Gateway API's
+	// gateway.networking.k8s.io/gateway-name=<name>.
+	GatewayDataPlane PodPeer
+
+	// TCPGateway is the shared gateway (challenge-hook tcp-gateway) that carries plain TCP to
+	// TCP exposures, each reached with a token the hook mints.
+	TCPGateway TCPGateway
+
+	// Trust switches: how much the hook believes of a Challenge, whose author (the platform, or a
+	// co-tenant in another namespace) is not the organizer who writes ChallengeDefinitions.
+
+	// RefuseInlineTemplates refuses every Challenge with an inline spec.template (InvalidSpec):
+	// then only ChallengeDefinitions say which images and commands run.
+	RefuseInlineTemplates bool
+	// DefinitionNamespaces, when not empty, are the only namespaces a spec.definitionRef may point
+	// to: a reference elsewhere is refused (InvalidSpec), and Customize does not even ask
+	// Metacontroller for it. Empty: any namespace. They are also the only namespaces whose
+	// definitions the pre-pull controller serves (none when empty).
+	DefinitionNamespaces []string
+	// DefinitionGrants are the only pairs of namespaces across which a spec.definitionRef may
+	// point: by default a Challenge uses only the definitions of its own namespace.
+	DefinitionGrants []DefinitionGrant
+
+	// PrePullMaxImagesPerDefinition caps the images (containers on every node) of one
+	// definition's pre-pull DaemonSet, PrePullMaxImages those of every definition together; a
+	// definition over either gets no DaemonSet (TooManyImages).
+	PrePullMaxImagesPerDefinition int
+	PrePullMaxImages              int
+	// MaxInstancesPerOwner is how many instances of one owner in one namespace hold a place (see
+	// holdsPlace) at once; the others are Queued, in creation order. Zero: no limit, and the
+	// customize hook relates no Challenge to another.
+	MaxInstancesPerOwner int
+}
+
+// TCPGateway is where players reach TCP exposures and what mints their tokens. The hook never
+// talks to the gateway: a token (internal/tcptoken) carries the instance's ClusterIP Service
+// address, authenticated with the key both hold.
+type TCPGateway struct {
+	// Host and Port are the address players connect to with nc (--tcp-gateway-address); an empty
+	// Host: no gateway, and a template that exposes a port as TCP is refused.
+	Host string
+	Port int32
+	// Key mints the tokens; shorter than tcptoken.MinKeyBytes: no gateway.
+	Key []byte
+	// TokenPlaceholder, when Key is empty, is every token instead of a refusal: for `render`
+	// without a key, never for a serving hook.
+	TokenPlaceholder string
+	// Pods selects the gateway's Pods, the only source a TCP exposure admits.
+	Pods PodPeer
+}
+
+// Configured: the hook can publish TCP exposures (an address, and a key or render's placeholder).
+func (g TCPGateway) Configured() bool {
+	return g.Host != "" && (len(g.Key) >= tcptoken.MinKeyBytes || g.TokenPlaceholder != "")
+}
+
+// PodPeer selects Pods by namespace and, optionally, labels.
+type PodPeer struct {
+	Namespace string
+	Labels    map[string]string
+}
+
+// PolicyGate is the init container that starts every instance Pod: it holds the player's containers
+// until, from inside the Pod's network namespace, Target stops answering, that is until the policy
+// agent enforces the Pod's NetworkPolicy (which denies Target). Policy agents that learn a Pod from
+// its status (the kubelet posts it once the sandbox runs) otherwise let its first packets through.
+type PolicyGate struct {
+	// Enabled adds the init container to every instance Pod (DefaultConfig: true).
+	Enabled bool
+	// Image is the hook's image: the init container runs its /challenge-hook wait-for-policy.
+	Image string
+	// Target is the IPv4 host:port probed: a destination every instance's NetworkPolicy denies and
+	// that answers (accepts or refuses) a Pod no policy selects. Empty: the Pod's node
+	// (status.hostIP) on the kubelet's port.
+	Target string
+	// Timeout bounds one attempt: then the init container fails, the instance shows Error, and the
+	// kubelet runs it again with its back-off.
+	Timeout time.Duration
+}
+
+// ReleaseImage is the image of this release of the hook (manifests/kustomization.yaml's, which a
+// test keeps equal): the policy gate's by default.
+const ReleaseImage = "ghcr.io/challenge-hook/challenge-hook:v0.1.0"
+
+// DefaultConfig returns the configuration the binary starts with when nothing is set.
+func DefaultConfig() Config {
+	return Config{
+		PublicHost:         "localhost",
+		IngressDomain:      "challenges.localhost",
+		IngressScheme:      "http",
+		ClusterDomain:      "cluster.local",
+		DefaultTimeout:     30 * time.Minute,
+		DefaultMaxLifetime: 24 * time.Hour,
+		ExpiryWarning:      5 * time.Minute,
+		DNS:                PodPeer{Namespace: "kube-system", Labels: map[string]string{"k8s-app": "kube-dns"}},
+		IngressController:  PodPeer{Namespace: "ingress-nginx"},
+		GatewayTLSPort:     443,
+		PolicyGate:         PolicyGate{Enabled: true, Image: ReleaseImage, Timeout: defaultPolicyGateTimeout},
+		TCPGateway:         TCPGateway{Pods: PodPeer{Namespace: "challenge-hook", Labels: map[string]string{"app.kubernetes.io/name": "challenge-hook-tcp-gateway"}}},
+
+		PrePullMaxImagesPerDefinition: defaultPrePullMaxImagesPerDefinition,
+		PrePullMaxImages:              defaultPrePullMaxImages,
+	}
+}
 
 // The pre-pull caps' defaults. A typical definition has one to three images, and one of several
 // pods seldom more than eight. On every node, each pre-pulled image is a pause container

@@ -92,6 +92,9 @@ type where struct {
 	missing, refused string
 }
 
+// httpHost is the instance's host for HTTP and TLS exposures: <instance id>.<IngressDomain>.
+func httpHost(in *instance) string { return in.id + "." + in.cfg.IngressDomain }
+
 func httpEndpoint(o observedExposure) where {
 	if o.in.cfg.Gateway != nil {
 		route, found := findByName(o.in.observed.HTTPRoutes, o.in.name)

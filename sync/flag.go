@@ -177,6 +177,11 @@ func flagHash(in *instance) string {
 	return hex.EncodeToString(sum[:])[:dynamicFlagHexLength]
 }
 
+// flagSecretName is the name of the instance's flag Secret, flagSecretKey the key of the flag in it.
+func (in *instance) flagSecretName() string { return in.name + "-flag" }
+
+const flagSecretKey = "flag"
+
 // buildFlagSecret holds the flag the Pod receives as an environment variable or file; nil
 // when the template has no flag. It uses data, not stringData: the API server stores only data, so
 // stringData would differ from the live object on every sync.

@@ -278,3 +278,13 @@ func TestFlagNeverInStatus(t *testing.T) {
 		}
 	}
 }
+
+func goldenCaseNamed(t *testing.T, name string) goldenCase {
+	for _, c := range goldenCases(t) {
+		if c.name == name {
+			return c
+		}
+	}
+	t.Fatalf("no golden case %s", name)
+	return goldenCase{}
+}

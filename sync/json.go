@@ -12,7 +12,7 @@ import (
 	"github.com/challenge-hook/challenge-hook/internal/wire"
 )
 
-// All of the hook's JSON is here: requests are decoded into the typed values of types.go, answers
+// All of the hook's JSON is here: requests are decoded into the typed values of wire.go, answers
 // are encoded from them and from the children's apply configurations. The sync logic sees Go
 // values only.
 

@@ -3,7 +3,6 @@ package sync
 import (
 	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,13 +34,10 @@ const (
 	// instead of the node's disk.
 	tmpSizeLimit   = "64Mi"
 	flagVolumeName = "flag"
-	flagSecretKey  = "flag"
 	flagFileMode   = 0o444
 	// noResolver is the only nameserver of a Pod that may not query DNS (see usesDNS).
 	noResolver = "127.0.0.1"
 )
-
-func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
 // buildPod returns a component's workload: one Pod named after the Challenge (a template of
 // containers) or <challenge>-<pod>, which passes Pod Security "restricted" unless the template

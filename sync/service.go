@@ -140,5 +140,3 @@ func buildIngress(in *instance) *networkingv1ac.IngressApplyConfiguration {
 	}
 	return nil
 }
-
-func httpHost(in *instance) string { return in.id + "." + in.cfg.IngressDomain }

@@ -3,7 +3,6 @@ package sync
 import (
 	"crypto/sha256"
 	"encoding/base32"
-	"strings"
 	"time"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
@@ -97,8 +96,6 @@ func resolve(req Request, now time.Time, cfg Config) *instance {
 	return in
 }
 
-func (in *instance) flagSecretName() string { return in.name + "-flag" }
-
 // inlineDefinitionPrefix starts the definition key of an inline template.
 const inlineDefinitionPrefix = "inline"
 
@@ -126,20 +123,4 @@ func (in *instance) setLabels() {
 		in.labels[LabelDefinition] = in.definition
 	}
 	in.selector = map[string]string{LabelInstance: in.id}
-}
-
-// portName is the name of a port in the Service and endpoints: the container port's own name, or
-// the protocol and number.
-func portName(port v1alpha1.ContainerPort) string {
-	if port.Name != "" {
-		return port.Name
-	}
-	return strings.ToLower(protocolOf(port)) + "-" + itoa(port.ContainerPort)
-}
-
-func protocolOf(port v1alpha1.ContainerPort) string {
-	if port.Protocol == "" {
-		return "TCP"
-	}
-	return port.Protocol
 }
