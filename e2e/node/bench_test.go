@@ -260,7 +260,7 @@ spec: {owner: %s, definitionRef: {name: bench}}
 		}
 		t.Logf("%s: %d of %d Running; last status of the others: %s", mode, rec.countRunning(names), n, rec.notRunning(ctx, names, 5))
 		if stuck > 0 {
-			t.Fatalf("%s: %d instances Unschedulable for 30 s: the node's allocatable CPU and memory do not hold %d instances' requests (each at least the policy gate's 10m CPU)", mode, stuck, n)
+			t.Fatalf("%s: %d instances Unschedulable for 30 s: the node's allocatable CPU and memory do not hold %d instances' requests (each at least the policy gate's 5m CPU)", mode, stuck, n)
 		}
 		t.Fatalf("%s: not every instance Running after %s", mode, bc.runTimeout)
 	}
