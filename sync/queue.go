@@ -59,8 +59,8 @@ func (in *instance) ownerLabelProblem() *problem {
 // third Pod for half a second).
 //
 // It holds no place either in Error for a reason that keeps the hook from building it
-// (DefinitionNotFound, InvalidDefinition, InvalidSpec, FlagKeyMissing, GatewayAPINotEnabled) if it
-// was never Ready: such a one has no Pod. One that was Ready (status.readyAt) may keep its Pod
+// (DefinitionNotFound, InvalidDefinition, InvalidSpec, FlagKeyMissing, GatewayAPINotEnabled,
+// TCPGatewayNotConfigured) if it was never Ready: such a one has no Pod. One that was Ready (status.readyAt) may keep its Pod
 // while the problem lasts (the hook never deletes a running workload for it), so it holds its
 // place. A Queued one holds its place in the order: it is waiting for one.
 func holdsPlace(c Challenge) bool {
@@ -80,7 +80,7 @@ func holdsPlace(c Challenge) bool {
 func unbuildableReason(reason string) bool {
 	switch reason {
 	case v1alpha1.ReasonDefinitionNotFound, v1alpha1.ReasonInvalidDefinition, v1alpha1.ReasonInvalidSpec,
-		v1alpha1.ReasonFlagKeyMissing, v1alpha1.ReasonGatewayAPINotEnabled:
+		v1alpha1.ReasonFlagKeyMissing, v1alpha1.ReasonGatewayAPINotEnabled, v1alpha1.ReasonTCPGatewayNotConfigured:
 		return true
 	}
 	return false

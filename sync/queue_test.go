@@ -1,0 +1,28 @@
+package sync
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+)
+
+// TestErrorsWithoutAPodHoldNoPlace: a Challenge in Error for a reason that keeps the hook from
+// building it (every reason a problem carries) never had a Pod unless it was Ready once, so it
+// must not keep an owner's queued instance waiting until it expires.
+func TestErrorsWithoutAPodHoldNoPlace(t *testing.T) {
+	for _, reason := range []string{
+		v1alpha1.ReasonDefinitionNotFound, v1alpha1.ReasonInvalidDefinition, v1alpha1.ReasonInvalidSpec,
+		v1alpha1.ReasonFlagKeyMissing, v1alpha1.ReasonGatewayAPINotEnabled, v1alpha1.ReasonTCPGatewayNotConfigured,
+	} {
+		var c Challenge
+		c.Status.Phase, c.Status.Reason = v1alpha1.PhaseError, reason
+		assert.False(t, holdsPlace(c), "%s, never Ready: no Pod, no place", reason)
+		c.Status.ReadyAt = "2026-11-01T12:00:00Z"
+		assert.True(t, holdsPlace(c), "%s, Ready once: its Pod may still run", reason)
+	}
+	var crashing Challenge
+	crashing.Status.Phase, crashing.Status.Reason = v1alpha1.PhaseError, v1alpha1.ReasonCrashLoopBackOff
+	assert.True(t, holdsPlace(crashing), "a failing Pod is a Pod")
+}
