@@ -11,17 +11,16 @@ import (
 
 // run is the whole program: args include the program name; nothing here touches process globals.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) > 1 && args[1] == "render" {
-		return runRender(args[2:], getenv, stdout, stderr)
+	subcommands := map[string]func(args []string) error{
+		"render":          func(args []string) error { return runRender(args, getenv, stdout, stderr) },
+		"flag":            func(args []string) error { return runFlag(args, getenv, stdout, stderr) },
+		"wait-for-policy": func(args []string) error { return runWaitForPolicy(ctx, args, stdout, stderr) },
+		"tcp-gateway":     func(args []string) error { return runTCPGateway(ctx, args, stderr) },
 	}
-	if len(args) > 1 && args[1] == "flag" {
-		return runFlag(args[2:], getenv, stdout, stderr)
-	}
-	if len(args) > 1 && args[1] == "wait-for-policy" {
-		return runWaitForPolicy(ctx, args[2:], stdout, stderr)
-	}
-	if len(args) > 1 && args[1] == "tcp-gateway" {
-		return runTCPGateway(ctx, args[2:], stderr)
+	if len(args) > 1 {
+		if subcommand, ok := subcommands[args[1]]; ok {
+			return subcommand(args[2:])
+		}
 	}
 	var programArgs []string
 	if len(args) > 1 {

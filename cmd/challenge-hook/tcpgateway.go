@@ -27,6 +27,26 @@ const defaultGatewayKeyFile = "/var/run/secrets/challenge-hook/tcp-gateway/key"
 
 // runTCPGateway serves the TCP gateway: `challenge-hook tcp-gateway --key-file <file>`.
 func runTCPGateway(ctx context.Context, args []string, stderr io.Writer) error {
+	opts, err := parseTCPGatewayFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("tcp-gateway: %w", err)
+	}
+	return serveTCPGateway(ctx, opts, stderr)
+}
+
+// tcpGatewayOptions are the gateway's flags.
+type tcpGatewayOptions struct {
+	cfg                   tcpgateway.Config
+	listen, metricsListen string
+	logLevel              slog.Level
+}
+
+// parseTCPGatewayFlags reads the gateway's flags and its key; it prints the usage on -h and then
+// returns flag.ErrHelp.
+func parseTCPGatewayFlags(args []string, stderr io.Writer) (tcpGatewayOptions, error) {
 	cfg := tcpgateway.Defaults()
 	listen, metricsListen, keyFile := ":1337", ":8082", ""
 	logLevel := slog.LevelInfo
@@ -61,21 +81,27 @@ func runTCPGateway(ctx context.Context, args []string, stderr io.Writer) error {
 			"and are spliced to their instance. Holds no Kubernetes credential: the token says where to go.\n\nFlags:")
 		fs.SetOutput(stderr)
 		fs.PrintDefaults()
-		return nil
+		return tcpGatewayOptions{}, err
 	}
 	if err != nil {
-		return fmt.Errorf("tcp-gateway: %w", err)
+		return tcpGatewayOptions{}, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("tcp-gateway: unexpected argument %q", fs.Arg(0))
+		return tcpGatewayOptions{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if keyFile == "" {
-		return errors.New("tcp-gateway: --key-file is required: the gateway key, the same Secret the hook mints tokens with (in the component: " + defaultGatewayKeyFile + ")")
+		return tcpGatewayOptions{}, errors.New("--key-file is required: the gateway key, the same Secret the hook mints tokens with (in the component: " + defaultGatewayKeyFile + ")")
 	}
 	if cfg.Key, err = readGatewayKey(keyFile); err != nil {
-		return fmt.Errorf("tcp-gateway: %w", err)
+		return tcpGatewayOptions{}, err
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: logLevel}))
+	return tcpGatewayOptions{cfg: cfg, listen: listen, metricsListen: metricsListen, logLevel: logLevel}, nil
+}
+
+// serveTCPGateway runs the gateway and its metrics listener until ctx ends.
+func serveTCPGateway(ctx context.Context, opts tcpGatewayOptions, stderr io.Writer) error {
+	cfg, listen, metricsListen := opts.cfg, opts.listen, opts.metricsListen
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	gateway, err := tcpgateway.New(cfg, logger, registry)

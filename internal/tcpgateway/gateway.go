@@ -229,20 +229,10 @@ func (g *Gateway) handle(player *net.TCPConn) {
 	defer g.open.Add(-1)
 
 	source := sourceOf(playerAddr.Addr())
-	verdict := g.sources.admit(source, g.now())
-	switch verdict {
-	case sourceRateLimited:
-		g.metrics.accepted.WithLabelValues("tracked").Inc()
-		g.refuse(player, log, refusal{reason: reasonRateLimited, line: "too many invalid tokens from your address, try again in a minute\n"})
+	verdict, ref := g.admitSource(source)
+	if ref != nil {
+		g.refuse(player, log, *ref)
 		return
-	case sourceTooManyPending:
-		g.metrics.accepted.WithLabelValues("tracked").Inc()
-		g.refuse(player, log, refusal{reason: reasonTooManyPending, line: "too many connections waiting for a token from your address\n"})
-		return
-	case sourceUntracked:
-		g.metrics.accepted.WithLabelValues("untracked").Inc()
-	default:
-		g.metrics.accepted.WithLabelValues("tracked").Inc()
 	}
 	target, lines, ref := g.present(player)
 	if verdict == sourceAdmitted {
@@ -255,6 +245,47 @@ func (g *Gateway) handle(player *net.TCPConn) {
 	defer g.targets.release(target.Service)
 	log = log.With(slog.String("instance", target.Service.String()))
 
+	instance, ref := g.connect(player, playerAddr, target, lines, log)
+	if ref != nil {
+		g.refuse(player, log, *ref)
+		return
+	}
+	defer instance.Close()
+	defer g.track(instance)()
+	player.SetDeadline(time.Time{})
+	g.metrics.spliced.Inc()
+	g.metrics.splicing.Inc()
+	defer g.metrics.splicing.Dec()
+	s := g.splice(player, instance)
+	g.metrics.closed.WithLabelValues(s.reason).Inc()
+	log.Info("connection closed", slog.String("reason", s.reason),
+		slog.Float64("duration_s", time.Since(start).Seconds()),
+		slog.Int64("bytes_to_instance", s.toInstance), slog.Int64("bytes_to_player", s.toPlayer))
+}
+
+// admitSource counts a new connection against its source's limits (and in the metrics, as tracked
+// or not), or says why it is refused.
+func (g *Gateway) admitSource(source netip.Addr) (sourceVerdict, *refusal) {
+	verdict := g.sources.admit(source, g.now())
+	tracked := "tracked"
+	switch verdict {
+	case sourceRateLimited:
+		g.metrics.accepted.WithLabelValues(tracked).Inc()
+		return verdict, &refusal{reason: reasonRateLimited, line: "too many invalid tokens from your address, try again in a minute\n"}
+	case sourceTooManyPending:
+		g.metrics.accepted.WithLabelValues(tracked).Inc()
+		return verdict, &refusal{reason: reasonTooManyPending, line: "too many connections waiting for a token from your address\n"}
+	case sourceUntracked:
+		tracked = "untracked"
+	}
+	g.metrics.accepted.WithLabelValues(tracked).Inc()
+	return verdict, nil
+}
+
+// connect dials the instance and sends it what must come before the splice: the PROXY header
+// when the token asks for one, then the bytes the player sent after its lines.
+func (g *Gateway) connect(player *net.TCPConn, playerAddr netip.AddrPort, target tcptoken.Target, lines *lineReader, log *slog.Logger) (*net.TCPConn, *refusal) {
+	unreachable := &refusal{reason: reasonUnreachable, line: "instance not reachable (stopped or starting?)\n"}
 	instance, err := g.dial(target.Service)
 	if err != nil {
 		// A stopped or starting instance refuses or drops: the player's business. Anything else
@@ -265,12 +296,8 @@ func (g *Gateway) handle(player *net.TCPConn) {
 			level = slog.LevelDebug
 		}
 		log.Log(context.Background(), level, "instance not reachable", slog.String("error", err.Error()))
-		g.refuse(player, log, refusal{reason: reasonUnreachable, line: "instance not reachable (stopped or starting?)\n"})
-		return
+		return nil, unreachable
 	}
-	defer instance.Close()
-	defer g.track(instance)()
-	player.SetDeadline(time.Time{})
 	// Nothing the instance receives comes before the PROXY header: the header, then the bytes the
 	// player sent after its lines, then the splice.
 	var early []byte
@@ -281,20 +308,13 @@ func (g *Gateway) handle(player *net.TCPConn) {
 	if len(early) > 0 {
 		instance.SetWriteDeadline(time.Now().Add(g.cfg.DialTimeout))
 		if _, err := instance.Write(early); err != nil {
+			instance.Close()
 			log.Debug("instance not reachable", slog.String("error", err.Error()))
-			g.refuse(player, log, refusal{reason: reasonUnreachable, line: "instance not reachable (stopped or starting?)\n"})
-			return
+			return nil, unreachable
 		}
 		instance.SetWriteDeadline(time.Time{})
 	}
-	g.metrics.spliced.Inc()
-	g.metrics.splicing.Inc()
-	defer g.metrics.splicing.Dec()
-	s := g.splice(player, instance)
-	g.metrics.closed.WithLabelValues(s.reason).Inc()
-	log.Info("connection closed", slog.String("reason", s.reason),
-		slog.Float64("duration_s", time.Since(start).Seconds()),
-		slog.Int64("bytes_to_instance", s.toInstance), slog.Int64("bytes_to_player", s.toPlayer))
+	return instance, nil
 }
 
 // present asks for the token and, when it asks for one, the proof of work. It returns the target
