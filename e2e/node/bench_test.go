@@ -409,20 +409,7 @@ type playerProber struct {
 func startPlayer(t *testing.T) *playerProber {
 	t.Helper()
 	p := &playerProber{ctl: "127.0.0.1:25083", first: map[string]time.Time{}}
-	bin := filepath.Join(t.TempDir(), "ctfbox")
-	data, err := os.ReadFile(cfg.ctfbox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for d := filepath.Dir(bin); d != "/"; d = filepath.Dir(d) {
-		_ = os.Chmod(d, 0o755) // t.TempDir's directories are 0700
-		if d == os.TempDir() {
-			break
-		}
-	}
+	bin := ctfboxForPlayers(t)
 	cmd := exec.Command(bin, "probe", "-until-ok", "-interval=100ms", "-listen="+p.ctl)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()

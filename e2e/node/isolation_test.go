@@ -478,10 +478,9 @@ func waitPodGone(ctx context.Context, t *testing.T, name string) {
 	})
 }
 
-// startHostProber runs ctfbox probe on the host as uid/gid 65534: the player outside the cluster.
-// Not root, so that the policy agent judges its packets (it lets root's own sockets through, as
-// the kubelet's probes need). The returned func stops it and waits for its output to be read.
-func startHostProber(t *testing.T, c *collector, targets ...string) func() {
+// ctfboxForPlayers is a copy of the test server and prober that uid 65534 may run: t.TempDir's
+// directories are 0700, so each one up to the system's temporary directory is opened to all.
+func ctfboxForPlayers(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ctfbox")
 	data, err := os.ReadFile(cfg.ctfbox)
@@ -497,6 +496,15 @@ func startHostProber(t *testing.T, c *collector, targets ...string) func() {
 			break
 		}
 	}
+	return bin
+}
+
+// startHostProber runs ctfbox probe on the host as uid/gid 65534: the player outside the cluster.
+// Not root, so that the policy agent judges its packets (it lets root's own sockets through, as
+// the kubelet's probes need). The returned func stops it and waits for its output to be read.
+func startHostProber(t *testing.T, c *collector, targets ...string) func() {
+	t.Helper()
+	bin := ctfboxForPlayers(t)
 	cmd := exec.Command(bin, append([]string{"probe", "-listen="}, targets...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
