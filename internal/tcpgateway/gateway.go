@@ -18,7 +18,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -282,41 +281,6 @@ func (g *Gateway) admitSource(source netip.Addr) (sourceVerdict, *refusal) {
 	return verdict, nil
 }
 
-// connect dials the instance and sends it what must come before the splice: the PROXY header
-// when the token asks for one, then the bytes the player sent after its lines.
-func (g *Gateway) connect(player *net.TCPConn, playerAddr netip.AddrPort, target tcptoken.Target, lines *lineReader, log *slog.Logger) (*net.TCPConn, *refusal) {
-	unreachable := &refusal{reason: reasonUnreachable, line: "instance not reachable (stopped or starting?)\n"}
-	instance, err := g.dial(target.Service)
-	if err != nil {
-		// A stopped or starting instance refuses or drops: the player's business. Anything else
-		// (out of file descriptors, no route) is the gateway's, and an operator's.
-		level := slog.LevelWarn
-		var ne net.Error
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &ne) && ne.Timeout() {
-			level = slog.LevelDebug
-		}
-		log.Log(context.Background(), level, "instance not reachable", slog.String("error", err.Error()))
-		return nil, unreachable
-	}
-	// Nothing the instance receives comes before the PROXY header: the header, then the bytes the
-	// player sent after its lines, then the splice.
-	var early []byte
-	if target.ProxyProtocol {
-		early = proxyHeader(playerAddr, addrPort(player.LocalAddr()))
-	}
-	early = append(early, lines.rest()...)
-	if len(early) > 0 {
-		instance.SetWriteDeadline(time.Now().Add(g.cfg.DialTimeout))
-		if _, err := instance.Write(early); err != nil {
-			instance.Close()
-			log.Debug("instance not reachable", slog.String("error", err.Error()))
-			return nil, unreachable
-		}
-		instance.SetWriteDeadline(time.Time{})
-	}
-	return instance, nil
-}
-
 // present asks for the token and, when it asks for one, the proof of work. It returns the target
 // (counted against its cap) and the line reader holding what the player sent beyond its lines, or
 // why the connection goes no further.
@@ -388,17 +352,6 @@ func (g *Gateway) refuse(player *net.TCPConn, log *slog.Logger, r refusal) {
 		player.SetWriteDeadline(time.Now().Add(time.Second))
 		io.WriteString(player, r.line)
 	}
-}
-
-// dial connects to the instance.
-func (g *Gateway) dial(service netip.AddrPort) (*net.TCPConn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.DialTimeout)
-	defer cancel()
-	conn, err := g.dialer.DialContext(ctx, "tcp4", service.String())
-	if err != nil {
-		return nil, err
-	}
-	return conn.(*net.TCPConn), nil
 }
 
 // addrPort is the address of a TCP connection's end.
