@@ -20,7 +20,7 @@
 #                         measure the cost of relating each Challenge to its owner's
 #   BENCH_RESTART         0: no Metacontroller restart at the end (default: restart it, and check that
 #                         every Challenge is synced again at once)
-# Runs alone: take the lock the e2e tests take (flock /tmp/e2e.lock make bench-cluster).
+# Runs alone: take the lock make e2e takes (flock /tmp/challenge-hook-e2e-plane.lock make bench-cluster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
