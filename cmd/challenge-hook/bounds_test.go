@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -212,16 +211,7 @@ func TestVerdictsAreNotInferableFromLogsOrSize(t *testing.T) {
 	assert.JSONEq(t, `{"correct":false}`, string(bodies[1]))
 	assert.Len(t, bodies[1], len(bodies[0]), "the two verdicts differ in size: %q, %q", bodies[0], bodies[1])
 
-	var lines []map[string]any
-	for line := range strings.Lines(ts.logs.String()[before:]) {
-		var entry map[string]any
-		require.NoError(t, json.Unmarshal([]byte(line), &entry), line)
-		if entry["path"] == "/flags/verify" {
-			delete(entry, "time")
-			delete(entry, "duration_ms")
-			lines = append(lines, entry)
-		}
-	}
+	lines := verifyLogLines(t, ts.logs.String()[before:])
 	require.Len(t, lines, 2)
 	assert.Contains(t, lines[0], "bytes")
 	assert.True(t, maps.EqualFunc(lines[0], lines[1], func(a, b any) bool { return a == b }),

@@ -265,16 +265,7 @@ func TestFlagAttribution(t *testing.T) {
 		})
 	}
 	// One log line for all of them, but for the time and duration.
-	var lines []map[string]any
-	for line := range strings.Lines(ts.logs.String()[before:]) {
-		var entry map[string]any
-		require.NoError(t, json.Unmarshal([]byte(line), &entry), line)
-		if entry["path"] == "/flags/verify" {
-			delete(entry, "time")
-			delete(entry, "duration_ms")
-			lines = append(lines, entry)
-		}
-	}
+	lines := verifyLogLines(t, ts.logs.String()[before:])
 	require.Len(t, lines, 10)
 	assert.Contains(t, lines[0], "bytes")
 	for _, line := range lines[1:] {

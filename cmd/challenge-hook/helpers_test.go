@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // listenAddrs are the addresses run logs it listens on; verify is empty without flag verification.
@@ -129,4 +131,21 @@ func missingPart(s string, parts ...string) string {
 		}
 	}
 	return ""
+}
+
+// verifyLogLines are the request log lines of POST /flags/verify in logs, without what differs
+// from one request to the next by itself (time, duration_ms).
+func verifyLogLines(t *testing.T, logs string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for line := range strings.Lines(logs) {
+		var entry map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &entry), line)
+		if entry["path"] == "/flags/verify" {
+			delete(entry, "time")
+			delete(entry, "duration_ms")
+			lines = append(lines, entry)
+		}
+	}
+	return lines
 }
