@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -193,6 +194,31 @@ func TestTCPGatewayKeyIsOneSecretOfItsOwn(t *testing.T) {
 	address := envValue(hookContainer, "CHALLENGE_HOOK_TCP_GATEWAY_ADDRESS")
 	require.NotEmpty(t, address, "the component sets no address for the hook to publish")
 	assert.Equal(t, port(t, flagValue(args, "listen")), port(t, address), "the published port is not the gateway's")
+}
+
+// TestTCPGatewayRollsOutWithoutLosingPlayers: the gateway dials only the Service CIDRs it is given,
+// and a rollout loses no player: a shutdown delay long enough for the readiness probe to take the
+// Pod out of the Service (and the load balancer to follow), then the drain, both within the grace
+// period.
+func TestTCPGatewayRollsOutWithoutLosingPlayers(t *testing.T) {
+	gw := readTCPGateway(t)
+	pod := gw.deployment.Spec.Template.Spec
+	container := pod.Containers[0]
+	assert.NotEmpty(t, flagValue(container.Args, "service-cidrs"), "the gateway needs the Service CIDRs to dial")
+	delay, err := time.ParseDuration(flagValue(container.Args, "shutdown-delay"))
+	require.NoError(t, err, "--shutdown-delay")
+	drain := 25 * time.Second // --drain-timeout's default
+	if v := flagValue(container.Args, "drain-timeout"); v != "" {
+		drain, err = time.ParseDuration(v)
+		require.NoError(t, err)
+	}
+	probe := container.ReadinessProbe
+	require.NotNil(t, probe)
+	notReadyWithin := time.Duration(probe.PeriodSeconds*probe.FailureThreshold+probe.TimeoutSeconds) * time.Second
+	assert.Less(t, 2*notReadyWithin, delay, "the Pod leaves the Service's endpoints (%s) well before the listener closes (%s)", notReadyWithin, delay)
+	require.NotNil(t, pod.TerminationGracePeriodSeconds)
+	grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+	assert.Less(t, delay+drain, grace, "the shutdown delay and the drain fit in the grace period")
 }
 
 // TestTCPGatewayHoldsNoCredential: the gateway gets no ServiceAccount token and no RBAC, runs as

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,18 +56,21 @@ func parseTCPGatewayFlags(args []string, stderr io.Writer) (tcpGatewayOptions, e
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&listen, "listen", listen, "`address` players connect to")
 	fs.StringVar(&metricsListen, "metrics-listen", metricsListen, "`address` serving GET /metrics, /healthz and /readyz")
+	var serviceCIDRs []string
+	flagfunc.Var(fs, "service-cidrs", "", "the cluster's Service CIDRs, e.g. 10.96.0.0/12 (the API server's --service-cluster-ip-range, as the hook's --service-cidrs; required): the only destinations the gateway dials, whatever a token names",
+		flagfunc.CIDRs(&serviceCIDRs, "the cluster's Service CIDRs"))
 	fs.StringVar(&keyFile, "key-file", keyFile, "`file` holding the gateway key, the hook's (required; in the component: "+defaultGatewayKeyFile+")")
 	flagfunc.Var(fs, "token-timeout", cfg.TokenTimeout.String(), "a player has this `duration` from connecting to send the token line", flagfunc.PositiveDuration(&cfg.TokenTimeout))
 	flagfunc.Var(fs, "max-line-bytes", fmt.Sprint(cfg.MaxLineBytes), "longest token or proof-of-work line, in `bytes` (without its end)", flagfunc.PositiveInt(&cfg.MaxLineBytes))
-	flagfunc.Var(fs, "max-connections", fmt.Sprint(cfg.MaxConnections), "`number` of connections open at once, however far they got; past it, new ones are refused", flagfunc.PositiveInt(&cfg.MaxConnections))
+	flagfunc.Var(fs, "max-connections", fmt.Sprint(cfg.MaxConnections), "`number` of connections open at once, however far they got; at it, a newcomer takes the slot of the connection waiting longest for its token (a source in debt's first), and is refused only when every connection is spliced; lowered, with a warning, to what the open-file limit carries", flagfunc.PositiveInt(&cfg.MaxConnections))
 	flagfunc.Var(fs, "max-connections-per-token", fmt.Sprint(cfg.MaxConnectionsPerToken), "`number` of connections open at once to one instance port", flagfunc.PositiveInt(&cfg.MaxConnectionsPerToken))
-	flagfunc.Var(fs, "max-bad-tokens-per-minute", fmt.Sprint(cfg.MaxBadTokensPerMinute), "`number` of bad tokens (or proofs of work, or lines missing at the deadline) a source address (IPv6: its /64) may send in a minute before its connections are refused until the minute ends", flagfunc.PositiveInt(&cfg.MaxBadTokensPerMinute))
-	flagfunc.Var(fs, "max-pending-per-source", fmt.Sprint(cfg.MaxPendingPerSource), "`number` of a source address's connections still presenting a token or a proof of work", flagfunc.PositiveInt(&cfg.MaxPendingPerSource))
-	flagfunc.Var(fs, "max-sources", fmt.Sprint(cfg.MaxSources), "`number` of source addresses the per-source limits track (about 100 bytes each); when full, new sources go untracked", flagfunc.PositiveInt(&cfg.MaxSources))
+	flagfunc.Var(fs, "max-bad-tokens-per-minute", fmt.Sprint(cfg.MaxBadTokensPerMinute), "`number` of connections a source address (IPv6: its /56) may end in a minute without a valid token (bad tokens, silence, early closes) before it is in debt: then its bad tokens are answered after a second and its connections waiting for a token are the first to give their slot when the gateway is full; a valid token is served whatever its address did", flagfunc.PositiveInt(&cfg.MaxBadTokensPerMinute))
+	flagfunc.Var(fs, "max-sources", fmt.Sprint(cfg.MaxSources), "`number` of source addresses whose debts the gateway tracks (about 100 bytes each); when full, new sources go untracked", flagfunc.PositiveInt(&cfg.MaxSources))
 	flagfunc.Var(fs, "proof-of-work-timeout", cfg.ProofOfWorkTimeout.String(), "a player has this `duration` to answer a proof of work (the python solver takes about a minute at 26 bits)", flagfunc.PositiveDuration(&cfg.ProofOfWorkTimeout))
 	flagfunc.Var(fs, "dial-timeout", cfg.DialTimeout.String(), "an instance has this `duration` to accept a connection", flagfunc.PositiveDuration(&cfg.DialTimeout))
 	flagfunc.Var(fs, "idle-timeout", cfg.IdleTimeout.String(), "close a spliced connection that moved no byte either way for this `duration` (closed within 1.25 times it)", flagfunc.PositiveDuration(&cfg.IdleTimeout))
-	flagfunc.Var(fs, "drain-timeout", cfg.DrainTimeout.String(), "on SIGTERM, stop accepting and let spliced connections go on this `duration` before closing them (keep it under the Pod's terminationGracePeriodSeconds)", flagfunc.NonNegativeDuration(&cfg.DrainTimeout))
+	flagfunc.Var(fs, "shutdown-delay", cfg.ShutdownDelay.String(), "on SIGTERM, fail /readyz at once but go on accepting for this `duration`, so that the load balancer stops sending new players first (the component: 10s)", flagfunc.NonNegativeDuration(&cfg.ShutdownDelay))
+	flagfunc.Var(fs, "drain-timeout", cfg.DrainTimeout.String(), "after the shutdown delay, stop accepting and let connections go on this `duration`, then tell those left to reconnect and close them (keep shutdown delay + drain timeout under the Pod's terminationGracePeriodSeconds)", flagfunc.NonNegativeDuration(&cfg.DrainTimeout))
 	fs.Func("log-level", "`level` of the JSON logs: debug (every refusal), info (every spliced connection's end), warn or error (default info)", func(v string) error {
 		level, ok := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[strings.ToLower(v)]
 		if !ok {
@@ -92,6 +97,12 @@ func parseTCPGatewayFlags(args []string, stderr io.Writer) (tcpGatewayOptions, e
 	if keyFile == "" {
 		return tcpGatewayOptions{}, errors.New("--key-file is required: the gateway key, the same Secret the hook mints tokens with (in the component: " + defaultGatewayKeyFile + ")")
 	}
+	if len(serviceCIDRs) == 0 {
+		return tcpGatewayOptions{}, errors.New("--service-cidrs is required: the cluster's Service CIDRs (the API server's --service-cluster-ip-range), the only destinations the gateway dials")
+	}
+	for _, cidr := range serviceCIDRs {
+		cfg.ServiceCIDRs = append(cfg.ServiceCIDRs, netip.MustParsePrefix(cidr))
+	}
 	if cfg.Key, err = readGatewayKey(keyFile); err != nil {
 		return tcpGatewayOptions{}, err
 	}
@@ -104,6 +115,15 @@ func serveTCPGateway(ctx context.Context, opts tcpGatewayOptions, stderr io.Writ
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var openFiles syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &openFiles); err != nil {
+		return fmt.Errorf("tcp-gateway: the open-file limit: %w", err)
+	}
+	maxConnections, err := fitMaxConnections(cfg.MaxConnections, uint64(openFiles.Cur), logger)
+	if err != nil {
+		return fmt.Errorf("tcp-gateway: %w", err)
+	}
+	cfg.MaxConnections = maxConnections
 	gateway, err := tcpgateway.New(cfg, logger, registry)
 	if err != nil {
 		return fmt.Errorf("tcp-gateway: %w", err)
@@ -133,6 +153,23 @@ func serveTCPGateway(ctx context.Context, opts tcpGatewayOptions, stderr io.Writ
 		return fmt.Errorf("tcp-gateway: %w", err)
 	}
 	return nil
+}
+
+// fitMaxConnections lowers maxConnections, with a warning, to what an open-file limit carries:
+// past it the gateway would run out of descriptors below its own cap and turn players away for
+// the wrong reason. (Go raised the soft limit to the hard one at start-up.)
+func fitMaxConnections(maxConnections int, openFiles uint64, logger *slog.Logger) (int, error) {
+	if openFiles >= tcpgateway.Descriptors(maxConnections) {
+		return maxConnections, nil
+	}
+	fits := tcpgateway.MaxConnectionsWithin(openFiles)
+	if fits < 1 {
+		return 0, fmt.Errorf("the open-file limit %d carries no connection (%d descriptors for 1): raise it (ulimit -n, or the container runtime's)", openFiles, tcpgateway.Descriptors(1))
+	}
+	logger.Warn("--max-connections lowered to what the open-file limit carries: raise the limit (ulimit -n, or the container runtime's) to keep the flag's value",
+		slog.Int("max_connections", maxConnections), slog.Int("lowered_to", fits),
+		slog.Uint64("open_file_limit", openFiles), slog.Uint64("needed", tcpgateway.Descriptors(maxConnections)))
+	return fits, nil
 }
 
 // readGatewayKey reads the gateway key: the file's bytes without surrounding white space, as

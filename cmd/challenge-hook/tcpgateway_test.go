@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,8 +53,8 @@ func TestTCPGatewayServes(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"challenge-hook", "tcp-gateway", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
-			"--key-file=" + writeGatewayKey(t, key), "--log-level=debug"}, noEnv, io.Discard, logs)
+		done <- run(ctx, []string{"challenge-hook", "tcp-gateway", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0", "--service-cidrs=127.0.0.0/8",
+			"--key-file=" + writeGatewayKey(t, key), "--log-level=debug", "--shutdown-delay=500ms"}, noEnv, io.Discard, logs)
 	}()
 	var addrs listenAddrs
 	select {
@@ -91,7 +93,18 @@ func TestTCPGatewayServes(t *testing.T) {
 		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
 		assert.Contains(t, string(body), want, path)
 	}
+	// A rollout: not ready at once, yet still accepting for the shutdown delay, so that the load
+	// balancer stops sending players before the listener closes.
 	cancel()
+	waitForStatus(t, "http://"+addrs.metrics+"/readyz", http.StatusServiceUnavailable)
+	c, err := net.Dial("tcp4", addrs.main)
+	require.NoError(t, err, "a player arriving during the shutdown delay")
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, token+"\n")
+	got, err := io.ReadAll(c)
+	require.NoError(t, err)
+	assert.Equal(t, tcpgateway.Prompt+"hello from the instance\n", string(got))
+	c.Close()
 	select {
 	case err := <-done:
 		assert.NoError(t, err)
@@ -101,6 +114,47 @@ func TestTCPGatewayServes(t *testing.T) {
 	assert.NotContains(t, logs.String(), token)
 }
 
+// waitForStatus polls url until it answers status, for up to 5 s.
+func waitForStatus(t *testing.T, url string, status int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == status {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer %d within 5 s", url, status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestMaxConnectionsFitsTheOpenFileLimit: a cap the open-file limit cannot carry is lowered, with a
+// warning naming both; one it carries is kept; a limit that carries nothing is an error.
+func TestMaxConnectionsFitsTheOpenFileLimit(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	got, err := fitMaxConnections(10000, 1<<20, logger)
+	require.NoError(t, err)
+	assert.Equal(t, 10000, got)
+	assert.Empty(t, logs.String())
+
+	got, err = fitMaxConnections(10000, 20000, logger)
+	require.NoError(t, err)
+	assert.Less(t, got, 10000)
+	assert.LessOrEqual(t, tcpgateway.Descriptors(got), uint64(20000), "the lowered cap fits")
+	assert.Greater(t, tcpgateway.Descriptors(got+1), uint64(20000), "and is the largest that fits")
+	assert.Contains(t, logs.String(), `"lowered_to":`+strconv.Itoa(got))
+	assert.Contains(t, logs.String(), `"open_file_limit":20000`)
+
+	_, err = fitMaxConnections(10000, 100, logger)
+	assert.ErrorContains(t, err, "raise it")
+}
+
 // TestTCPGatewayRefusesToStart: without a key, with a short one, or with a bad limit, the gateway
 // says what to fix.
 func TestTCPGatewayRefusesToStart(t *testing.T) {
@@ -108,14 +162,15 @@ func TestTCPGatewayRefusesToStart(t *testing.T) {
 		args []string
 		want string
 	}{
-		"no key file":   {nil, "--key-file is required"},
-		"missing file":  {[]string{"--key-file=" + filepath.Join(t.TempDir(), "absent")}, "no such file"},
-		"short key":     {[]string{"--key-file=" + writeGatewayKey(t, "short")}, "head -c 32 /dev/urandom | base64"},
-		"zero timeout":  {[]string{"--key-file=" + writeGatewayKey(t, strings.Repeat("k", 32)), "--token-timeout=0s"}, "expected a positive duration"},
-		"line too tiny": {[]string{"--key-file=" + writeGatewayKey(t, strings.Repeat("k", 32)), "--max-line-bytes=8"}, "a token is 32"},
-		"argument":      {[]string{"extra"}, `unexpected argument "extra"`},
+		"no key file":      {nil, "--key-file is required"},
+		"missing file":     {[]string{"--key-file=" + filepath.Join(t.TempDir(), "absent")}, "no such file"},
+		"short key":        {[]string{"--key-file=" + writeGatewayKey(t, "short")}, "head -c 32 /dev/urandom | base64"},
+		"zero timeout":     {[]string{"--key-file=" + writeGatewayKey(t, strings.Repeat("k", 32)), "--token-timeout=0s"}, "expected a positive duration"},
+		"line too tiny":    {[]string{"--key-file=" + writeGatewayKey(t, strings.Repeat("k", 32)), "--max-line-bytes=8"}, "a token is 32"},
+		"argument":         {[]string{"extra"}, `unexpected argument "extra"`},
+		"no Service CIDRs": {[]string{"--key-file=" + writeGatewayKey(t, strings.Repeat("k", 32)), "--service-cidrs="}, "--service-cidrs is required"},
 	} {
-		err := run(context.Background(), append([]string{"challenge-hook", "tcp-gateway", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0"}, tc.args...), noEnv, io.Discard, io.Discard)
+		err := run(context.Background(), append([]string{"challenge-hook", "tcp-gateway", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0", "--service-cidrs=10.96.0.0/12"}, tc.args...), noEnv, io.Discard, io.Discard)
 		if assert.Error(t, err, name) {
 			assert.Contains(t, err.Error(), tc.want, name)
 		}
@@ -126,7 +181,7 @@ func TestTCPGatewayHelp(t *testing.T) {
 	var stderr bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"challenge-hook", "tcp-gateway", "-h"}, noEnv, io.Discard, &stderr))
 	for _, flag := range []string{"-listen", "-metrics-listen", "-key-file", "-token-timeout", "-max-line-bytes", "-max-connections", "-max-connections-per-token",
-		"-max-bad-tokens-per-minute", "-max-pending-per-source", "-max-sources", "-proof-of-work-timeout", "-dial-timeout", "-idle-timeout", "-drain-timeout", "-log-level"} {
+		"-max-bad-tokens-per-minute", "-max-sources", "-proof-of-work-timeout", "-dial-timeout", "-idle-timeout", "-shutdown-delay", "-drain-timeout", "-service-cidrs", "-log-level"} {
 		assert.Contains(t, stderr.String(), flag+" ")
 	}
 }
@@ -147,7 +202,7 @@ spec:
     expose: [{port: 1337, type: TCP}]
 `), 0o600))
 	keyFile := filepath.Join("..", "..", "testdata", "tcp-gateway.key")
-	docs, _ := renderDocuments(t, "-f", challenge, "--tcp-gateway-address=tcp.ctf.example.org:1337", "--tcp-gateway-key-file="+keyFile)
+	docs, _ := renderDocuments(t, "-f", challenge, "--tcp-gateway-address=tcp.ctf.example.org:1337", "--tcp-gateway-key-file="+keyFile, "--service-cidrs=10.96.0.0/12")
 	status := docs[len(docs)-1]["status"].(map[string]any)
 	token := status["endpoints"].([]any)[0].(map[string]any)["token"].(string)
 	key, err := readGatewayKey(keyFile)

@@ -310,7 +310,7 @@ type gateway struct {
 // connection of the run, and waits for its address.
 func startGateway(binary, keyFile string) (*gateway, error) {
 	cmd := exec.Command(binary, "tcp-gateway", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0", "--key-file="+keyFile,
-		"--max-connections=100000", "--max-connections-per-token=100000", "--max-pending-per-source=100000")
+		"--max-connections=100000", "--max-connections-per-token=100000", "--service-cidrs=127.0.0.0/8")
 	// At the default log level, as deployed: a line per spliced connection, read and dropped here.
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

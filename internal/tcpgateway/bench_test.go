@@ -23,7 +23,6 @@ func benchPaths(b *testing.B) map[string]func() net.Conn {
 	instance := startBackend(b, echo)
 	g := startGateway(b, func(c *Config) {
 		c.MaxConnectionsPerToken = 1 << 20
-		c.MaxPendingPerSource = 1 << 20
 	})
 	token := []byte(mint(b, tcptoken.Target{Service: instance.addr()}) + "\n")
 	prompt := make([]byte, len(Prompt))

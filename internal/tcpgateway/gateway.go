@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -32,35 +33,45 @@ const Prompt = "token: "
 type Config struct {
 	// Key opens tokens: the hook's gateway key, at least tcptoken.MinKeyBytes.
 	Key []byte
+	// ServiceCIDRs are the cluster's Service networks: the only destinations the gateway dials. A
+	// loopback, link-local, unspecified or multicast address is dialled only when a prefix within
+	// its special range is listed (a test's 127.0.0.0/8), never through a wider one.
+	ServiceCIDRs []netip.Prefix
 	// TokenTimeout is the time from accept to a whole token line.
 	TokenTimeout time.Duration
 	// MaxLineBytes caps the token line and the proof-of-work answer, without the line's end.
 	MaxLineBytes int
-	// MaxConnections caps the connections open at once, however far they got.
+	// MaxConnections caps the connections open at once, however far they got. At the cap a
+	// newcomer takes the slot of a connection still presenting its token (see admission).
 	MaxConnections int
 	// MaxConnectionsPerToken caps the connections open at once to one instance port.
 	MaxConnectionsPerToken int
-	// MaxBadTokensPerMinute is how many bad tokens (or proofs of work, or lines missing at the
-	// deadline) a source may present in a minute; past it, its connections are refused at once.
+	// MaxBadTokensPerMinute is how many connections a source may end without a valid token in a
+	// minute (bad tokens or proofs of work, silence to the deadline, early closes, evictions)
+	// before it is in debt: then its further bad tokens are answered only after badTokenDelay, and
+	// its connections still presenting a token are the first to give their slot to a newcomer.
+	// A valid token from a source in debt is served as any other.
 	MaxBadTokensPerMinute int
-	// MaxPendingPerSource caps a source's connections still presenting a token or a proof of work.
-	MaxPendingPerSource int
-	// MaxSources bounds the memory of the per-source limits (entries of about 100 bytes).
+	// MaxSources bounds the memory of the per-source debts (entries of about 100 bytes).
 	MaxSources int
 	// ProofOfWorkTimeout is the time to answer the puzzle, once posed.
 	ProofOfWorkTimeout time.Duration
 	// DialTimeout is the time the instance has to accept the connection.
 	DialTimeout time.Duration
 	// IdleTimeout closes a spliced connection that moved no byte either way for this long; it
-	// closes between IdleTimeout and 1.25 times it after the last byte. The default, 15 minutes,
+	// closes between IdleTimeout and 1.125 times it after the last byte. The default, 15 minutes,
 	// lets a player read a disassembly between two inputs of an interactive session, and still
 	// frees what abandoned sessions hold (a player holds at most MaxConnectionsPerToken).
 	IdleTimeout time.Duration
-	// DrainTimeout is how long spliced connections may go on after the listener closed.
+	// ShutdownDelay is how long the gateway goes on accepting once told to stop, so that the load
+	// balancer, which sees the readiness probe fail, stops sending new players first.
+	ShutdownDelay time.Duration
+	// DrainTimeout is how long spliced connections may go on after the listener closed; those
+	// left then read restartLine and are closed.
 	DrainTimeout time.Duration
 }
 
-// Defaults returns the default limits, with no key.
+// Defaults returns the default limits, with no key and no Service CIDRs.
 func Defaults() Config {
 	return Config{
 		TokenTimeout:           30 * time.Second,
@@ -68,7 +79,6 @@ func Defaults() Config {
 		MaxConnections:         10000,
 		MaxConnectionsPerToken: 16,
 		MaxBadTokensPerMinute:  10,
-		MaxPendingPerSource:    32,
 		MaxSources:             100000,
 		ProofOfWorkTimeout:     5 * time.Minute,
 		DialTimeout:            5 * time.Second,
@@ -83,22 +93,34 @@ type Gateway struct {
 	logger  *slog.Logger
 	metrics *Metrics
 	dialer  net.Dialer
-	now     func() time.Time // the clock of the per-source window (tests set it); deadlines are the system's
 
-	open    atomic.Int64
-	sources *sourceTable
-	targets *targetCounter
+	admission *admission
+	targets   *targetCounter
+	pipes     *pipePool
 
 	mu         sync.Mutex
-	conns      map[*net.TCPConn]struct{} // every open connection, player's and instance's, closed when the drain ends
+	conns      map[*net.TCPConn]bool // every open connection, true for a player's, closed when the drain ends
 	wg         sync.WaitGroup
 	drainEnded atomic.Bool
 }
+
+// badTokenDelay is how long a source in debt waits for the answer to each further bad token:
+// guessing costs it time, and the slot it holds meanwhile is the first a newcomer takes.
+const badTokenDelay = time.Second
+
+// evictedLine is what a connection evicted while presenting its token reads.
+const evictedLine = "gateway busy and your connection sent no token: reconnect and send it at once\n"
+
+// restartLine is what players still connected when the drain ends read before the close.
+const restartLine = "gateway restarting, reconnect\n"
 
 // New checks cfg and returns a gateway; its metrics are registered on reg.
 func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, error) {
 	if len(cfg.Key) < tcptoken.MinKeyBytes {
 		return nil, fmt.Errorf("gateway key of %d bytes: at least %d; create one with: head -c 32 /dev/urandom | base64", len(cfg.Key), tcptoken.MinKeyBytes)
+	}
+	if len(cfg.ServiceCIDRs) == 0 {
+		return nil, errors.New("no Service CIDRs: the gateway dials only the cluster's Service networks (the API server's --service-cluster-ip-range, as the hook's --service-cidrs)")
 	}
 	for name, v := range map[string]time.Duration{"token timeout": cfg.TokenTimeout, "proof-of-work timeout": cfg.ProofOfWorkTimeout, "dial timeout": cfg.DialTimeout, "idle timeout": cfg.IdleTimeout} {
 		if v <= 0 {
@@ -106,7 +128,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 		}
 	}
 	for name, v := range map[string]int{"max line bytes": cfg.MaxLineBytes, "max connections": cfg.MaxConnections, "max connections per token": cfg.MaxConnectionsPerToken,
-		"max bad tokens per minute": cfg.MaxBadTokensPerMinute, "max pending per source": cfg.MaxPendingPerSource, "max sources": cfg.MaxSources} {
+		"max bad tokens per minute": cfg.MaxBadTokensPerMinute, "max sources": cfg.MaxSources} {
 		if v < 1 {
 			return nil, fmt.Errorf("%s %d: must be at least 1", name, v)
 		}
@@ -115,23 +137,37 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 		return nil, fmt.Errorf("max line bytes %d: a token is %d", cfg.MaxLineBytes, tcptoken.Length)
 	}
 	g := &Gateway{
-		cfg:     cfg,
-		logger:  logger,
-		dialer:  net.Dialer{Timeout: cfg.DialTimeout},
-		now:     time.Now,
-		sources: newSourceTable(cfg.MaxBadTokensPerMinute, cfg.MaxPendingPerSource, cfg.MaxSources),
-		targets: newTargetCounter(cfg.MaxConnectionsPerToken),
-		conns:   map[*net.TCPConn]struct{}{},
+		cfg:       cfg,
+		logger:    logger,
+		dialer:    net.Dialer{Timeout: cfg.DialTimeout},
+		admission: newAdmission(cfg.MaxConnections, cfg.MaxBadTokensPerMinute, cfg.MaxSources),
+		targets:   newTargetCounter(cfg.MaxConnectionsPerToken),
+		pipes:     newPipePool(splicePipes),
+		conns:     map[*net.TCPConn]bool{},
 	}
-	g.metrics = newMetrics(reg, func() float64 { return float64(g.sources.size()) })
+	g.metrics = newMetrics(reg, func() float64 { return float64(g.admission.size()) })
 	return g, nil
 }
 
-// Serve accepts connections on ln until ctx ends, then closes ln, lets the spliced connections go
-// on for the drain timeout, closes those left and returns.
+// Serve accepts connections on ln until ctx ends and the shutdown delay passed, then closes ln,
+// lets the connections go on for the drain timeout, tells those left to reconnect, closes them and
+// returns.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
+	served := make(chan struct{})
+	defer close(served)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-served:
+			return
+		}
+		// Still accepting: the load balancer stops sending once it sees the readiness probe fail.
+		select {
+		case <-time.After(g.cfg.ShutdownDelay):
+		case <-served:
+		}
+		ln.Close()
+	}()
 	var backoff time.Duration
 	for {
 		conn, err := ln.Accept()
@@ -169,17 +205,49 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	select {
 	case <-drained:
 	case <-time.After(g.cfg.DrainTimeout):
-		g.drainEnded.Store(true)
-		g.mu.Lock()
-		n := len(g.conns)
-		for c := range g.conns {
-			c.Close()
-		}
-		g.mu.Unlock()
-		g.logger.Info("drain timeout: closing the connections left", slog.Int("connections", n))
+		g.endDrain()
 		<-drained
 	}
+	g.pipes.close()
 	return nil
+}
+
+// endDrain tells every player still connected to reconnect (one line, within a second for all),
+// then closes every connection left.
+func (g *Gateway) endDrain() {
+	g.drainEnded.Store(true)
+	g.mu.Lock()
+	conns := maps.Clone(g.conns)
+	g.mu.Unlock()
+	var told sync.WaitGroup
+	deadline := time.Now().Add(time.Second)
+	players := 0
+	for c, isPlayer := range conns {
+		if isPlayer {
+			players++
+			told.Add(1)
+			go func() {
+				// Concurrently: a copy blocked on a player who reads nothing holds the socket's
+				// write lock, which no deadline ends; the close below does.
+				defer told.Done()
+				c.SetWriteDeadline(deadline)
+				io.WriteString(c, restartLine)
+			}()
+		}
+	}
+	allTold := make(chan struct{})
+	go func() {
+		told.Wait()
+		close(allTold)
+	}()
+	select {
+	case <-allTold:
+	case <-time.After(time.Until(deadline)):
+	}
+	for c := range conns {
+		c.Close()
+	}
+	g.logger.Info("drain timeout: told the players left to reconnect and closed their connections", slog.Int("players", players))
 }
 
 // isTemporary says whether an accept error is one that passes (EMFILE, ECONNABORTED...).
@@ -189,9 +257,9 @@ func isTemporary(err error) bool {
 }
 
 // track records c as open until the returned function is called.
-func (g *Gateway) track(c *net.TCPConn) func() {
+func (g *Gateway) track(c *net.TCPConn, isPlayer bool) func() {
 	g.mu.Lock()
-	g.conns[c] = struct{}{}
+	g.conns[c] = isPlayer
 	g.mu.Unlock()
 	return func() {
 		g.mu.Lock()
@@ -205,13 +273,16 @@ func (g *Gateway) track(c *net.TCPConn) func() {
 type refusal struct {
 	reason string
 	line   string
-	bad    bool // counts against the source's bad tokens
 }
+
+// refusalFull is the refusal of a gateway out of slots or descriptors: the player's instance is
+// not at fault.
+var refusalFull = refusal{reason: reasonTooManyConnections, line: "gateway full, try again later\n"}
 
 // handle serves one player's connection to its end.
 func (g *Gateway) handle(player *net.TCPConn) {
 	defer player.Close()
-	defer g.track(player)()
+	defer g.track(player, true)()
 	g.metrics.open.Inc()
 	defer g.metrics.open.Dec()
 	start := time.Now()
@@ -219,24 +290,21 @@ func (g *Gateway) handle(player *net.TCPConn) {
 	playerAddr := addrPort(player.RemoteAddr())
 	log := g.logger.With(slog.String("player", playerAddr.String()))
 
-	if g.open.Add(1) > int64(g.cfg.MaxConnections) {
-		g.open.Add(-1)
-		g.metrics.accepted.WithLabelValues("tracked").Inc()
-		g.refuse(player, log, refusal{reason: reasonTooManyConnections, line: "gateway full, try again later\n"})
-		return
-	}
-	defer g.open.Add(-1)
-
 	source := sourceOf(playerAddr.Addr())
-	verdict, ref := g.admitSource(source)
-	if ref != nil {
-		g.refuse(player, log, *ref)
+	slot := g.admission.admit(player, source, time.Now())
+	if slot == nil {
+		g.metrics.accepted.WithLabelValues("tracked").Inc()
+		g.refuse(player, log, refusalFull)
 		return
 	}
-	target, lines, ref := g.present(player)
-	if verdict == sourceAdmitted {
-		g.sources.done(source, ref != nil && ref.bad, g.now())
+	defer g.admission.release(slot)
+	tracked := "tracked"
+	if slot.entry == nil {
+		tracked = "untracked"
 	}
+	g.metrics.accepted.WithLabelValues(tracked).Inc()
+
+	target, lines, ref := g.present(player, slot)
 	if ref != nil {
 		g.refuse(player, log, *ref)
 		return
@@ -250,7 +318,7 @@ func (g *Gateway) handle(player *net.TCPConn) {
 		return
 	}
 	defer instance.Close()
-	defer g.track(instance)()
+	defer g.track(instance, false)()
 	player.SetDeadline(time.Time{})
 	g.metrics.spliced.Inc()
 	g.metrics.splicing.Inc()
@@ -262,52 +330,63 @@ func (g *Gateway) handle(player *net.TCPConn) {
 		slog.Int64("bytes_to_instance", s.toInstance), slog.Int64("bytes_to_player", s.toPlayer))
 }
 
-// admitSource counts a new connection against its source's limits (and in the metrics, as tracked
-// or not), or says why it is refused.
-func (g *Gateway) admitSource(source netip.Addr) (sourceVerdict, *refusal) {
-	verdict := g.sources.admit(source, g.now())
-	tracked := "tracked"
-	switch verdict {
-	case sourceRateLimited:
-		g.metrics.accepted.WithLabelValues(tracked).Inc()
-		return verdict, &refusal{reason: reasonRateLimited, line: "too many invalid tokens from your address, try again in a minute\n"}
-	case sourceTooManyPending:
-		g.metrics.accepted.WithLabelValues(tracked).Inc()
-		return verdict, &refusal{reason: reasonTooManyPending, line: "too many connections waiting for a token from your address\n"}
-	case sourceUntracked:
-		tracked = "untracked"
-	}
-	g.metrics.accepted.WithLabelValues(tracked).Inc()
-	return verdict, nil
-}
-
 // present asks for the token and, when it asks for one, the proof of work. It returns the target
 // (counted against its cap) and the line reader holding what the player sent beyond its lines, or
-// why the connection goes no further.
-func (g *Gateway) present(player *net.TCPConn) (tcptoken.Target, *lineReader, *refusal) {
+// why the connection goes no further. Every way out but a valid token charges the source.
+func (g *Gateway) present(player *net.TCPConn, slot *pendingConn) (tcptoken.Target, *lineReader, *refusal) {
 	if _, err := io.WriteString(player, Prompt); err != nil {
+		g.admission.presented(slot, false, time.Now())
 		return tcptoken.Target{}, nil, &refusal{reason: reasonClosedEarly}
 	}
 	lines := newLineReader(player, g.cfg.MaxLineBytes)
 	line, err := lines.readLine()
 	if err != nil {
+		if g.admission.presented(slot, false, time.Now()) {
+			return tcptoken.Target{}, nil, &refusal{reason: reasonEvicted, line: evictedLine}
+		}
 		return tcptoken.Target{}, nil, g.lineError(err, reasonTokenTimeout, fmt.Sprintf("no token within %s\n", g.cfg.TokenTimeout))
 	}
 	target, err := tcptoken.Open(g.cfg.Key, string(line))
 	if err != nil {
-		return tcptoken.Target{}, nil, &refusal{reason: reasonInvalidToken, line: "invalid token\n", bad: true}
+		if g.admission.inDebt(slot.source, time.Now()) {
+			g.wait(player, badTokenDelay)
+		}
+		g.admission.presented(slot, false, time.Now())
+		return tcptoken.Target{}, nil, &refusal{reason: reasonInvalidToken, line: "invalid token\n"}
 	}
+	if !g.dialable(target.Service.Addr()) {
+		// Signed with the gateway key, yet not an instance's Service: a hook without
+		// --service-cidrs, a key that leaked, or a gateway told the wrong ranges.
+		g.admission.presented(slot, false, time.Now())
+		g.logger.Warn("a token signed with the gateway key names an address outside --service-cidrs; refused",
+			slog.String("address", target.Service.Addr().String()))
+		return tcptoken.Target{}, nil, &refusal{reason: reasonNotAnInstance, line: "this token leads to no instance\n"}
+	}
+	g.admission.presented(slot, true, time.Now())
 	if !g.targets.acquire(target.Service) {
+		g.admission.charge(slot.source, time.Now())
 		return tcptoken.Target{}, nil, &refusal{reason: reasonTooManyForToken,
 			line: fmt.Sprintf("too many connections with this token (at most %d at once), try again later\n", g.cfg.MaxConnectionsPerToken)}
 	}
 	if target.ProofOfWorkBits > 0 {
 		if ref := g.proofOfWork(player, lines, target.ProofOfWorkBits); ref != nil {
 			g.targets.release(target.Service)
+			g.admission.charge(slot.source, time.Now())
 			return tcptoken.Target{}, nil, ref
 		}
 	}
 	return target, lines, nil
+}
+
+// wait holds the connection for d, reading and dropping what comes, or less when the player
+// closes or an eviction ends its reads.
+func (g *Gateway) wait(player *net.TCPConn, d time.Duration) {
+	deadline := time.Now().Add(d)
+	if slotDeadline := time.Now().Add(g.cfg.TokenTimeout); slotDeadline.Before(deadline) {
+		deadline = slotDeadline
+	}
+	player.SetReadDeadline(deadline)
+	io.Copy(io.Discard, io.LimitReader(player, int64(g.cfg.MaxLineBytes)*64))
 }
 
 // proofOfWork poses the puzzle and checks the answer.
@@ -326,7 +405,7 @@ func (g *Gateway) proofOfWork(player *net.TCPConn, lines *lineReader, zeroBits u
 		return g.lineError(err, reasonProofOfWorkTimeout, fmt.Sprintf("no proof of work within %s\n", g.cfg.ProofOfWorkTimeout))
 	}
 	if !solves(challenge, zeroBits, answer) {
-		return &refusal{reason: reasonWrongProofOfWork, line: "wrong proof of work\n", bad: true}
+		return &refusal{reason: reasonWrongProofOfWork, line: "wrong proof of work\n"}
 	}
 	return nil
 }
@@ -335,9 +414,9 @@ func (g *Gateway) proofOfWork(player *net.TCPConn, lines *lineReader, zeroBits u
 func (g *Gateway) lineError(err error, timeoutReason, timeoutLine string) *refusal {
 	switch {
 	case errors.Is(err, errLineTooLong):
-		return &refusal{reason: reasonLineTooLong, line: "line too long\n", bad: true}
+		return &refusal{reason: reasonLineTooLong, line: "line too long\n"}
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return &refusal{reason: timeoutReason, line: timeoutLine, bad: true}
+		return &refusal{reason: timeoutReason, line: timeoutLine}
 	default:
 		return &refusal{reason: reasonClosedEarly}
 	}

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -231,54 +232,193 @@ func TestConnectionsPerTokenCapped(t *testing.T) {
 	}, "a place freed by a closed connection")
 }
 
-// TestConnectionsCappedInTotal: past the total, a connection gets one line before any prompt.
-func TestConnectionsCappedInTotal(t *testing.T) {
+// TestValidTokenServedWhateverItsAddressDid: a venue's players share one address. After bad
+// tokens from that address put it in debt, its next bad token waits for its answer, and a valid
+// token from it is served at once.
+func TestValidTokenServedWhateverItsAddressDid(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startGateway(t, func(c *Config) { c.MaxBadTokensPerMinute = 3 })
+	const venue = "127.0.0.2"
+	for range 3 {
+		p := connectFrom(t, g.addr, venue)
+		p.send("guess\n")
+		assert.Equal(t, "invalid token\n", p.rest())
+	}
+	require.True(t, g.admission.inDebt(sourceOf(netip.MustParseAddr(venue)), time.Now()), "3 bad tokens: in debt")
+
+	p := connectFrom(t, g.addr, venue)
+	start := time.Now()
+	p.send("guess\n")
+	assert.Equal(t, "invalid token\n", p.rest())
+	assert.GreaterOrEqual(t, time.Since(start), badTokenDelay, "a bad token from a source in debt waits for its answer")
+
+	p = connectFrom(t, g.addr, venue)
+	start = time.Now()
+	p.send(mint(t, tcptoken.Target{Service: instance.addr()}) + "\nx")
+	p.expect("x")
+	assert.Less(t, time.Since(start), badTokenDelay, "a valid token from the same address is not delayed")
+	assert.EqualValues(t, 0, g.refused(reasonTooManyConnections)+g.refused(reasonEvicted))
+}
+
+// TestSlowPastersAtOneAddress: 100 players behind one address connect, then take their time to
+// paste their tokens: every one is served.
+func TestSlowPastersAtOneAddress(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startGateway(t, func(c *Config) { c.MaxConnectionsPerToken = 1000 })
+	token := mint(t, tcptoken.Target{Service: instance.addr()})
+	var players []*player
+	for range 100 {
+		players = append(players, connectFrom(t, g.addr, "127.0.0.3"))
+	}
+	for _, p := range players {
+		p.send(token + "\nx")
+		p.expect("x")
+	}
+	assert.EqualValues(t, 100, instance.accepted.Load())
+}
+
+// TestFullGatewayEvictsTheOldestPending: when every slot is taken, a newcomer takes the slot of the
+// connection that has waited longest without a token, whoever's it is, and that one reads why.
+func TestFullGatewayEvictsTheOldestPending(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startGateway(t, func(c *Config) { c.MaxConnections = 3 })
+	oldest := connectFrom(t, g.addr, "127.0.0.4")
+	connectFrom(t, g.addr, "127.0.0.4")
+	younger := connectFrom(t, g.addr, "127.0.0.5")
+
+	newcomer := connectFrom(t, g.addr, "127.0.0.6")
+	assert.Equal(t, evictedLine, oldest.rest())
+	assert.EqualValues(t, 1, g.refused(reasonEvicted))
+	reachEcho(t, mint(t, tcptoken.Target{Service: instance.addr()}), newcomer, younger)
+}
+
+// TestEvictionTakesFromSourcesInDebtFirst: an honest player waiting longest keeps its slot while a
+// source in debt holds one.
+func TestEvictionTakesFromSourcesInDebtFirst(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startGateway(t, func(c *Config) {
+		c.MaxConnections = 3
+		c.MaxBadTokensPerMinute = 2
+	})
+	honest := connectFrom(t, g.addr, "127.0.0.7")
+	const attacker = "127.0.0.8"
+	for range 2 {
+		p := connectFrom(t, g.addr, attacker)
+		p.send("guess\n")
+		assert.Equal(t, "invalid token\n", p.rest())
+	}
+	holders := []*player{connectFrom(t, g.addr, attacker), connectFrom(t, g.addr, attacker)}
+
+	newcomer := connectFrom(t, g.addr, "127.0.0.9")
+	assert.Equal(t, evictedLine, holders[0].rest())
+	reachEcho(t, mint(t, tcptoken.Target{Service: instance.addr()}), honest, newcomer)
+}
+
+// TestFullOfSplicedConnections: with every slot spliced to an instance, a newcomer reads that the
+// gateway is full before any prompt.
+func TestFullOfSplicedConnections(t *testing.T) {
+	instance := startBackend(t, echo)
 	g := startGateway(t, func(c *Config) { c.MaxConnections = 2 })
-	connect(t, g.addr)
-	connect(t, g.addr)
+	token := mint(t, tcptoken.Target{Service: instance.addr()})
+	for range 2 {
+		p := connect(t, g.addr)
+		p.send(token + "\nx")
+		p.expect("x")
+	}
 	p := dialGateway(t, g.addr)
 	assert.Equal(t, "gateway full, try again later\n", p.rest())
 	assert.EqualValues(t, 1, g.refused(reasonTooManyConnections))
 }
 
-// TestBadTokensLimitedPerSource: after its bad tokens of the minute, a source is refused before
-// the prompt, even with a valid token, until the minute ends.
-func TestBadTokensLimitedPerSource(t *testing.T) {
+// TestSlotHoldingCostsTheHolder: connections closed without a token (churn), silent to the
+// deadline, or refused at their token's cap each count against their own address, and no other.
+func TestSlotHoldingCostsTheHolder(t *testing.T) {
 	instance := startBackend(t, echo)
-	now := time.Now()
-	var clock atomicTime
-	clock.set(now)
-	g := startGatewayAt(t, func(c *Config) { c.MaxBadTokensPerMinute = 3 }, clock.get)
-	for range 3 {
-		p := connect(t, g.addr)
-		p.send("guess\n")
-		assert.Equal(t, "invalid token\n", p.rest())
+	g := startGateway(t, func(c *Config) {
+		c.MaxBadTokensPerMinute = 3
+		c.TokenTimeout = 200 * time.Millisecond
+		c.MaxConnectionsPerToken = 1
+	})
+	inDebt := func(source string) bool {
+		return g.admission.inDebt(sourceOf(netip.MustParseAddr(source)), time.Now())
 	}
-	p := dialGateway(t, g.addr)
-	assert.Equal(t, "too many invalid tokens from your address, try again in a minute\n", p.rest())
-	assert.EqualValues(t, 1, g.refused(reasonRateLimited))
-	assert.EqualValues(t, 0, instance.accepted.Load())
+	const churner, silent, flooder = "127.0.1.1", "127.0.1.2", "127.0.1.3"
+	for range 3 {
+		connectFrom(t, g.addr, churner).conn.Close()
+	}
+	waitFor(t, func() bool { return inDebt(churner) }, "three early closes charged")
 
-	clock.set(now.Add(badTokenWindow))
-	p = connect(t, g.addr)
-	p.send(mint(t, tcptoken.Target{Service: instance.addr()}) + "\nx")
+	for range 3 {
+		p := connectFrom(t, g.addr, silent)
+		assert.Equal(t, "no token within 200ms\n", p.rest())
+	}
+	waitFor(t, func() bool { return inDebt(silent) }, "three silent connections charged")
+
+	token := mint(t, tcptoken.Target{Service: instance.addr()})
+	p := connectFrom(t, g.addr, flooder)
+	p.send(token + "\nx")
 	p.expect("x")
+	for range 3 {
+		q := connectFrom(t, g.addr, flooder)
+		q.send(token + "\n")
+		assert.Contains(t, q.rest(), "too many connections with this token")
+	}
+	waitFor(t, func() bool { return inDebt(flooder) }, "three refusals at the token's cap charged")
+	assert.False(t, inDebt("127.0.0.1"), "no one else pays")
 }
 
-// TestPendingConnectionsLimitedPerSource: one address cannot hold every slot with connections
-// that never send a token.
-func TestPendingConnectionsLimitedPerSource(t *testing.T) {
+// TestSourceOfGroupsIPv6Customers: an IPv6 customer's /56 is one source; IPv4 addresses are each
+// their own.
+func TestSourceOfGroupsIPv6Customers(t *testing.T) {
+	a := sourceOf(netip.MustParseAddr("2001:db8:1:ff::1"))
+	assert.Equal(t, a, sourceOf(netip.MustParseAddr("2001:db8:1:1::2")))
+	assert.NotEqual(t, a, sourceOf(netip.MustParseAddr("2001:db8:1:100::1")))
+	assert.Equal(t, netip.MustParseAddr("192.0.2.1"), sourceOf(netip.MustParseAddr("::ffff:192.0.2.1")))
+	assert.NotEqual(t, sourceOf(netip.MustParseAddr("192.0.2.1")), sourceOf(netip.MustParseAddr("192.0.2.2")))
+}
+
+// TestTokenOutsideServiceCIDRsReachesNothing: a validly signed token for an address outside the
+// Service CIDRs (the gateway's own loopback, a metadata address) dials nothing; loopback is
+// dialled only when a loopback range is listed, never through a wider prefix.
+func TestTokenOutsideServiceCIDRsReachesNothing(t *testing.T) {
 	instance := startBackend(t, echo)
-	g := startGateway(t, func(c *Config) { c.MaxPendingPerSource = 2 })
-	first := connect(t, g.addr)
-	connect(t, g.addr)
-	p := dialGateway(t, g.addr)
-	assert.Equal(t, "too many connections waiting for a token from your address\n", p.rest())
-	assert.EqualValues(t, 1, g.refused(reasonTooManyPending))
-	// A spliced connection no longer counts as pending.
-	first.send(mint(t, tcptoken.Target{Service: instance.addr()}) + "\nx")
-	first.expect("x")
-	connect(t, g.addr)
+	for _, cidrs := range []string{"10.96.0.0/12", "0.0.0.0/0"} {
+		g := startGateway(t, func(c *Config) { c.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix(cidrs)} })
+		p := connect(t, g.addr)
+		p.send(mint(t, tcptoken.Target{Service: instance.addr()}) + "\n")
+		assert.Equal(t, "this token leads to no instance\n", p.rest(), cidrs)
+		assert.EqualValues(t, 1, g.refused(reasonNotAnInstance), cidrs)
+	}
+	assert.EqualValues(t, 0, instance.accepted.Load())
+}
+
+func TestDialable(t *testing.T) {
+	for _, tc := range []struct {
+		cidrs []string
+		addr  string
+		want  bool
+	}{
+		{[]string{"10.96.0.0/12"}, "10.96.0.10", true},
+		{[]string{"10.96.0.0/12"}, "10.112.0.1", false},
+		{[]string{"10.96.0.0/12", "fd00:10:96::/112"}, "fd00:10:96::1", true},
+		{[]string{"10.96.0.0/12"}, "127.0.0.1", false},
+		{[]string{"0.0.0.0/0"}, "127.0.0.1", false},
+		{[]string{"0.0.0.0/0"}, "169.254.169.254", false},
+		{[]string{"0.0.0.0/0"}, "0.0.0.0", false},
+		{[]string{"0.0.0.0/0"}, "224.0.0.1", false},
+		{[]string{"0.0.0.0/0"}, "192.0.2.1", true},
+		{[]string{"::/0"}, "::1", false},
+		{[]string{"::/0"}, "fe80::1", false},
+		{[]string{"127.0.0.0/8"}, "127.0.0.1", true},
+		{[]string{"127.0.0.1/32"}, "127.0.0.1", true},
+		{[]string{"169.254.0.0/16"}, "169.254.169.254", true},
+	} {
+		g := &Gateway{cfg: Config{}}
+		for _, c := range tc.cidrs {
+			g.cfg.ServiceCIDRs = append(g.cfg.ServiceCIDRs, netip.MustParsePrefix(c))
+		}
+		assert.Equal(t, tc.want, g.dialable(netip.MustParseAddr(tc.addr)), "%s in %v", tc.addr, tc.cidrs)
+	}
 }
 
 // TestIdleConnectionClosed: a spliced connection that moves no byte for the idle timeout is
@@ -456,15 +596,24 @@ func TestNoTokenInLogs(t *testing.T) {
 	}
 }
 
-// TestDrain: on shutdown the listener closes at once, a spliced connection goes on until the
-// drain timeout, then is closed.
+// TestDrain: on shutdown the gateway goes on accepting for the shutdown delay, then closes its
+// listener; a spliced connection goes on until the drain timeout, then reads that the gateway
+// restarts and is closed.
 func TestDrain(t *testing.T) {
 	instance := startBackend(t, echo)
-	g := startGateway(t, func(c *Config) { c.DrainTimeout = 500 * time.Millisecond })
+	const delay = 300 * time.Millisecond
+	g := startGateway(t, func(c *Config) {
+		c.ShutdownDelay = delay
+		c.DrainTimeout = 500 * time.Millisecond
+	})
+	token := mint(t, tcptoken.Target{Service: instance.addr()})
 	p := connect(t, g.addr)
-	p.send(mint(t, tcptoken.Target{Service: instance.addr()}) + "\n")
+	p.send(token + "\n")
 	start := time.Now()
 	g.cancel()
+	late := connect(t, g.addr)
+	late.send(token + "\nlate\n")
+	late.expect("late\n")
 	waitFor(t, func() bool {
 		c, err := net.Dial("tcp4", g.addr)
 		if err == nil {
@@ -472,11 +621,13 @@ func TestDrain(t *testing.T) {
 		}
 		return err != nil
 	}, "the listener closed")
+	assert.GreaterOrEqual(t, time.Since(start), delay, "new players accepted for the shutdown delay")
 	p.send("still\n")
 	p.expect("still\n")
-	assert.Empty(t, p.rest())
-	assert.GreaterOrEqual(t, time.Since(start), 500*time.Millisecond)
-	waitFor(t, func() bool { return g.closed(closedShutdown) == 1 }, "the shutdown close counted")
+	assert.Equal(t, restartLine, p.rest())
+	assert.Equal(t, restartLine, late.rest())
+	assert.GreaterOrEqual(t, time.Since(start), delay+500*time.Millisecond)
+	waitFor(t, func() bool { return g.closed(closedShutdown) == 2 }, "the shutdown closes counted")
 }
 
 // TestIdleConnectionHoldsNoPipe: once quiet, a spliced connection holds its two sockets and no
@@ -498,12 +649,6 @@ func TestIdleConnectionHoldsNoPipe(t *testing.T) {
 		require.NoError(t, err)
 		return len(entries)
 	}
-	// Pipes given back wait in Go's pool until garbage collections close them (finalizers):
-	// collect before counting, and after until only the connections' own descriptors are left.
-	for range 5 {
-		runtime.GC()
-		time.Sleep(20 * time.Millisecond)
-	}
 	const n = 20
 	before := openFiles()
 	for range n {
@@ -513,13 +658,72 @@ func TestIdleConnectionHoldsNoPipe(t *testing.T) {
 		p.send("y")
 		p.expect("y")
 	}
-	var held int
-	deadline := time.Now().Add(10 * time.Second)
-	for held = openFiles() - before; held != 4*n && time.Now().Before(deadline); held = openFiles() - before {
-		runtime.GC()
-		time.Sleep(copyRound)
+	// The pipes given back are kept for the next copies: the gateway's pool, not the
+	// connections, holds them.
+	waitFor(t, func() bool { return g.pipes.lent() == 0 }, "every pipe given back")
+	assert.Equal(t, 4*n+2*g.pipes.idle(), openFiles()-before, "descriptors of %d idle connections (4 sockets each) and the pool's idle pipes", n)
+	assert.LessOrEqual(t, g.pipes.idle(), splicePipes)
+}
+
+// TestPipePoolBounded: the pool lends at most splicePipes pipes at once; one given back is lent
+// again, one discarded (it may hold bytes) frees its place.
+func TestPipePoolBounded(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("splice(2) is Linux's")
 	}
-	assert.Equal(t, 4*n, held, "descriptors of %d idle connections (4 sockets each)", n)
+	pool := newPipePool(splicePipes)
+	defer pool.close()
+	var lent []*pipe
+	for range splicePipes {
+		p := pool.get()
+		require.NotNil(t, p)
+		lent = append(lent, p)
+	}
+	assert.Nil(t, pool.get(), "a pipe beyond the bound")
+	assert.Equal(t, splicePipes, pool.lent())
+	pool.put(lent[0])
+	assert.Same(t, lent[0], pool.get(), "a pipe given back is lent again")
+	pool.discard(lent[1])
+	assert.NotNil(t, pool.get(), "a discarded pipe frees its place")
+	assert.Nil(t, pool.get())
+	for _, p := range lent[2:] {
+		pool.put(p)
+	}
+}
+
+// TestCopyWithoutPipes: with every pipe lent, copies go through a buffer: bulk bytes both ways and
+// the half-close arrive as sent.
+func TestCopyWithoutPipes(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startGateway(t, nil)
+	g.pipes.setMax(0)
+	p := connect(t, g.addr)
+	p.send(mint(t, tcptoken.Target{Service: instance.addr()}) + "\n")
+	payload := make([]byte, 4<<20)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	go func() {
+		p.conn.Write(payload)
+		p.conn.CloseWrite()
+	}()
+	got, err := io.ReadAll(p.r)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(payload, got), "%d bytes back of %d", len(got), len(payload))
+	assert.Equal(t, 0, g.pipes.lent()+g.pipes.idle(), "no pipe made")
+}
+
+// TestNoDescriptorReadsGatewayFull: when the gateway has no descriptor left to dial the instance,
+// the player reads that the gateway is full, not that the instance is unreachable.
+func TestNoDescriptorReadsGatewayFull(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startGateway(t, nil)
+	g.dialer.Control = func(string, string, syscall.RawConn) error { return syscall.EMFILE }
+	p := connect(t, g.addr)
+	p.send(mint(t, tcptoken.Target{Service: instance.addr()}) + "\n")
+	assert.Equal(t, "gateway full, try again later\n", p.rest())
+	assert.EqualValues(t, 1, g.refused(reasonTooManyConnections))
+	assert.EqualValues(t, 0, g.refused(reasonUnreachable))
 }
 
 // TestResetEndsBothSides: an instance that resets its connection (a crash) ends the player's at

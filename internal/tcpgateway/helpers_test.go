@@ -108,14 +108,10 @@ type testGateway struct {
 // startGateway serves a gateway with the default limits as changed by configure.
 func startGateway(t testing.TB, configure func(*Config)) *testGateway {
 	t.Helper()
-	return startGatewayAt(t, configure, time.Now)
-}
-
-// startGatewayAt serves a gateway on the clock now.
-func startGatewayAt(t testing.TB, configure func(*Config), now func() time.Time) *testGateway {
-	t.Helper()
 	cfg := Defaults()
 	cfg.Key = testKey
+	// The test's instances listen on loopback: listed explicitly, as only a test does.
+	cfg.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	if configure != nil {
 		configure(&cfg)
 	}
@@ -123,7 +119,6 @@ func startGatewayAt(t testing.TB, configure func(*Config), now func() time.Time)
 	registry := prometheus.NewRegistry()
 	g, err := New(cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), registry)
 	require.NoError(t, err)
-	g.now = now
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -182,7 +177,23 @@ func connect(t testing.TB, addr string) *player {
 // dialGateway dials the gateway and reads nothing.
 func dialGateway(t testing.TB, addr string) *player {
 	t.Helper()
-	c, err := net.Dial("tcp4", addr)
+	return dialGatewayFrom(t, addr, "127.0.0.1")
+}
+
+// connectFrom dials the gateway from source, an address of the loopback range, and reads its
+// prompt.
+func connectFrom(t testing.TB, addr, source string) *player {
+	t.Helper()
+	p := dialGatewayFrom(t, addr, source)
+	p.expect(Prompt)
+	return p
+}
+
+// dialGatewayFrom dials the gateway from source and reads nothing.
+func dialGatewayFrom(t testing.TB, addr, source string) *player {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
+	c, err := d.Dial("tcp4", addr)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(30 * time.Second))
@@ -226,8 +237,11 @@ func waitFor(t testing.TB, cond func() bool, what string) {
 	}
 }
 
-// atomicTime is a clock the test sets.
-type atomicTime struct{ v atomic.Int64 }
-
-func (a *atomicTime) set(t time.Time) { a.v.Store(t.UnixNano()) }
-func (a *atomicTime) get() time.Time  { return time.Unix(0, a.v.Load()) }
+// reachEcho sends token, then a byte, from each player, and reads the byte echoed by the instance.
+func reachEcho(t testing.TB, token string, players ...*player) {
+	t.Helper()
+	for _, p := range players {
+		p.send(token + "\nx")
+		p.expect("x")
+	}
+}

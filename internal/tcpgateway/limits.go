@@ -1,134 +1,241 @@
 package tcpgateway
 
 import (
+	"container/list"
+	"net"
 	"net/netip"
 	"sync"
 	"time"
 )
 
-// badTokenWindow is the window of the per-source limit on bad tokens.
-const badTokenWindow = time.Minute
+// debtWindow is the window over which a source's connections that ended without a valid token
+// count as its debt.
+const debtWindow = time.Minute
 
-// sourceVerdict is what the source table says of a new connection.
-type sourceVerdict int
+// victimScan is how many of the oldest pending connections an eviction looks through for one of
+// a source in debt before it takes the oldest: a bounded cost per connection accepted at the cap.
+const victimScan = 256
 
-const (
-	sourceAdmitted sourceVerdict = iota
-	sourceUntracked
-	sourceRateLimited
-	sourceTooManyPending
-)
-
-// sourceTable counts, per source, the connections still presenting a token (or a proof of work)
-// and the bad tokens of the current minute. Its memory is bounded by maxSources entries: an entry
-// lives while its source has a connection pending or bad tokens in the window, and when the table
-// is full a new source is admitted untracked (an attacker with that many addresses is bounded by
-// the total cap and the token deadline instead; locking everyone out would be worse).
-type sourceTable struct {
-	badPerWindow int
-	maxPending   int
-	maxSources   int
+// admission holds the gateway's slots: at most maxConnections connections at once, spliced or
+// still presenting a token (pending). No source is ever refused at accept, and a valid token never
+// waits on what other connections from its address did: a venue's players share one address.
+// Instead, when every slot is taken, a newcomer takes the slot of a pending connection: the oldest
+// of a source in debt (its connections ended without a valid token, at least debtLimit of them in
+// the window: bad tokens, silence to the deadline, early closes, evictions), or else the oldest of
+// all. A connection that has not sent its token after others arrived after it is the one that
+// holds a slot for nothing; an honest player sends the token within seconds of connecting, and
+// only a flood that turns every slot over within those seconds reaches them. When no connection is
+// pending (every slot spliced to an instance), the newcomer is refused.
+//
+// Memory is bounded: one entry per pending connection, and per source an entry that lives while
+// it has a connection pending or debt in the window, at most maxSources of them (a source beyond
+// that is untracked: it accrues no debt, and its connections are evicted by age alone).
+type admission struct {
+	maxConnections int
+	debtLimit      int
+	maxSources     int
 
 	mu        sync.Mutex
-	entries   map[netip.Addr]*sourceEntry
+	slots     int       // connections holding a slot
+	pending   list.List // of *pendingConn, oldest first
+	sources   map[netip.Addr]*sourceEntry
 	lastSweep time.Time
 }
 
+// pendingConn is a connection that holds a slot and has not presented a valid token yet.
+type pendingConn struct {
+	conn    *net.TCPConn
+	source  netip.Addr
+	entry   *sourceEntry // nil: untracked
+	elem    *list.Element
+	evicted bool // its slot went to a newcomer
+}
+
+// sourceEntry is what the gateway knows of one source address.
 type sourceEntry struct {
 	windowStart time.Time
-	bad         int
+	debt        int // connections that ended without a valid token in the window
 	pending     int
 }
 
-func newSourceTable(badPerWindow, maxPending, maxSources int) *sourceTable {
-	return &sourceTable{badPerWindow: badPerWindow, maxPending: maxPending, maxSources: maxSources, entries: map[netip.Addr]*sourceEntry{}}
+func newAdmission(maxConnections, debtLimit, maxSources int) *admission {
+	return &admission{maxConnections: maxConnections, debtLimit: debtLimit, maxSources: maxSources, sources: map[netip.Addr]*sourceEntry{}}
 }
 
-// sourceOf is the key of a player's address: the IPv4 address, or the IPv6 /64 (one host's
-// allocation: one attacker has all of it).
+// sourceOf is the key of a player's address: the IPv4 address, or the IPv6 /56 (a customer's
+// allocation, as ISPs delegate it: one holder has all of it).
 func sourceOf(addr netip.Addr) netip.Addr {
 	addr = addr.Unmap()
 	if addr.Is6() {
-		prefix, _ := addr.Prefix(64)
+		prefix, _ := addr.Prefix(56)
 		return prefix.Addr()
 	}
 	return addr
 }
 
-// admit decides on a new connection from source and, when it is admitted and tracked, counts it
-// pending until done is called.
-func (t *sourceTable) admit(source netip.Addr, now time.Time) sourceVerdict {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.entries[source]
-	if e == nil {
-		if len(t.entries) >= t.maxSources {
-			t.sweep(now)
+// admit gives conn a slot, taking it from a pending connection when all are held (which it
+// evicts: its reads end at once), and counts it pending. It returns nil when every slot is spliced.
+func (a *admission) admit(conn *net.TCPConn, source netip.Addr, now time.Time) *pendingConn {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.slots >= a.maxConnections {
+		victim := a.victim(now)
+		if victim == nil {
+			return nil
 		}
-		if len(t.entries) >= t.maxSources {
-			return sourceUntracked
-		}
-		e = &sourceEntry{windowStart: now}
-		t.entries[source] = e
+		a.evict(victim, now)
+	} else {
+		a.slots++
 	}
-	e.expire(now)
-	if e.bad >= t.badPerWindow {
-		return sourceRateLimited
+	p := &pendingConn{conn: conn, source: source, entry: a.entry(source, now)}
+	if p.entry != nil {
+		p.entry.pending++
 	}
-	if e.pending >= t.maxPending {
-		return sourceTooManyPending
-	}
-	e.pending++
-	return sourceAdmitted
+	p.elem = a.pending.PushBack(p)
+	return p
 }
 
-// done ends the pending state of a connection admitted from source; bad says it presented a bad
-// token or proof of work (or none in time).
-func (t *sourceTable) done(source netip.Addr, bad bool, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.entries[source]
-	if e == nil {
-		return
+// victim is the pending connection whose slot a newcomer takes: the oldest of a source in debt
+// among the victimScan oldest, or else the oldest.
+func (a *admission) victim(now time.Time) *pendingConn {
+	scanned := 0
+	for e := a.pending.Front(); e != nil && scanned < victimScan; e = e.Next() {
+		p := e.Value.(*pendingConn)
+		if p.entry != nil && p.entry.inDebt(now, a.debtLimit) {
+			return p
+		}
+		scanned++
 	}
-	e.pending--
-	e.expire(now)
-	if bad {
-		e.bad++
+	if front := a.pending.Front(); front != nil {
+		return front.Value.(*pendingConn)
 	}
-	if e.pending == 0 && e.bad == 0 {
-		delete(t.entries, source)
+	return nil
+}
+
+// evict takes p's slot away: it leaves the pending list, its source pays for the slot it held for
+// nothing, and its read ends at once (its goroutine tells the player and closes).
+func (a *admission) evict(p *pendingConn, now time.Time) {
+	a.pending.Remove(p.elem)
+	p.evicted = true
+	if p.entry != nil {
+		p.entry.pending--
+		p.entry.charge(now)
+	}
+	p.conn.SetReadDeadline(time.Unix(1, 0))
+}
+
+// presented ends p's pending state. valid says it presented a valid token: then it keeps its slot
+// (taking one back, beyond the cap, if it was evicted in the instant its token arrived: a valid
+// token is never refused for what others did); otherwise its source pays. It returns whether p was
+// evicted.
+func (a *admission) presented(p *pendingConn, valid bool, now time.Time) (evicted bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p.evicted {
+		if valid {
+			p.evicted = false
+			a.slots++
+		}
+		return !valid
+	}
+	a.pending.Remove(p.elem)
+	if p.entry != nil {
+		p.entry.pending--
+		if !valid {
+			p.entry.charge(now)
+		}
+		a.forget(p.source, p.entry, now)
+	}
+	return false
+}
+
+// release frees the slot of a connection that ended, unless an eviction gave it away.
+func (a *admission) release(p *pendingConn) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !p.evicted {
+		a.slots--
 	}
 }
 
-// expire starts a new window once the current one is over.
-func (e *sourceEntry) expire(now time.Time) {
-	if now.Sub(e.windowStart) >= badTokenWindow {
-		e.windowStart = now
-		e.bad = 0
+// inDebt says whether the source ended at least limit connections without a valid token in the
+// current window.
+func (a *admission) inDebt(source netip.Addr, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.sources[source]
+	return e != nil && e.inDebt(now, a.debtLimit)
+}
+
+// charge counts, against source, a connection that ended without a valid token before it held a
+// pending place (the token cap of its instance, say).
+func (a *admission) charge(source netip.Addr, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e := a.entry(source, now); e != nil {
+		e.charge(now)
+	}
+}
+
+// entry is source's entry, made when the table has room; nil when it has none.
+func (a *admission) entry(source netip.Addr, now time.Time) *sourceEntry {
+	if e := a.sources[source]; e != nil {
+		return e
+	}
+	if len(a.sources) >= a.maxSources {
+		a.sweep(now)
+		if len(a.sources) >= a.maxSources {
+			return nil
+		}
+	}
+	e := &sourceEntry{windowStart: now}
+	a.sources[source] = e
+	return e
+}
+
+// forget drops the entry of a source that holds nothing any more.
+func (a *admission) forget(source netip.Addr, e *sourceEntry, now time.Time) {
+	e.expire(now)
+	if e.pending == 0 && e.debt == 0 && a.sources[source] == e {
+		delete(a.sources, source)
 	}
 }
 
 // sweep removes the entries that hold nothing any more, at most once a second: a full table of
 // live entries costs one pass a second, not one per connection.
-func (t *sourceTable) sweep(now time.Time) {
-	if now.Sub(t.lastSweep) < time.Second {
+func (a *admission) sweep(now time.Time) {
+	if now.Sub(a.lastSweep) < time.Second {
 		return
 	}
-	t.lastSweep = now
-	for source, e := range t.entries {
-		e.expire(now)
-		if e.pending == 0 && e.bad == 0 {
-			delete(t.entries, source)
-		}
+	a.lastSweep = now
+	for source, e := range a.sources {
+		a.forget(source, e, now)
 	}
 }
 
 // size is the number of sources tracked.
-func (t *sourceTable) size() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.entries)
+func (a *admission) size() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.sources)
+}
+
+func (e *sourceEntry) charge(now time.Time) {
+	e.expire(now)
+	e.debt++
+}
+
+func (e *sourceEntry) inDebt(now time.Time, limit int) bool {
+	e.expire(now)
+	return e.debt >= limit
+}
+
+// expire starts a new window once the current one is over.
+func (e *sourceEntry) expire(now time.Time) {
+	if now.Sub(e.windowStart) >= debtWindow {
+		e.windowStart = now
+		e.debt = 0
+	}
 }
 
 // targetCounter counts the open connections per instance address, up to max each. Entries exist

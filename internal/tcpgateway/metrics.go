@@ -5,9 +5,8 @@ import "github.com/prometheus/client_golang/prometheus"
 // Reasons a connection is refused: the values of the reason label of
 // challenge_hook_tcp_gateway_refused_total.
 const (
-	reasonTooManyConnections = "too_many_connections"   // --max-connections reached
-	reasonRateLimited        = "too_many_bad_tokens"    // the source's bad tokens of the minute reached --max-bad-tokens-per-minute
-	reasonTooManyPending     = "too_many_pending"       // the source's connections still presenting a token reached --max-pending-per-source
+	reasonTooManyConnections = "too_many_connections"   // --max-connections reached with every connection spliced, or no descriptor left
+	reasonEvicted            = "evicted"                // still presenting a token when a newcomer found every slot taken, and the oldest (of a source in debt first)
 	reasonClosedEarly        = "closed_early"           // closed by the player before its token or answer line
 	reasonTokenTimeout       = "token_timeout"          // no token within --token-timeout
 	reasonLineTooLong        = "line_too_long"          // a line longer than --max-line-bytes
@@ -16,6 +15,7 @@ const (
 	reasonWrongProofOfWork   = "wrong_proof_of_work"    // an answer that does not solve the puzzle (or none)
 	reasonProofOfWorkTimeout = "proof_of_work_timeout"  // no answer within --proof-of-work-timeout
 	reasonUnreachable        = "instance_not_reachable" // the instance refused or did not answer within --dial-timeout
+	reasonNotAnInstance      = "not_an_instance"        // a signed token naming an address outside --service-cidrs
 	reasonInternal           = "internal_error"         // the gateway could not pose a puzzle
 )
 
@@ -73,7 +73,7 @@ func newMetrics(reg prometheus.Registerer, sources func() float64) *Metrics {
 		}, []string{"direction"}),
 		sources: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "challenge_hook_tcp_gateway_sources",
-			Help: "Source addresses tracked for the per-source limits (capped by --max-sources).",
+			Help: "Source addresses tracked for their debts (capped by --max-sources).",
 		}, sources),
 	}
 	reg.MustRegister(m.accepted, m.refused, m.spliced, m.closed, m.open, m.splicing, m.bytes, m.sources)

@@ -2,7 +2,6 @@ package tcpgateway
 
 import (
 	"errors"
-	"io"
 	"net"
 	"os"
 	"sync"
@@ -12,11 +11,8 @@ import (
 )
 
 // idleChecks is how many times per idle timeout a spliced connection looks at its activity: it
-// closes between IdleTimeout and (1 + 2/idleChecks) times it after its last byte.
+// closes between IdleTimeout and (1 + 1/idleChecks) times it after its last byte.
 const idleChecks = 8
-
-// copyRound is the longest a copy holds its pipe without moving a byte (see splice).
-const copyRound = 100 * time.Millisecond
 
 // spliced is how a spliced connection ended.
 type spliced struct {
@@ -25,14 +21,12 @@ type spliced struct {
 }
 
 // splice copies bytes both ways until both sides closed (each half-close passed on), either side
-// reset, the connection was idle for the idle timeout, or the drain ended. The copies are
-// io.Copy between *net.TCPConn: splice(2) through a pipe, no copy in user space.
+// reset, the connection was idle for the idle timeout, or the drain ended.
 //
-// An idle connection costs two goroutines and no pipe: each direction waits until its source is
-// readable before it copies (splice holds its pipe, two file descriptors, for the whole call,
-// waiting included), and each copy ends at a read deadline at most copyRound later, so that a
-// connection gone quiet gives its pipe back within copyRound, and the bytes it moved count as
-// activity.
+// Each direction waits until its source is readable without holding anything, then moves what
+// the source has: with splice(2) through a pipe lent by the gateway's bounded pool (no copy in
+// user space), or through a pooled buffer when every pipe is lent. So an idle connection costs
+// two goroutines, its two sockets and no pipe, and the pipes in use never pass the pool's bound.
 func (g *Gateway) splice(player, instance *net.TCPConn) spliced {
 	var lastActive atomic.Int64
 	lastActive.Store(time.Now().UnixNano())
@@ -68,7 +62,7 @@ func (g *Gateway) splice(player, instance *net.TCPConn) spliced {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		toPlayer, toPlayerErr = g.copyHalf(player, instance, tick, &lastActive)
+		toPlayer, toPlayerErr = g.copyHalf(player, instance, &lastActive)
 		if toPlayerErr != nil {
 			// A reset (or the watchdog) on one side ends both at once: the other copy may be
 			// waiting for a player who has nothing more to say.
@@ -76,7 +70,7 @@ func (g *Gateway) splice(player, instance *net.TCPConn) spliced {
 			instance.Close()
 		}
 	}()
-	toInstance, toInstanceErr := g.copyHalf(instance, player, tick, &lastActive)
+	toInstance, toInstanceErr := g.copyHalf(instance, player, &lastActive)
 	if toInstanceErr != nil {
 		instance.Close()
 		player.Close()
@@ -95,31 +89,36 @@ func (g *Gateway) splice(player, instance *net.TCPConn) spliced {
 }
 
 // copyHalf copies src to dst until src's end, which it passes on as dst's half-close, or an error.
-func (g *Gateway) copyHalf(dst, src *net.TCPConn, tick time.Duration, lastActive *atomic.Int64) (int64, error) {
-	raw, err := src.SyscallConn()
+func (g *Gateway) copyHalf(dst, src *net.TCPConn, lastActive *atomic.Int64) (int64, error) {
+	rawSrc, err := src.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	rawDst, err := dst.SyscallConn()
 	if err != nil {
 		return 0, err
 	}
 	var total int64
 	for {
-		src.SetReadDeadline(time.Now().Add(tick))
-		if err := waitReadable(raw); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				continue
-			}
+		if err := waitReadable(rawSrc); err != nil {
 			return total, err
 		}
-		src.SetReadDeadline(time.Now().Add(min(tick, copyRound)))
-		n, err := io.Copy(dst, src)
+		var n int64
+		var end bool
+		if p := g.pipes.get(); p != nil {
+			n, end, err = g.pipes.move(rawDst, rawSrc, p)
+		} else {
+			n, end, err = copyBuffered(dst, rawSrc)
+		}
 		total += n
 		if n > 0 {
 			lastActive.Store(time.Now().UnixNano())
 		}
-		if err == nil {
-			return total, dst.CloseWrite()
-		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
+		if err != nil {
 			return total, err
+		}
+		if end {
+			return total, dst.CloseWrite()
 		}
 	}
 }
@@ -145,4 +144,51 @@ func waitReadable(raw syscall.RawConn) error {
 		return os.NewSyscallError("recvfrom", peekErr)
 	}
 	return nil
+}
+
+// splicePipes bounds the pipes the gateway lends to copies at once (two descriptors each): past
+// it a copy goes through a buffer. A copy holds a pipe only while its source has bytes, so on two
+// cores a few are busy at a time; the bound is for the descriptor budget (Descriptors).
+const splicePipes = 64
+
+// copyBuffers are the buffers of copies that found no pipe free.
+var copyBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+// copyBuffered moves what src has now to dst through a pooled buffer: the bytes moved, whether
+// src ended, or an error.
+func copyBuffered(dst *net.TCPConn, src syscall.RawConn) (total int64, end bool, err error) {
+	buf := copyBuffers.Get().(*[32 << 10]byte)
+	defer copyBuffers.Put(buf)
+	for {
+		var n int
+		var readErr error
+		if err := src.Read(func(fd uintptr) bool {
+			for {
+				n, readErr = syscall.Read(int(fd), buf[:])
+				if readErr != syscall.EINTR {
+					return true
+				}
+			}
+		}); err != nil {
+			return total, false, err
+		}
+		switch {
+		case readErr == syscall.EAGAIN:
+			return total, false, nil
+		case readErr != nil:
+			return total, false, os.NewSyscallError("read", readErr)
+		case n == 0:
+			return total, true, nil
+		}
+		written, err := dst.Write(buf[:n])
+		total += int64(written)
+		if err != nil {
+			return total, false, err
+		}
+	}
+}
+
+// errNoDescriptor says whether err is the system's refusal of a new descriptor.
+func errNoDescriptor(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOBUFS)
 }

@@ -1,0 +1,30 @@
+//go:build !linux
+
+package tcpgateway
+
+import "syscall"
+
+// pipePool lends no pipe where splice(2) does not exist: every copy goes through a buffer.
+type pipePool struct{}
+
+type pipe struct{}
+
+func newPipePool(int) *pipePool { return &pipePool{} }
+
+func (*pipePool) setMax(int) {}
+
+func (*pipePool) put(*pipe) {}
+
+func (*pipePool) discard(*pipe) {}
+
+func (*pipePool) get() *pipe { return nil }
+
+func (*pipePool) idle() int { return 0 }
+
+func (*pipePool) lent() int { return 0 }
+
+func (*pipePool) close() {}
+
+func (*pipePool) move(dst, src syscall.RawConn, p *pipe) (int64, bool, error) {
+	panic("no pipe is ever lent without splice(2)")
+}
