@@ -107,7 +107,8 @@ func TestTCPExposureUnderMetacontroller(t *testing.T) {
 	}
 
 	// Under a hook with the gateway.
-	hook, restore := swapInHook(ctx, t, c, "--tcp-gateway-key-file="+tcpGatewayKeyFile, "--tcp-gateway-address="+tcpGatewayAddress)
+	// The Service range of hack/cluster.sh: the hook mints tokens only inside it.
+	hook, restore := swapInHook(ctx, t, c, "--tcp-gateway-key-file="+tcpGatewayKeyFile, "--tcp-gateway-address="+tcpGatewayAddress, "--service-cidrs=10.96.0.0/16")
 	running := w.phase(t, 2*time.Minute, "Running")
 	t.Logf("with the gateway: %s", running)
 	children := childrenOf(ctx, t, c, ns, created.GetUID())

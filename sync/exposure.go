@@ -179,6 +179,9 @@ func tcpEndpoint(o observedExposure) where {
 	gateway := o.in.cfg.TCPGateway
 	token := gateway.TokenPlaceholder
 	if len(gateway.Key) > 0 {
+		if refused := outsideServiceCIDRs(ip, o.in.cfg.ServiceCIDRs, service); refused != "" {
+			return where{refused: refused}
+		}
 		token, err = tcptoken.Mint(gateway.Key, tcptoken.Target{
 			Service:         netip.AddrPortFrom(ip, uint16(servicePort)),
 			ProofOfWorkBits: uint8(o.expose.ProofOfWorkBits),
@@ -190,6 +193,24 @@ func tcpEndpoint(o observedExposure) where {
 		}
 	}
 	return where{host: gateway.Host, port: gateway.Port, token: token}
+}
+
+// outsideServiceCIDRs says why no token is minted for ip, Service's ClusterIP, when it is outside
+// the cluster's Service CIDRs ("" when inside): a token opens the address it names to whoever
+// holds it, and an address outside (the gateway's own loopback, a metadata address, a node) is
+// no instance's. The gateway refuses such a token too; the hook does not mint it.
+func outsideServiceCIDRs(ip netip.Addr, serviceCIDRs []string, service string) string {
+	if len(serviceCIDRs) == 0 {
+		return "the hook has no --service-cidrs, and mints TCP gateway tokens only for ClusterIPs inside them: set --service-cidrs " +
+			"to the cluster's Service CIDRs (the API server's --service-cluster-ip-range) and restart the hook"
+	}
+	for _, cidr := range serviceCIDRs {
+		if prefix, err := netip.ParsePrefix(cidr); err == nil && prefix.Contains(ip) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("the ClusterIP %s of Service %s is outside --service-cidrs (%s), and the hook mints TCP gateway tokens only for addresses inside them: "+
+		"set --service-cidrs to the cluster's Service CIDRs (the API server's --service-cluster-ip-range) and restart the hook", ip, service, strings.Join(serviceCIDRs, ","))
 }
 
 // endpoints lists what players connect to, in exposure order, from the observed Services, Ingress

@@ -29,6 +29,8 @@ func fuzzConfig() hooksync.Config {
 	// A TCP gateway, so that TCP exposures are built rather than refused.
 	cfg.TCPGateway.Host, cfg.TCPGateway.Port = "tcp.ctf.example.org", 1337
 	cfg.TCPGateway.Key = []byte("fuzz-tcp-gateway-key-of-32-bytes")
+	// The range the simulated API server gives ClusterIPs from: the gateway dials only inside it.
+	cfg.ServiceCIDRs = []string{"10.96.0.0/12"}
 	return cfg
 }
 

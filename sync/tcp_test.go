@@ -106,6 +106,41 @@ func TestTCPEndpointOnlyOnceItsServiceIsObserved(t *testing.T) {
 	}
 }
 
+// TestNoTokenOutsideTheServiceCIDRs: the hook mints no token for a ClusterIP outside --service-cidrs
+// (loopback, a metadata address, an address of a range the hook was not told), nor without
+// --service-cidrs: the instance is Error with what to set, and keeps every child it declared.
+func TestNoTokenOutsideTheServiceCIDRs(t *testing.T) {
+	const service = "pwn-echo-team42"
+	for _, tc := range []struct {
+		clusterIP string
+		cidrs     []string
+		says      string
+	}{
+		{"127.0.0.1", []string{"10.96.0.0/12"}, "the ClusterIP 127.0.0.1 of Service " + service + " is outside --service-cidrs (10.96.0.0/12)"},
+		{"169.254.169.254", []string{"10.96.0.0/12"}, "the ClusterIP 169.254.169.254 of Service " + service + " is outside --service-cidrs"},
+		{"10.96.0.1", []string{"10.100.0.0/16", "10.101.0.0/16"}, "the ClusterIP 10.96.0.1 of Service " + service + " is outside --service-cidrs (10.100.0.0/16,10.101.0.0/16)"},
+		{"10.96.41.17", nil, "the hook has no --service-cidrs"},
+	} {
+		t.Run(tc.clusterIP, func(t *testing.T) {
+			req, cfg := routedCase(t, "tcp-2-creating-to-running-token-published")
+			cfg.ServiceCIDRs = tc.cidrs
+			for i := range req.Children.Services {
+				if req.Children.Services[i].Metadata.Name == service {
+					req.Children.Services[i].Spec.ClusterIP = tc.clusterIP
+				}
+			}
+			resp := Sync(req, goldenNow, cfg)
+			require.Empty(t, resp.Status.Endpoints, "no token")
+			require.Equal(t, v1alpha1.PhaseError, resp.Status.Phase)
+			require.True(t, strings.HasPrefix(resp.Status.Message, tc.says), resp.Status.Message)
+			require.Contains(t, resp.Status.Message, "set --service-cidrs")
+			kinds := childKindsIn(t, resp)
+			require.Contains(t, kinds, "Service/"+service, "the Service is kept")
+			require.Contains(t, kinds, "Pod/"+service, "the Pod is kept")
+		})
+	}
+}
+
 // TestTCPServicePortsAreDerivedFromTheUID: a TCP exposure's Service port is in the range, depends
 // on the Challenge's uid (a Challenge of the same name created again draws another one), is
 // stable, and never takes a port another exposure of the Service holds.

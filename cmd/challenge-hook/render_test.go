@@ -251,7 +251,7 @@ spec:
     expose: [{port: 1337, type: TCP, proofOfWorkBits: 20}]
 `), 0o600))
 	keyFile := filepath.Join("..", "..", "testdata", "tcp-gateway.key")
-	docs, stderr := renderDocuments(t, "-f", challenge, "--tcp-gateway-address=tcp.ctf.example.org:1337", "--tcp-gateway-key-file="+keyFile)
+	docs, stderr := renderDocuments(t, "-f", challenge, "--tcp-gateway-address=tcp.ctf.example.org:1337", "--tcp-gateway-key-file="+keyFile, "--service-cidrs=10.96.0.0/12")
 	assert.NotContains(t, stderr, "NOT-A-TOKEN")
 	var service struct {
 		Spec struct {
