@@ -179,6 +179,7 @@ func limitConcurrency(slots int, wait time.Duration, what, flagName string) func
 type concurrencyLimit struct {
 	inFlight       chan struct{}
 	waiting        atomic.Int64
+	maxWaiting     int64 // 4 × slots, unless the caller bounds the waiters otherwise
 	wait           time.Duration
 	what, flagName string
 	advice         string // appended to the 429's message: what else the caller can do
@@ -186,18 +187,19 @@ type concurrencyLimit struct {
 }
 
 func newConcurrencyLimit(slots int, wait time.Duration, what, flagName string) *concurrencyLimit {
-	return &concurrencyLimit{inFlight: make(chan struct{}, slots), wait: wait, what: what, flagName: flagName}
+	return &concurrencyLimit{inFlight: make(chan struct{}, slots), maxWaiting: int64(4 * slots), wait: wait, what: what, flagName: flagName}
 }
 
-// enter takes a slot, waiting for one up to l.wait when at most 4 × slots wait already; otherwise
-// it answers 429 with Retry-After itself and returns false. A true must be followed by leave.
+// enter takes a slot, waiting for one up to l.wait when fewer than l.maxWaiting wait already;
+// otherwise it answers 429 with Retry-After itself and returns false. A true must be followed by
+// leave.
 func (l *concurrencyLimit) enter(w http.ResponseWriter, r *http.Request) bool {
 	select {
 	case l.inFlight <- struct{}{}:
 		return true
 	default:
 	}
-	if l.waiting.Add(1) > int64(4*cap(l.inFlight)) {
+	if l.waiting.Add(1) > l.maxWaiting {
 		l.waiting.Add(-1)
 		l.overloaded(w, r)
 		return false
