@@ -9,8 +9,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
@@ -276,5 +281,221 @@ func BenchmarkFlagVerify(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkSyncUnderVerifyFlood is /sync's latency while the platform floods POST /flags/verify:
+// the app run builds (testdata/dev.flags and a verification token), its main and verification
+// listeners each behind net/http's server on 127.0.0.1, in this process. One client posts the
+// `running` sync, one at a time, through phases of floodPhase that alternate between idle and
+// under flood, so that both see the machine's same load. The flood is floodClients
+// clients, each posting a verification among MaxFlagCandidates candidates as soon as the last one
+// is answered. Sub-benchmarks:
+//   - unbudgeted: attribution without its budget (--max-concurrent-attributions=16, a rate no
+//     flood reaches), as the hook was before it had one;
+//   - budget: the shipped budget; the clients wait Retry-After after a 429, as the platform should;
+//   - budget-retry-at-once: the same clients retry at once after a 429.
+//
+// Per op: one sync; ns/op mixes both phases. Reported: each phase's sync latency (p50 and p99, in
+// µs), the flood phases' length (flood-s, their drain included), the verifications answered 200
+// and 429 in them, in all and a second, and the candidates checked a second. Run with
+// -benchtime=60s (10 phases of each); a -benchtime shorter than two phases is skipped.
+func BenchmarkSyncUnderVerifyFlood(b *testing.B) {
+	for _, mode := range []struct {
+		name            string
+		args            []string
+		honorRetryAfter bool
+	}{
+		{"unbudgeted", []string{"--max-concurrent-attributions=16", "--attribution-candidates-per-second=1000000000"}, false},
+		{"budget", nil, true},
+		{"budget-retry-at-once", nil, false},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			benchSyncUnderFlood(b, mode.args, mode.honorRetryAfter)
+		})
+	}
+}
+
+const (
+	floodPhase   = 3 * time.Second // each phase's length
+	floodClients = 16              // verifications in flight at once, from the platform
+)
+
+func benchSyncUnderFlood(b *testing.B, args []string, honorRetryAfter bool) {
+	a := newBenchApp(b, append([]string{benchVerifyTokenFlag(b)}, args...)...)
+	hook := httptest.NewServer(a.handler)
+	b.Cleanup(hook.Close)
+	verify := httptest.NewServer(a.verifyHandler)
+	b.Cleanup(verify.Close)
+
+	var running serveBenchCase
+	for _, bc := range loadServeBenchCases(b) {
+		if bc.name == "running" {
+			running = bc
+		}
+	}
+	post, done := overLoopback(hook.URL, devAuthorization(b)[1])()
+	defer done()
+	status, body, err := post(running.request)
+	if err != nil {
+		b.Fatal(err)
+	}
+	checkGolden(b, status, body, running)
+
+	flood := newVerifyFlood(b, verify.URL, honorRetryAfter)
+	var idle, flooded []time.Duration
+	var floodTime time.Duration
+	flooding, phaseStart := false, time.Now()
+	for b.Loop() {
+		if time.Since(phaseStart) >= floodPhase {
+			if flooding {
+				flood.stop() // what was in flight is counted: so is the time it took
+				floodTime += time.Since(phaseStart)
+			} else {
+				flood.start()
+			}
+			flooding, phaseStart = !flooding, time.Now()
+		}
+		start := time.Now()
+		if err := postOK(post, running.request); err != nil {
+			b.Fatal(err)
+		}
+		if took := time.Since(start); flooding {
+			flooded = append(flooded, took)
+		} else {
+			idle = append(idle, took)
+		}
+	}
+	if flooding {
+		flood.stop()
+		floodTime += time.Since(phaseStart)
+	}
+	if len(flooded) == 0 {
+		// make bench's default -benchtime (1s) is one idle phase.
+		b.Skipf("no flood phase within -benchtime: run with -benchtime=%s or more (60s is 10 phases of each)", 2*floodPhase)
+	}
+	for _, phase := range []struct {
+		name  string
+		syncs []time.Duration
+	}{{"idle", idle}, {"flood", flooded}} {
+		slices.Sort(phase.syncs)
+		b.ReportMetric(float64(phase.syncs[len(phase.syncs)/2].Microseconds()), phase.name+"-p50-µs")
+		b.ReportMetric(float64(phase.syncs[len(phase.syncs)*99/100].Microseconds()), phase.name+"-p99-µs")
+	}
+	seconds := floodTime.Seconds()
+	b.ReportMetric(seconds, "flood-s")
+	b.ReportMetric(float64(flood.ok.Load()), "verify-200")
+	b.ReportMetric(float64(flood.refused.Load()), "verify-429")
+	b.ReportMetric(float64(flood.ok.Load())/seconds, "verify-200/s")
+	b.ReportMetric(float64(flood.refused.Load())/seconds, "verify-429/s")
+	b.ReportMetric(float64(flood.ok.Load()*hooksync.MaxFlagCandidates)/seconds, "candidates/s")
+	if n := flood.failed.Load(); n > 0 {
+		b.Errorf("%d verifications answered neither the attribution nor 429: %s", n, flood.lastFailure.Load())
+	}
+}
+
+// verifyFlood is the platform flooding POST /flags/verify: floodClients clients, each posting a
+// verification among MaxFlagCandidates candidates (a shared flag, the last candidate's) as soon
+// as its last one is answered, between start and stop.
+type verifyFlood struct {
+	url             string
+	request         []byte
+	want            string // the compact answer of request
+	honorRetryAfter bool
+	client          *http.Client
+	ok, refused     atomic.Int64
+	failed          atomic.Int64
+	lastFailure     atomic.Value // string
+	halt            chan struct{}
+	wg              sync.WaitGroup
+}
+
+func newVerifyFlood(b *testing.B, url string, honorRetryAfter bool) *verifyFlood {
+	b.Helper()
+	key, err := readFlagKey("testdata/flag.key")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const definition = "ctf/web-sqli"
+	candidates := teams(hooksync.MaxFlagCandidates)
+	owner := candidates[len(candidates)-1]
+	request, err := json.Marshal(hooksync.FlagVerification{Definition: definition, Owner: "someone-else",
+		Flag: hooksync.DynamicFlag(key, definition, owner, "CTF"), Candidates: candidates})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := &verifyFlood{url: url + flagVerifyPath, request: request, want: `{"correct":false,"ownedBy":"` + owner + `"}`, honorRetryAfter: honorRetryAfter,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: floodClients}}}
+	b.Cleanup(f.client.CloseIdleConnections)
+	return f
+}
+
+func (f *verifyFlood) start() {
+	f.halt = make(chan struct{})
+	for range floodClients {
+		f.wg.Go(func() {
+			for {
+				select {
+				case <-f.halt:
+					return
+				default:
+				}
+				if wait := f.verify(); wait > 0 && f.honorRetryAfter {
+					select {
+					case <-f.halt:
+						return
+					case <-time.After(wait):
+					}
+				}
+			}
+		})
+	}
+}
+
+// stop ends the flood once every client's verification in flight is answered.
+func (f *verifyFlood) stop() {
+	close(f.halt)
+	f.wg.Wait()
+}
+
+// verify posts one verification and counts its answer; after a 429 it returns the Retry-After.
+func (f *verifyFlood) verify() (retryAfter time.Duration) {
+	fail := func(format string, args ...any) time.Duration {
+		f.failed.Add(1)
+		f.lastFailure.Store(fmt.Sprintf(format, args...))
+		return 0
+	}
+	r, err := http.NewRequest(http.MethodPost, f.url, bytes.NewReader(f.request))
+	if err != nil {
+		return fail("%v", err)
+	}
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", "Bearer "+benchVerifyToken)
+	resp, err := f.client.Do(r)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fail("%v", err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var compact bytes.Buffer
+		if json.Compact(&compact, body) != nil || compact.String() != f.want {
+			return fail("answer %q, want %s", body, f.want)
+		}
+		f.ok.Add(1)
+		return 0
+	case http.StatusTooManyRequests:
+		f.refused.Add(1)
+		seconds, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if err != nil || seconds < 1 {
+			return fail("429 with Retry-After %q", resp.Header.Get("Retry-After"))
+		}
+		return time.Duration(seconds) * time.Second
+	default:
+		return fail("status %d: %s", resp.StatusCode, body)
 	}
 }
