@@ -9,8 +9,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
@@ -65,16 +70,30 @@ func loadServeBenchCases(b *testing.B) []serveBenchCase {
 }
 
 // newBenchApp builds the server as run does with `make run`'s flags (testdata/dev.flags: the
-// golden files' clock, flag key and token), from the repository root. Its request log goes to io.Discard:
-// the lines are still formatted, as in production, only not written.
-func newBenchApp(b *testing.B) *app {
+// golden files' clock, flag key and token) and args, from the repository root. Its request log
+// goes to io.Discard: the lines are still formatted, as in production, only not written.
+func newBenchApp(b *testing.B, args ...string) *app {
 	b.Helper()
 	b.Chdir("../..")
 	devFlags, err := os.ReadFile("testdata/dev.flags")
 	if err != nil {
 		b.Fatal(err)
 	}
-	return newTestApp(b, io.Discard, strings.Fields(string(devFlags))...)
+	return newTestApp(b, io.Discard, append(strings.Fields(string(devFlags)), args...)...)
+}
+
+// benchVerifyToken is the platform's token of the benchmarks, sent as "Bearer bench-verify-token".
+const benchVerifyToken = "bench-verify-token"
+
+// benchVerifyTokenFlag writes benchVerifyToken to a file and returns the flag that serves flag
+// verification with it.
+func benchVerifyTokenFlag(b *testing.B) string {
+	b.Helper()
+	tokenFile := filepath.Join(b.TempDir(), "verify-token")
+	if err := os.WriteFile(tokenFile, []byte(benchVerifyToken+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return "--verify-token-file=" + tokenFile
 }
 
 // checkGolden fails the benchmark unless the handler answers bc's golden response byte for byte:
@@ -207,32 +226,18 @@ func BenchmarkServedOverLoopback(b *testing.B) {
 
 // BenchmarkFlagVerify is what one POST /flags/verify costs the hook, through the verification
 // listener's handler run builds (request log, token, concurrency and body limits, decode, HMACs,
-// answer), in-process: "owner" is one owner's flag checked (a request without candidates);
-// "candidates-2000" is a shared flag attributed among 2,000 candidate owners (the last one's),
-// "candidates-5000" the same at MaxFlagCandidates. Each checks its answer first.
+// answer), in-process, with attribution's rate out of reach: "owner" is one owner's flag checked
+// (a request without candidates); "candidates-2000" is a shared flag attributed among 2,000
+// candidate owners (the last one's), "candidates-5000" the same at MaxFlagCandidates. Each checks
+// its answer first.
 func BenchmarkFlagVerify(b *testing.B) {
-	b.Chdir("../..")
-	devFlags, err := os.ReadFile("testdata/dev.flags")
-	if err != nil {
-		b.Fatal(err)
-	}
-	tokenFile := filepath.Join(b.TempDir(), "verify-token")
-	if err := os.WriteFile(tokenFile, []byte("bench-verify-token\n"), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	handler := newTestApp(b, io.Discard, append(strings.Fields(string(devFlags)), "--verify-token-file="+tokenFile)...).verifyHandler
+	// Without attribution's budget: one verification's cost is measured, not the rate allowed.
+	handler := newBenchApp(b, benchVerifyTokenFlag(b), "--attribution-candidates-per-second=1000000000").verifyHandler
 	key, err := readFlagKey("testdata/flag.key")
 	if err != nil {
 		b.Fatal(err)
 	}
 	const definition = "ctf/web-sqli"
-	owners := func(n int) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = fmt.Sprintf("team-%04d", i)
-		}
-		return out
-	}
 	request := func(owner string, candidates []string) []byte {
 		shared := "team-0000"
 		if len(candidates) > 0 {
@@ -251,14 +256,14 @@ func BenchmarkFlagVerify(b *testing.B) {
 		want    string
 	}{
 		{"owner", request("team-0000", nil), `{"correct":true}`},
-		{"candidates-2000", request("someone-else", owners(2000)), `{"correct":false,"ownedBy":"team-1999"}`},
-		{"candidates-5000", request("someone-else", owners(hooksync.MaxFlagCandidates)), `{"correct":false,"ownedBy":"team-4999"}`},
+		{"candidates-2000", request("someone-else", teams(2000)), `{"correct":false,"ownedBy":"team-1999"}`},
+		{"candidates-5000", request("someone-else", teams(hooksync.MaxFlagCandidates)), `{"correct":false,"ownedBy":"team-4999"}`},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			post := func() (int, []byte) {
 				r := httptest.NewRequest(http.MethodPost, flagVerifyPath, bytes.NewReader(bc.request))
 				r.Header.Set("Content-Type", "application/json")
-				r.Header.Set("Authorization", "Bearer bench-verify-token")
+				r.Header.Set("Authorization", "Bearer "+benchVerifyToken)
 				w := httptest.NewRecorder()
 				handler.ServeHTTP(w, r)
 				return w.Code, w.Body.Bytes()
@@ -276,5 +281,221 @@ func BenchmarkFlagVerify(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkSyncUnderVerifyFlood is /sync's latency while the platform floods POST /flags/verify:
+// the app run builds (testdata/dev.flags and a verification token), its main and verification
+// listeners each behind net/http's server on 127.0.0.1, in this process. One client posts the
+// `running` sync, one at a time, through phases of floodPhase that alternate between idle and
+// under flood, so that both see the machine's same load. The flood is floodClients
+// clients, each posting a verification among MaxFlagCandidates candidates as soon as the last one
+// is answered. Sub-benchmarks:
+//   - unbudgeted: attribution without its budget (--max-concurrent-attributions=16, a rate no
+//     flood reaches), as the hook was before it had one;
+//   - budget: the shipped budget; the clients wait Retry-After after a 429, as the platform should;
+//   - budget-retry-at-once: the same clients retry at once after a 429.
+//
+// Per op: one sync; ns/op mixes both phases. Reported: each phase's sync latency (p50 and p99, in
+// µs), the flood phases' length (flood-s, their drain included), the verifications answered 200
+// and 429 in them, in all and a second, and the candidates checked a second. Run with
+// -benchtime=60s (10 phases of each); a -benchtime shorter than two phases is skipped.
+func BenchmarkSyncUnderVerifyFlood(b *testing.B) {
+	for _, mode := range []struct {
+		name            string
+		args            []string
+		honorRetryAfter bool
+	}{
+		{"unbudgeted", []string{"--max-concurrent-attributions=16", "--attribution-candidates-per-second=1000000000"}, false},
+		{"budget", nil, true},
+		{"budget-retry-at-once", nil, false},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			benchSyncUnderFlood(b, mode.args, mode.honorRetryAfter)
+		})
+	}
+}
+
+const (
+	floodPhase   = 3 * time.Second // each phase's length
+	floodClients = 16              // verifications in flight at once, from the platform
+)
+
+func benchSyncUnderFlood(b *testing.B, args []string, honorRetryAfter bool) {
+	a := newBenchApp(b, append([]string{benchVerifyTokenFlag(b)}, args...)...)
+	hook := httptest.NewServer(a.handler)
+	b.Cleanup(hook.Close)
+	verify := httptest.NewServer(a.verifyHandler)
+	b.Cleanup(verify.Close)
+
+	var running serveBenchCase
+	for _, bc := range loadServeBenchCases(b) {
+		if bc.name == "running" {
+			running = bc
+		}
+	}
+	post, done := overLoopback(hook.URL, devAuthorization(b)[1])()
+	defer done()
+	status, body, err := post(running.request)
+	if err != nil {
+		b.Fatal(err)
+	}
+	checkGolden(b, status, body, running)
+
+	flood := newVerifyFlood(b, verify.URL, honorRetryAfter)
+	var idle, flooded []time.Duration
+	var floodTime time.Duration
+	flooding, phaseStart := false, time.Now()
+	for b.Loop() {
+		if time.Since(phaseStart) >= floodPhase {
+			if flooding {
+				flood.stop() // what was in flight is counted: so is the time it took
+				floodTime += time.Since(phaseStart)
+			} else {
+				flood.start()
+			}
+			flooding, phaseStart = !flooding, time.Now()
+		}
+		start := time.Now()
+		if err := postOK(post, running.request); err != nil {
+			b.Fatal(err)
+		}
+		if took := time.Since(start); flooding {
+			flooded = append(flooded, took)
+		} else {
+			idle = append(idle, took)
+		}
+	}
+	if flooding {
+		flood.stop()
+		floodTime += time.Since(phaseStart)
+	}
+	if len(flooded) == 0 {
+		// make bench's default -benchtime (1s) is one idle phase.
+		b.Skipf("no flood phase within -benchtime: run with -benchtime=%s or more (60s is 10 phases of each)", 2*floodPhase)
+	}
+	for _, phase := range []struct {
+		name  string
+		syncs []time.Duration
+	}{{"idle", idle}, {"flood", flooded}} {
+		slices.Sort(phase.syncs)
+		b.ReportMetric(float64(phase.syncs[len(phase.syncs)/2].Microseconds()), phase.name+"-p50-µs")
+		b.ReportMetric(float64(phase.syncs[len(phase.syncs)*99/100].Microseconds()), phase.name+"-p99-µs")
+	}
+	seconds := floodTime.Seconds()
+	b.ReportMetric(seconds, "flood-s")
+	b.ReportMetric(float64(flood.ok.Load()), "verify-200")
+	b.ReportMetric(float64(flood.refused.Load()), "verify-429")
+	b.ReportMetric(float64(flood.ok.Load())/seconds, "verify-200/s")
+	b.ReportMetric(float64(flood.refused.Load())/seconds, "verify-429/s")
+	b.ReportMetric(float64(flood.ok.Load()*hooksync.MaxFlagCandidates)/seconds, "candidates/s")
+	if n := flood.failed.Load(); n > 0 {
+		b.Errorf("%d verifications answered neither the attribution nor 429: %s", n, flood.lastFailure.Load())
+	}
+}
+
+// verifyFlood is the platform flooding POST /flags/verify: floodClients clients, each posting a
+// verification among MaxFlagCandidates candidates (a shared flag, the last candidate's) as soon
+// as its last one is answered, between start and stop.
+type verifyFlood struct {
+	url             string
+	request         []byte
+	want            string // the compact answer of request
+	honorRetryAfter bool
+	client          *http.Client
+	ok, refused     atomic.Int64
+	failed          atomic.Int64
+	lastFailure     atomic.Value // string
+	halt            chan struct{}
+	wg              sync.WaitGroup
+}
+
+func newVerifyFlood(b *testing.B, url string, honorRetryAfter bool) *verifyFlood {
+	b.Helper()
+	key, err := readFlagKey("testdata/flag.key")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const definition = "ctf/web-sqli"
+	candidates := teams(hooksync.MaxFlagCandidates)
+	owner := candidates[len(candidates)-1]
+	request, err := json.Marshal(hooksync.FlagVerification{Definition: definition, Owner: "someone-else",
+		Flag: hooksync.DynamicFlag(key, definition, owner, "CTF"), Candidates: candidates})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := &verifyFlood{url: url + flagVerifyPath, request: request, want: `{"correct":false,"ownedBy":"` + owner + `"}`, honorRetryAfter: honorRetryAfter,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: floodClients}}}
+	b.Cleanup(f.client.CloseIdleConnections)
+	return f
+}
+
+func (f *verifyFlood) start() {
+	f.halt = make(chan struct{})
+	for range floodClients {
+		f.wg.Go(func() {
+			for {
+				select {
+				case <-f.halt:
+					return
+				default:
+				}
+				if wait := f.verify(); wait > 0 && f.honorRetryAfter {
+					select {
+					case <-f.halt:
+						return
+					case <-time.After(wait):
+					}
+				}
+			}
+		})
+	}
+}
+
+// stop ends the flood once every client's verification in flight is answered.
+func (f *verifyFlood) stop() {
+	close(f.halt)
+	f.wg.Wait()
+}
+
+// verify posts one verification and counts its answer; after a 429 it returns the Retry-After.
+func (f *verifyFlood) verify() (retryAfter time.Duration) {
+	fail := func(format string, args ...any) time.Duration {
+		f.failed.Add(1)
+		f.lastFailure.Store(fmt.Sprintf(format, args...))
+		return 0
+	}
+	r, err := http.NewRequest(http.MethodPost, f.url, bytes.NewReader(f.request))
+	if err != nil {
+		return fail("%v", err)
+	}
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", "Bearer "+benchVerifyToken)
+	resp, err := f.client.Do(r)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fail("%v", err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var compact bytes.Buffer
+		if json.Compact(&compact, body) != nil || compact.String() != f.want {
+			return fail("answer %q, want %s", body, f.want)
+		}
+		f.ok.Add(1)
+		return 0
+	case http.StatusTooManyRequests:
+		f.refused.Add(1)
+		seconds, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if err != nil || seconds < 1 {
+			return fail("429 with Retry-After %q", resp.Header.Get("Retry-After"))
+		}
+		return time.Duration(seconds) * time.Second
+	default:
+		return fail("status %d: %s", resp.StatusCode, body)
 	}
 }

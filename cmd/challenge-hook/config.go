@@ -53,6 +53,8 @@ type serverConfig struct {
 	maxRequestBytes       int64
 	maxConcurrentRequests int
 	maxVerifications      int // flag verifications answered at once
+	maxAttributions       int // of them, with candidates, decoded and checked at once
+	attributionRate       int // candidates attribution may check a second
 	maxHeaderBytes        int64
 	maxConnections        int // per listener
 	readHeaderTimeout     time.Duration
@@ -89,6 +91,15 @@ const defaultMaxConnections = 64
 // three short strings (microseconds), or one per candidate owner too (2.5 ms and half a megabyte
 // at MaxFlagCandidates, BenchmarkFlagVerify), and a body of at most flagVerifyMaxBytes.
 const defaultMaxVerifications = 16
+
+// defaultMaxAttributions and defaultAttributionRate are flag attribution's budget
+// (attributionBudget): one at a time, leaving Metacontroller's syncs the other cores, and 50,000
+// candidates a second (ten verifications among 5,000 owners, about 5% of one core), measured
+// against syncs in docs/benchmarks.md ("Flag verification").
+const (
+	defaultMaxAttributions = 1
+	defaultAttributionRate = 50000
+)
 
 // defaultMaxRequestBytes bounds a request body: 10 times the largest request a maximal template
 // makes, sized in docs/benchmarks.md ("The hook's request limits"). A larger one gets 413.
@@ -198,6 +209,8 @@ func defaultServerConfig() serverConfig {
 		maxRequestBytes:       defaultMaxRequestBytes,
 		maxConcurrentRequests: defaultMaxConcurrentRequests,
 		maxVerifications:      defaultMaxVerifications,
+		maxAttributions:       defaultMaxAttributions,
+		attributionRate:       defaultAttributionRate,
 		maxHeaderBytes:        defaultMaxHeaderBytes,
 		maxConnections:        defaultMaxConnections,
 		readHeaderTimeout:     5 * time.Second,
@@ -224,6 +237,10 @@ func (cfg *serverConfig) registerServerFlags(fs *flag.FlagSet) {
 		flagfunc.PositiveInt(&cfg.maxConcurrentRequests))
 	flagfunc.Var(fs, "max-concurrent-verifications", strconv.Itoa(cfg.maxVerifications), "`number` of flag verifications answered at once; more wait up to 1s, then get 429 with Retry-After",
 		flagfunc.PositiveInt(&cfg.maxVerifications))
+	flagfunc.Var(fs, "max-concurrent-attributions", strconv.Itoa(cfg.maxAttributions), "`number` of flag verifications with candidates decoded and checked at once, within --max-concurrent-verifications; more wait up to 1s, then get 429 with Retry-After",
+		flagfunc.PositiveInt(&cfg.maxAttributions))
+	flagfunc.Var(fs, "attribution-candidates-per-second", strconv.Itoa(cfg.attributionRate), fmt.Sprintf("`number` of candidate owners flag verifications may check a second, from a bucket of one second's worth (at least %d); a verification that finds it short waits for it in its slot up to 1s, else gets 429 with Retry-After", hooksync.MaxFlagCandidates),
+		flagfunc.PositiveInt(&cfg.attributionRate))
 	flagfunc.Var(fs, "max-header-bytes", strconv.FormatInt(cfg.maxHeaderBytes, 10), "largest request header block accepted (`size`), in bytes or with a binary suffix such as 16Ki, on every listener; larger ones get 431",
 		flagfunc.ByteSize(&cfg.maxHeaderBytes))
 	flagfunc.Var(fs, "max-connections", strconv.Itoa(cfg.maxConnections), "`number` of connections each listener holds open at once; more wait for one to close",

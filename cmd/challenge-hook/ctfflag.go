@@ -59,7 +59,8 @@ func attributedVerdict(v hooksync.FlagVerdict) []byte {
 // score once the instance expired. The flag is never logged nor echoed: the answer is
 // {"correct": true|false}, both of one length; with candidates, {"correct":false,"ownedBy":"..."}
 // for another owner's flag, every answer padded to one length; errors name fields, not values.
-func handleFlagVerify(flagKey []byte) http.HandlerFunc {
+// A verification with candidates is decoded and checked within budget, or answered 429.
+func handleFlagVerify(flagKey []byte, budget *attributionBudget) http.HandlerFunc {
 	// limit says in a 413 what sets flagVerifyMaxBytes.
 	limit := fmt.Sprintf("the fixed limit of a flag verification: three short strings and at most %d candidate owners", hooksync.MaxFlagCandidates)
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -71,6 +72,12 @@ func handleFlagVerify(flagKey []byte) http.HandlerFunc {
 		body, ok := readBody(w, r, limit)
 		if !ok {
 			return
+		}
+		if candidates := candidatesAtMost(body, budget.bucket.Burst()); candidates > 0 {
+			if !budget.admit(w, r, candidates) {
+				return
+			}
+			defer budget.release()
 		}
 		v, err := hooksync.DecodeFlagVerification(body)
 		if err != nil {

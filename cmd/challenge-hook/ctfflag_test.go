@@ -27,6 +27,7 @@ const (
 type tokenServer struct {
 	url       string // the main listener: Metacontroller's hooks, probes
 	verifyURL string // the flag-verification listener
+	metrics   string // the metrics listener
 	logs      *logBuffer
 	keyFile   string
 	// flag is the dynamic flag delivered to dynamicFlagRequest's instance (inline template
@@ -44,11 +45,11 @@ func newTokenServer(t *testing.T, extraArgs ...string) tokenServer {
 	keyFile := filepath.Join(dir, "flag.key")
 	require.NoError(t, os.WriteFile(keyFile, []byte("auth-test-key-of-at-least-32-bytes\n"), 0o600))
 	args := append([]string{"--token-file=" + tokenFile, "--verify-token-file=" + verifyTokenFile, "--flag-key-file=" + keyFile}, extraArgs...)
-	srv, verify, logs := newTestServers(t, args...)
-	require.NotNil(t, verify, "a verification token serves flag verification")
-	resp, body := post(t, srv.URL+"/sync", "application/json", dynamicFlagRequest(t), "Authorization", "Bearer "+testToken)
+	s := startTestServers(t, args...)
+	require.NotNil(t, s.verify, "a verification token serves flag verification")
+	resp, body := post(t, s.main.URL+"/sync", "application/json", dynamicFlagRequest(t), "Authorization", "Bearer "+testToken)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
-	return tokenServer{url: srv.URL, verifyURL: verify.URL, logs: logs, keyFile: keyFile, flag: flagFromResponse(t, body)}
+	return tokenServer{url: s.main.URL, verifyURL: s.verify.URL, metrics: s.metrics.URL, logs: s.logs, keyFile: keyFile, flag: flagFromResponse(t, body)}
 }
 
 func verification(t *testing.T, definition, owner, flag string) []byte {

@@ -15,6 +15,9 @@ type metrics struct {
 	syncDuration prometheus.Histogram
 	phases       *prometheus.CounterVec
 	syncErrors   *prometheus.CounterVec
+	// Flag attribution's budget (attributionBudget).
+	attributionsRefused   *prometheus.CounterVec
+	attributionCandidates prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -38,9 +41,17 @@ func newMetrics() *metrics {
 			Name: "challenge_hook_sync_errors_total",
 			Help: "Errors: the status reason of answers in phase Error, or the kind of refused request (bad_request, too_large, unsupported_media_type, overloaded, internal_error).",
 		}, []string{"reason"}),
+		attributionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "challenge_hook_flag_attributions_refused_total",
+			Help: "Flag verifications with candidates answered 429 by attribution's budget, by the limit that refused them: concurrency (--max-concurrent-attributions) or rate (--attribution-candidates-per-second).",
+		}, []string{"limit"}),
+		attributionCandidates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "challenge_hook_flag_attribution_candidates_total",
+			Help: "Candidate owners that flag verifications were admitted to check, against --attribution-candidates-per-second.",
+		}),
 	}
 	m.registry.MustRegister(
-		m.requests, m.syncDuration, m.phases, m.syncErrors,
+		m.requests, m.syncDuration, m.phases, m.syncErrors, m.attributionsRefused, m.attributionCandidates,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

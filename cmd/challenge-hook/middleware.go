@@ -162,36 +162,68 @@ const concurrencyWait = time.Second
 // seconds and changes nothing meanwhile.
 // what names the requests in the 429's message, flagName the flag that sets slots.
 func limitConcurrency(slots int, wait time.Duration, what, flagName string) func(http.Handler) http.Handler {
-	inFlight := make(chan struct{}, slots)
-	var waiting atomic.Int64
-	overloaded := func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Retry-After", "1")
-		respondError(w, r, http.StatusTooManyRequests, "overloaded",
-			fmt.Sprintf("the hook is answering %d %s already (%s): retry in 1s", slots, what, flagName))
-	}
+	limit := newConcurrencyLimit(slots, wait, what, flagName)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			select {
-			case inFlight <- struct{}{}:
-			default:
-				if waiting.Add(1) > int64(4*slots) {
-					waiting.Add(-1)
-					overloaded(w, r)
-					return
-				}
-				timer := time.NewTimer(wait)
-				select {
-				case inFlight <- struct{}{}:
-					timer.Stop()
-					waiting.Add(-1)
-				case <-timer.C:
-					waiting.Add(-1)
-					overloaded(w, r)
-					return
-				}
+			if !limit.enter(w, r) {
+				return
 			}
-			defer func() { <-inFlight }()
+			defer limit.leave()
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// concurrencyLimit is limitConcurrency's bound, for a handler that takes it for part of its work
+// (flag attribution).
+type concurrencyLimit struct {
+	inFlight       chan struct{}
+	waiting        atomic.Int64
+	maxWaiting     int64 // 4 × slots, unless the caller bounds the waiters otherwise
+	wait           time.Duration
+	what, flagName string
+	advice         string // appended to the 429's message: what else the caller can do
+	refused        func() // called for each 429; nil: nothing
+}
+
+func newConcurrencyLimit(slots int, wait time.Duration, what, flagName string) *concurrencyLimit {
+	return &concurrencyLimit{inFlight: make(chan struct{}, slots), maxWaiting: int64(4 * slots), wait: wait, what: what, flagName: flagName}
+}
+
+// enter takes a slot, waiting for one up to l.wait when fewer than l.maxWaiting wait already;
+// otherwise it answers 429 with Retry-After itself and returns false. A true must be followed by
+// leave.
+func (l *concurrencyLimit) enter(w http.ResponseWriter, r *http.Request) bool {
+	select {
+	case l.inFlight <- struct{}{}:
+		return true
+	default:
+	}
+	if l.waiting.Add(1) > l.maxWaiting {
+		l.waiting.Add(-1)
+		l.overloaded(w, r)
+		return false
+	}
+	defer l.waiting.Add(-1)
+	timer := time.NewTimer(l.wait)
+	defer timer.Stop()
+	select {
+	case l.inFlight <- struct{}{}:
+		return true
+	case <-timer.C:
+		l.overloaded(w, r)
+		return false
+	}
+}
+
+// leave gives back the slot enter took.
+func (l *concurrencyLimit) leave() { <-l.inFlight }
+
+func (l *concurrencyLimit) overloaded(w http.ResponseWriter, r *http.Request) {
+	if l.refused != nil {
+		l.refused()
+	}
+	w.Header().Set("Retry-After", "1")
+	respondError(w, r, http.StatusTooManyRequests, "overloaded",
+		fmt.Sprintf("the hook is answering %d %s already (%s): retry in 1s%s", cap(l.inFlight), l.what, l.flagName, l.advice))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 )
@@ -55,14 +56,16 @@ func addHookRoutes(r chi.Router, cfg serverConfig, creds credentials, now clock,
 
 // addVerifyRoutes are the flag-verification listener's (--verify-listen), served only with a
 // verification token: POST /flags/verify and nothing else.
-func addVerifyRoutes(r chi.Router, cfg serverConfig, creds credentials) {
+func addVerifyRoutes(r chi.Router, cfg serverConfig, creds credentials, m *metrics) {
 	r.NotFound(handleOnlyRoute("POST " + flagVerifyPath))
 	r.MethodNotAllowed(handleMethodNotAllowed())
 	r.Group(func(r chi.Router) {
 		r.Use(requireBearerToken(creds.verify, creds.hook), requireJSON,
 			limitConcurrency(cfg.maxVerifications, concurrencyWait, "flag verifications", "--max-concurrent-verifications"),
 			limitBody(flagVerifyMaxBytes))
-		r.Post(flagVerifyPath, handleFlagVerify(cfg.hook.sync.FlagKey))
+		// Attribution's budget is real time's, whatever --clock says.
+		budget := newAttributionBudget(cfg.maxAttributions, cfg.maxVerifications, cfg.attributionRate, concurrencyWait, time.Now, m)
+		r.Post(flagVerifyPath, handleFlagVerify(cfg.hook.sync.FlagKey, budget))
 	})
 }
 

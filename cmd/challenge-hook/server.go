@@ -34,7 +34,7 @@ func newServer(cfg serverConfig, creds credentials, logger *slog.Logger, now clo
 func newVerifyServer(cfg serverConfig, creds credentials, logger *slog.Logger, m *metrics) http.Handler {
 	r := chi.NewRouter()
 	r.Use(logRequests(logger, m), recoverPanics(logger))
-	addVerifyRoutes(r, cfg, creds)
+	addVerifyRoutes(r, cfg, creds, m)
 	return r
 }
 
