@@ -141,7 +141,7 @@ func TestAlertRules(t *testing.T) {
 }
 
 // TestEveryAlertIsTested: each alert has, in the test files, a case where it fires (with its
-// severity, a summary, a description and the labels docs/operating-an-event.md says it carries)
+// severity, a summary, a description and the labels docs/monitoring.md says it carries)
 // and one where it must stay quiet; the doc's table of alerts has its severity and for:; the tests
 // name no alert that does not exist, and feed only series the programs serve.
 func TestEveryAlertIsTested(t *testing.T) {
@@ -177,7 +177,7 @@ func TestEveryAlertIsTested(t *testing.T) {
 					}
 					for _, label := range promised[a.Alert].labels {
 						if exp.ExpLabels[label] == "" {
-							t.Errorf("%s: expects no %s label, which docs/operating-an-event.md says the alert carries", where, label)
+							t.Errorf("%s: expects no %s label, which docs/monitoring.md says the alert carries", where, label)
 						}
 					}
 				}
@@ -193,9 +193,9 @@ func TestEveryAlertIsTested(t *testing.T) {
 		}
 		row, ok := promised[name]
 		if !ok {
-			t.Errorf("alert %s: not in the table of alerts of docs/operating-an-event.md", name)
+			t.Errorf("alert %s: not in the table of alerts of docs/monitoring.md", name)
 		} else if row.severity != alerts[name].Labels["severity"] || row.forDuration != alerts[name].For {
-			t.Errorf("alert %s: docs/operating-an-event.md says severity %s for %s, the rule has %s for %s",
+			t.Errorf("alert %s: docs/monitoring.md says severity %s for %s, the rule has %s for %s",
 				name, row.severity, row.forDuration, alerts[name].Labels["severity"], alerts[name].For)
 		}
 	}
@@ -223,17 +223,17 @@ func checkServed(t *testing.T, known map[string]series, where, metric string) {
 	})
 }
 
-// promisedAlert is a row of the table of alerts in docs/operating-an-event.md.
+// promisedAlert is a row of the table of alerts in docs/monitoring.md.
 type promisedAlert struct {
 	severity, forDuration string
 	labels                []string // besides severity, for routing and silencing
 }
 
-// promisedAlerts reads the table of alerts in docs/operating-an-event.md, rows
+// promisedAlerts reads the table of alerts in docs/monitoring.md, rows
 // "| [`Alert`](#anchor) | severity | for | `label`, `label` |" ("none" for no label).
 func promisedAlerts(t *testing.T) map[string]promisedAlert {
 	t.Helper()
-	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operating-an-event.md"))
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "monitoring.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func promisedAlerts(t *testing.T) map[string]promisedAlert {
 		out[name] = row
 	}
 	if len(out) == 0 {
-		t.Fatal("docs/operating-an-event.md has no table of alerts (| [`Alert`](#anchor) | severity | for | labels |)")
+		t.Fatal("docs/monitoring.md has no table of alerts (| [`Alert`](#anchor) | severity | for | labels |)")
 	}
 	return out
 }
