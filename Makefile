@@ -4,10 +4,12 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/challenge-hook
-# hack/monitoring (a module of its own: Prometheus and its promtool) builds with -trimpath: its
-# packages' build-cache keys then leave out the module cache's path, so that a warm build cache
-# serves them from an empty module cache (CI's) instead of compiling Prometheus again.
+# hack/monitoring (a module of its own: Prometheus's rule manager and query engine) builds with
+# -trimpath: its packages' build-cache keys then leave out the module cache's path, so that a warm
+# build cache serves them from an empty module cache (CI's) instead of compiling Prometheus again.
 MONITORING_GOFLAGS := GOFLAGS="-trimpath $(shell $(GO) env GOFLAGS)"
+# PHASE NAME COMMAND: runs COMMAND and prints its wall time (hack/phase.sh).
+PHASE := bash hack/phase.sh
 # The flags `make run` serves with: a pinned clock, a demo flag key, a demo TCP gateway and a demo token
 # (testdata/dev.token), the same configuration the golden files were computed with, so that curl of
 # any testdata request (with that token) answers its response.json.
@@ -24,29 +26,34 @@ build:
 run:
 	$(GO) run ./cmd/challenge-hook --listen=127.0.0.1:8080 --metrics-listen=127.0.0.1:8082 $(DEV_FLAGS) $(RUN_FLAGS)
 
-# Unit, golden, HTTP (bad-input matrix, auth, graceful shutdown, TLS) tests, the monitoring
-# component's tests (hack/monitoring, a module of its own: Prometheus's promtool, built first at the
-# version its go.mod pins, runs the alerts' rule tests, manifests/components/monitoring/*.test.yaml;
-# Prometheus's query engine evaluates every dashboard panel over a synthetic event; every query
-# selects only series that exist), then a short run of every fuzz target (FUZZTIME each; `make
-# fuzz` runs them longer). Fails first when a CRD under manifests/ is not what api/v1alpha1
-# generates.
-test: lint
-	GO=$(GO) bash hack/generate.sh --check
-	$(GO) test -count=1 ./...
-	cd hack/monitoring && $(MONITORING_GOFLAGS) $(GO) build -o ../../.cache/promtool github.com/prometheus/prometheus/cmd/promtool
-	cd hack/monitoring && PROMTOOL=../../.cache/promtool $(MONITORING_GOFLAGS) $(GO) test -count=1 ./...
-	FUZZTIME=$${FUZZTIME:-10s} bash hack/fuzz.sh
+# Lint, then unit, golden, HTTP (bad-input matrix, auth, graceful shutdown, TLS) tests, the
+# monitoring component's tests (hack/monitoring, a module of its own: Prometheus's rule manager,
+# at the version its go.mod pins, runs the alerts' rule tests, manifests/components/monitoring/
+# *.test.yaml, in-process as promtool would; Prometheus's query engine evaluates every dashboard
+# panel over a synthetic event; every query selects only series that exist), then a short run of
+# every fuzz target (FUZZTIME each; `make fuzz` runs them longer). Fails first when a CRD under
+# manifests/ is not what api/v1alpha1 generates. Prints each phase's wall time, and all of them
+# at the end. Needs only Go: no root, Docker or cluster.
+test:
+	@mkdir -p .cache && : >.cache/phases
+	@PHASE_LOG=.cache/phases $(PHASE) lint $(MAKE) --no-print-directory lint
+	@PHASE_LOG=.cache/phases $(PHASE) "generate check" env GO=$(GO) bash hack/generate.sh --check
+	@PHASE_LOG=.cache/phases $(PHASE) "go test" $(GO) test -count=1 ./...
+	@PHASE_LOG=.cache/phases $(PHASE) monitoring env $(MONITORING_GOFLAGS) $(GO) -C hack/monitoring test -count=1 ./...
+	@PHASE_LOG=.cache/phases $(PHASE) fuzz env FUZZTIME=$${FUZZTIME:-10s} GO=$(GO) bash hack/fuzz.sh
+	@echo "make test passed:" && cat .cache/phases
 
 fuzz:
 	bash hack/fuzz.sh
 
+# gofmt, go vet and staticcheck over every package of the three modules, the e2e tests' included:
+# their build tags select only files of their own (e2e/, e2e/node/), so one pass with all of them
+# checks what a pass per tag set would.
+LINT_TAGS := e2e,scale,e2enode,benchnode
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) vet -tags e2e,scale ./...
-	$(GO) vet -tags e2enode ./...
-	$(GO) tool staticcheck -tags e2e,scale,e2enode ./...
+	$(GO) vet -tags $(LINT_TAGS) ./...
+	$(GO) tool staticcheck -tags $(LINT_TAGS) ./...
 	cd hack/testimages && $(GO) vet ./... && $$(cd ../.. && $(GO) tool -n staticcheck) ./...
 	cd hack/monitoring && $(MONITORING_GOFLAGS) $(GO) vet ./... && $(MONITORING_GOFLAGS) $$(cd ../.. && $(GO) tool -n staticcheck) ./...
 

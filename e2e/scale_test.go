@@ -33,7 +33,7 @@ import (
 // $BENCH_CHALLENGES Challenges at once (the README's example definition, one Challenge per team)
 // and reports how the hook, Metacontroller and the control plane get them all Running, then
 // watches a steady window in which no child may be written. Figures go to the test log; the
-// script prints them and docs/benchmarks.md records a run.
+// script prints them and docs/capacity.md records a run.
 func TestScale(t *testing.T) {
 	n := envInt(t, "BENCH_CHALLENGES", 500)
 	steady := time.Duration(envInt(t, "BENCH_STEADY_SECONDS", int(shared.resync/time.Second)+15)) * time.Second

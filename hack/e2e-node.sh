@@ -19,6 +19,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
 run_defaults e2e-node
+# containerd + runc from Debian; iptables/nftables/conntrack/ipset for kube-proxy and the policy
+# agent; the CNI reference plugins (bridge, host-local, loopback, portmap); openssl for the PKI.
+PACKAGES="containerd runc iptables ipset conntrack nftables containernetworking-plugins openssl curl util-linux"
+# What it needs and costs, before anything starts (and before the root check, so that anyone
+# who tries it reads it).
+log "make e2e-node: needs root on Linux, and changes this machine while it runs (a bridge, a veth,
+  iptables and nft rules, mounts, cgroups; all removed at the end). It installs with apt-get what
+  is missing of: $PACKAGES.
+  The first time it builds the control plane, Metacontroller, kubelet, kube-proxy and
+  kube-network-policies from source into $CACHE: about 25 minutes on 2 cores (more on a busy
+  machine; less after make e2e, which builds the control plane); once they are cached a run takes
+  about 3½ minutes."
 export K8S_NODE_BINS_DIR=${K8S_NODE_BINS_DIR:-$CACHE/k8s-node-bins/v$K8S}
 export KNP_VER=${KNP_VER:-v0.7.0}
 KNP_BIN=$(bash hack/build-node-bins.sh --knp-bin); export KNP_BIN
@@ -38,9 +50,6 @@ phase() { log "PHASE $1: $((SECONDS - phase_start))s"; phase_start=$SECONDS; }
 take_lock "${TMPDIR:-/tmp}/challenge-hook-e2e-node.lock" "make e2e-node"
 
 # ---------------------------------------------------------------- 1. packages
-# containerd + runc from Debian; iptables/nftables/conntrack/ipset for kube-proxy and the policy
-# agent; the CNI reference plugins (bridge, host-local, loopback, portmap); openssl for the PKI.
-PACKAGES="containerd runc iptables ipset conntrack nftables containernetworking-plugins openssl curl util-linux"
 missing=()
 for p in $PACKAGES; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
 if (( ${#missing[@]} )); then

@@ -19,6 +19,10 @@ cd "$(dirname "$0")/.."
 source hack/lib.sh
 run_defaults e2e
 RUN=${E2E_RUN:-$ROOT/.cache/e2e}
+# What it costs, before it starts: no root and no Docker, but a long first build.
+log "make e2e: no root, no Docker, no cluster. The first time it builds the control plane, kwok,
+  Metacontroller and kube-state-metrics from source into $CACHE (about 20 minutes on 2 cores, more
+  on a busy machine); once they are cached a run takes 1½ to 3 minutes."
 
 start=$SECONDS
 bash hack/build-k8s-bins.sh

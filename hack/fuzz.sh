@@ -14,10 +14,16 @@ FUZZ_PARALLEL=${FUZZ_PARALLEL:-2}
 # that stalls fuzzing (measured: about 50 execs in 45 s, against about 4000/s with 0). 0 turns
 # minimization off; set FUZZMINIMIZETIME=60s to shrink a crasher you are debugging.
 FUZZMINIMIZETIME=${FUZZMINIMIZETIME:-0}
-# fuzz PKG TARGET LOG: one run, its output on stdout and in LOG.
+# Each package's fuzzing test binary (instrumented, as `go test -fuzz` builds it) is built once and
+# runs each of its targets as `go test -fuzz` would run it: from the package's directory (a
+# failing input is written to its testdata/fuzz), with go's fuzz cache. One build and link per
+# package instead of one per target, and no separate build to list the targets.
+bin=$(mktemp -d)
+# fuzz PKG TARGET LOG: one run of PKG's binary, its output on stdout and in LOG.
 fuzz() {
-	$GO test "$1" -run '^$' -fuzz "^${2}\$" -fuzztime "$FUZZTIME" \
-		-fuzzminimizetime "$FUZZMINIMIZETIME" -parallel "$FUZZ_PARALLEL" 2>&1 | tee "$3"
+	(cd "$1" && "$bin/test" -test.run '^$' -test.fuzz "^${2}\$" -test.fuzztime "$FUZZTIME" \
+		-test.fuzzminimizetime "$FUZZMINIMIZETIME" -test.parallel "$FUZZ_PARALLEL" \
+		-test.fuzzcachedir "$fuzzcache/$importpath" -test.paniconexit0) 2>&1 | tee "$3"
 	return "${PIPESTATUS[0]}"
 }
 # deadline_race LOG: the run failed only by Go's fuzzing coordinator racing its own -fuzztime
@@ -28,10 +34,13 @@ deadline_race() {
 		! grep -qE 'Failing input written|panic:|_test\.go:[0-9]+:' "$1"
 }
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+trap 'rm -rf "$log" "$bin"' EXIT
+fuzzcache=$($GO env GOCACHE)/fuzz
 status=0
 for pkg in ./sync ./prepull ./cmd/challenge-hook ./internal/tcptoken ./internal/tcpgateway; do
-	for target in $($GO test "$pkg" -list '^Fuzz' | grep '^Fuzz'); do
+	$GO test -c -fuzz . -o "$bin/test" "$pkg"
+	importpath=$($GO list "$pkg")
+	for target in $(cd "$pkg" && "$bin/test" -test.list '^Fuzz' | grep '^Fuzz'); do
 		echo "== $pkg $target for $FUZZTIME"
 		if fuzz "$pkg" "$target" "$log"; then
 			continue

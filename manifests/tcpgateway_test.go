@@ -375,13 +375,15 @@ func TestTCPGatewayPolicy(t *testing.T) {
 }
 
 // TestTCPGatewayDocumented: the organizer's steps the component needs are where organizers read:
-// the Secret's name in the README and in docs/operating-an-event.md, the address variable there.
+// the Secret's name, the address variable and the component in docs/tcp-gateway.md, which the
+// README links to.
 func TestTCPGatewayDocumented(t *testing.T) {
-	for _, doc := range []string{"README.md", "docs/operating-an-event.md"} {
-		content, err := os.ReadFile(filepath.Join(repoRoot, doc))
-		require.NoError(t, err)
-		for _, want := range []string{tcpGatewayKeySecret, "CHALLENGE_HOOK_TCP_GATEWAY_ADDRESS", "manifests/components/tcp-gateway"} {
-			assert.True(t, strings.Contains(string(content), want), "%s does not mention %s", doc, want)
-		}
+	content, err := os.ReadFile(filepath.Join(repoRoot, "docs", "tcp-gateway.md"))
+	require.NoError(t, err)
+	for _, want := range []string{tcpGatewayKeySecret, "CHALLENGE_HOOK_TCP_GATEWAY_ADDRESS", "manifests/components/tcp-gateway"} {
+		assert.True(t, strings.Contains(string(content), want), "docs/tcp-gateway.md does not mention %s", want)
 	}
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(readme), "(docs/tcp-gateway.md"), "the README does not link to docs/tcp-gateway.md")
 }

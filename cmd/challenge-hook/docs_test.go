@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -86,5 +89,88 @@ func TestConfigurationDocMatchesHelp(t *testing.T) {
 	for name := range documented {
 		_, ok := help[name]
 		assert.True(t, ok, "docs/configuration.md documents --%s, which -h does not print", name)
+	}
+}
+
+// markdownLink is an inline link or image, [text](target) or ![alt](target), with its target.
+var markdownLink = regexp.MustCompile(`\]\(([^()\s]+)\)`)
+
+// TestDocLinks: every relative link of the repository's Markdown pages names a file that exists
+// and, with a #fragment, a heading of that page (GitHub's anchors: lower case, punctuation but
+// hyphens and underscores dropped, spaces as hyphens, a repeated heading suffixed -1, -2, ...).
+func TestDocLinks(t *testing.T) {
+	const root = "../.."
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	require.NoError(t, err)
+	for _, page := range []string{"README.md", "CONTRIBUTING.md", "testdata/README.md"} {
+		pages = append(pages, filepath.Join(root, page))
+	}
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		content, err := os.ReadFile(path)
+		require.NoError(t, err)
+		a := map[string]bool{}
+		inCode := false
+		for line := range strings.Lines(string(content)) {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				inCode = !inCode
+			}
+			heading, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+			if inCode || !strings.HasPrefix(line, "#") || !ok {
+				continue
+			}
+			slug := strings.Map(func(r rune) rune {
+				switch {
+				case r == ' ':
+					return '-'
+				case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+					return unicode.ToLower(r)
+				}
+				return -1
+			}, strings.TrimSpace(heading))
+			for n, s := 1, slug; ; n, s = n+1, fmt.Sprintf("%s-%d", slug, n) {
+				if !a[s] {
+					a[s] = true
+					break
+				}
+			}
+		}
+		anchors[path] = a
+		return a
+	}
+	for _, page := range pages {
+		content, err := os.ReadFile(page)
+		require.NoError(t, err)
+		inCode := false
+		for i, line := range strings.Split(string(content), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				inCode = !inCode
+			}
+			if inCode {
+				continue
+			}
+			for _, m := range markdownLink.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				file, fragment, _ := strings.Cut(target, "#")
+				path := page
+				if file != "" {
+					path = filepath.Join(filepath.Dir(page), file)
+				}
+				where := fmt.Sprintf("%s:%d: %s", strings.TrimPrefix(page, root+"/"), i+1, target)
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s: no such file", where)
+					continue
+				}
+				if fragment != "" && strings.HasSuffix(path, ".md") && !anchorsOf(path)[fragment] {
+					t.Errorf("%s: no such heading", where)
+				}
+			}
+		}
 	}
 }

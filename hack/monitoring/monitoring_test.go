@@ -567,7 +567,7 @@ func TestQueryCheckCatchesMistakes(t *testing.T) {
 // TestAlertsAreComplete: every alert has a duration Prometheus accepts, a severity, a summary and
 // a description, and the operator's page says what to do about it.
 func TestAlertsAreComplete(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operating-an-event.md"))
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "monitoring.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +587,7 @@ func TestAlertsAreComplete(t *testing.T) {
 			t.Errorf("alert %s: needs a summary and a description", a.Alert)
 		}
 		if !strings.Contains(string(doc), "### "+a.Alert+"\n") {
-			t.Errorf("docs/operating-an-event.md has no section \"### %s\" saying what to do", a.Alert)
+			t.Errorf("docs/monitoring.md has no section \"### %s\" saying what to do", a.Alert)
 		}
 	}
 }
@@ -629,19 +629,19 @@ func TestChallengeSeriesAreDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operating-an-event.md"))
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "monitoring.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, labels := range kubeStateMetricsSeries(t) {
-		for what, text := range map[string]string{"challenge-metrics.yaml's comments": string(manifest), "docs/operating-an-event.md": string(doc)} {
+		for what, text := range map[string]string{"challenge-metrics.yaml's comments": string(manifest), "docs/monitoring.md": string(doc)} {
 			if !strings.Contains(text, "`"+name) && !strings.Contains(text, "#   "+name) {
 				t.Errorf("%s does not describe %s", what, name)
 			}
 		}
 		for _, label := range labels {
 			if !strings.Contains(string(doc), "`"+label+"`") {
-				t.Errorf("docs/operating-an-event.md does not describe label %s (of %s)", label, name)
+				t.Errorf("docs/monitoring.md does not describe label %s (of %s)", label, name)
 			}
 		}
 	}

@@ -1,43 +1,58 @@
 package monitoring
 
 import (
-	"bytes"
+	"context"
 	"fmt"
+	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/prometheus/model/labels"
 	promql "github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/promql/promqltest"
+	"github.com/prometheus/prometheus/rules"
 	"sigs.k8s.io/yaml"
 )
 
-// ruleTestFile is the part of promtool's rule test file format (`promtool test rules`, Prometheus's
-// cmd/promtool/unittest.go) that the checks here read: which rule files it loads and, per alert
-// test, what it expects.
+// ruleTestFile is a rule test file in the format of Prometheus's `promtool test rules`
+// (cmd/promtool/unittest.go), with the fields the component's tests use. The file is read
+// strictly: a field this runner does not implement (promql_expr_test, group_eval_order,
+// external_labels, start_timestamp, fuzzy_compare, ...) fails the test instead of being ignored.
 type ruleTestFile struct {
-	RuleFiles []string `json:"rule_files"`
-	Tests     []struct {
-		Name        string `json:"name"`
-		InputSeries []struct {
-			Series string `json:"series"`
-		} `json:"input_series"`
-		AlertRuleTest []struct {
-			EvalTime  string `json:"eval_time"`
-			Alertname string `json:"alertname"`
-			ExpAlerts []struct {
-				ExpLabels      map[string]string `json:"exp_labels"`
-				ExpAnnotations map[string]string `json:"exp_annotations"`
-			} `json:"exp_alerts"`
-		} `json:"alert_rule_test"`
-	} `json:"tests"`
+	RuleFiles          []string       `json:"rule_files"`
+	EvaluationInterval model.Duration `json:"evaluation_interval"`
+	Tests              []ruleTest     `json:"tests"`
 }
 
-// ruleTestFiles are the component's promtool test files: every *.test.yaml beside the rules.
+// ruleTest is one test group: series in, and the alerts expected at given times.
+type ruleTest struct {
+	Name        string         `json:"name"`
+	Interval    model.Duration `json:"interval"`
+	InputSeries []struct {
+		Series string `json:"series"`
+		Values string `json:"values"`
+	} `json:"input_series"`
+	AlertRuleTest []alertRuleTest `json:"alert_rule_test"`
+}
+
+// alertRuleTest is the alerts named alertname that must be firing at eval_time, none for
+// exp_alerts absent.
+type alertRuleTest struct {
+	EvalTime  model.Duration `json:"eval_time"`
+	Alertname string         `json:"alertname"`
+	ExpAlerts []struct {
+		ExpLabels      map[string]string `json:"exp_labels"`
+		ExpAnnotations map[string]string `json:"exp_annotations"`
+	} `json:"exp_alerts"`
+}
+
+// ruleTestFiles are the component's rule test files: every *.test.yaml beside the rules.
 func ruleTestFiles(t *testing.T) map[string]ruleTestFile {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(component, "*.test.yaml"))
@@ -46,8 +61,14 @@ func ruleTestFiles(t *testing.T) map[string]ruleTestFile {
 	}
 	out := map[string]ruleTestFile{}
 	for _, path := range paths {
+		content, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var f ruleTestFile
-		readYAML(t, path, &f)
+		if err := yaml.UnmarshalStrict(content, &f); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
 		if len(f.RuleFiles) == 0 || len(f.Tests) == 0 {
 			t.Fatalf("%s: needs rule_files and tests", path)
 		}
@@ -56,8 +77,8 @@ func ruleTestFiles(t *testing.T) map[string]ruleTestFile {
 	return out
 }
 
-// plainRules is a PrometheusRule file's spec.groups as the rules file Prometheus and promtool
-// read ({groups: [...]}), every field of each rule kept as written.
+// plainRules is a PrometheusRule file's spec.groups as the rules file Prometheus reads
+// ({groups: [...]}), every field of each rule kept as written.
 func plainRules(t *testing.T, path string) []byte {
 	t.Helper()
 	var rule struct {
@@ -77,71 +98,206 @@ func plainRules(t *testing.T, path string) []byte {
 	return out
 }
 
-// promtool is Prometheus's promtool at the version go.mod pins (a tool of this module): $PROMTOOL
-// when set (make test builds it first, outside any test's timeout), else built here. -trimpath
-// keeps the build cache's keys independent of the module cache's path, so that a warm build cache
-// serves it from an empty module cache (CI's).
-func promtool(t *testing.T) string {
-	t.Helper()
-	if path := os.Getenv("PROMTOOL"); path != "" {
-		return path
-	}
-	goCmd := os.Getenv("GO")
-	if goCmd == "" {
-		goCmd = "go"
-	}
-	path := filepath.Join(t.TempDir(), "promtool")
-	if out, err := exec.Command(goCmd, "build", "-trimpath", "-o", path, "github.com/prometheus/prometheus/cmd/promtool").CombinedOutput(); err != nil {
-		t.Fatalf("build promtool: %v\n%s", err, out)
-	}
-	return path
-}
-
-// TestAlertRules runs Prometheus's own rule unit tests, `promtool test rules`, on every
-// *.test.yaml of the component: series in, the alerts Prometheus's rule manager fires (labels,
-// annotations, after their for:) out. A PrometheusRule is not a rules file: each one a test
-// names is written, as its spec.groups, under the same name in a directory with the test files.
+// TestAlertRules runs every *.test.yaml of the component as `promtool test rules` does, in this
+// process, with Prometheus's own rule manager, query engine and test storage at the version
+// go.mod pins: the input series loaded as promtool loads them, every rule group evaluated at
+// each evaluation_interval from time 0, and at each eval_time the firing alerts of its alertname
+// (labels, alertname included, and expanded annotations) compared with exp_alerts. A
+// PrometheusRule is not a rules file: each one a test names is written, as its spec.groups, to a
+// temporary rules file.
 func TestAlertRules(t *testing.T) {
 	dir := t.TempDir()
-	var copied []string
-	for path, f := range ruleTestFiles(t) {
+	files := ruleTestFiles(t)
+	for _, path := range slices.Sorted(maps.Keys(files)) {
+		f := files[path]
+		var ruleFiles []string
 		for _, name := range f.RuleFiles {
 			if name != filepath.Base(name) || strings.ContainsAny(name, "*?[") {
 				t.Fatalf("%s: rule_files entry %q: name a PrometheusRule file beside the test, without a directory or pattern", path, name)
 			}
 			target := filepath.Join(dir, name)
-			if _, err := os.Stat(target); err == nil {
-				continue
+			if _, err := os.Stat(target); err != nil {
+				if err := os.WriteFile(target, plainRules(t, filepath.Join(component, name)), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if err := os.WriteFile(target, plainRules(t, filepath.Join(component, name)), 0o644); err != nil {
-				t.Fatal(err)
+			ruleFiles = append(ruleFiles, target)
+		}
+		evalInterval := time.Duration(f.EvaluationInterval)
+		if evalInterval == 0 {
+			evalInterval = time.Minute
+		}
+		for i, test := range f.Tests {
+			name := test.Name
+			if name == "" {
+				name = fmt.Sprintf("unnamed#%d", i)
 			}
+			t.Run(filepath.Base(path)+"/"+name, func(t *testing.T) {
+				for _, err := range runRuleTest(test, evalInterval, ruleFiles) {
+					t.Error(err)
+				}
+			})
 		}
-		content, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		target := filepath.Join(dir, filepath.Base(path))
-		if err := os.WriteFile(target, content, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		copied = append(copied, target)
 	}
-	slices.Sort(copied)
-	var out bytes.Buffer
-	cmd := exec.Command(promtool(t), append([]string{"test", "rules"}, copied...)...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	// Paths in the temporary directory read as the component's own.
-	report := strings.ReplaceAll(out.String(), dir+string(filepath.Separator), component+"/")
+}
+
+// runRuleTest is promtool's testGroup.test for alert_rule_test (Prometheus v0.316.0,
+// cmd/promtool/unittest.go, with promtool's default options): the errors it would report.
+func runRuleTest(test ruleTest, evalInterval time.Duration, ruleFiles []string) []error {
+	interval := test.Interval
+	if interval == 0 {
+		interval = model.Duration(evalInterval)
+	}
+	p := promql.NewParser(promql.Options{})
+	var load strings.Builder
+	fmt.Fprintf(&load, "load %v\n", shortDuration(interval))
+	for _, in := range test.InputSeries {
+		fmt.Fprintf(&load, "  %v %v\n", in.Series, in.Values)
+	}
+	suite, err := promqltest.NewLazyLoader(load.String(), promqltest.LazyLoaderOpts{
+		EnableAtModifier: true, EnableNegativeOffset: true, Parser: p,
+	})
 	if err != nil {
-		t.Fatalf("promtool test rules: %v\n%s", err, report)
+		return []error{err}
 	}
-	t.Logf("promtool test rules:\n%s", report)
+	defer suite.Close()
+	suite.SubqueryInterval = evalInterval
+
+	m := rules.NewManager(&rules.ManagerOptions{
+		QueryFunc:    rules.EngineQueryFunc(suite.QueryEngine(), suite.Storage()),
+		AppendableV2: suite.Storage(),
+		Context:      context.Background(),
+		NotifyFunc:   func(context.Context, string, ...*rules.Alert) {},
+		Logger:       promslog.NewNopLogger(),
+		Parser:       p,
+	})
+	groupsByName, errs := m.LoadGroups(time.Duration(interval), labels.EmptyLabels(), "", nil, false, ruleFiles...)
+	if errs != nil {
+		return errs
+	}
+	// promtool orders groups by group_eval_order only, none here; by name, for a fixed order.
+	var groups []*rules.Group
+	for _, name := range slices.Sorted(maps.Keys(groupsByName)) {
+		groups = append(groups, groupsByName[name])
+	}
+	for _, g := range groups {
+		for _, r := range g.Rules() {
+			if a, ok := r.(*rules.AlertingRule); ok {
+				// As promtool: restored, so that the ALERTS series is written from the first eval.
+				a.SetRestored(true)
+			}
+		}
+	}
+
+	byTime := map[model.Duration][]alertRuleTest{}
+	var maxEval model.Duration
+	for _, c := range test.AlertRuleTest {
+		if c.Alertname == "" {
+			return []error{fmt.Errorf("an item under alert_rule_test misses required attribute alertname at eval_time %v", c.EvalTime)}
+		}
+		byTime[c.EvalTime] = append(byTime[c.EvalTime], c)
+		maxEval = max(maxEval, c.EvalTime)
+	}
+	evalTimes := slices.Sorted(maps.Keys(byTime))
+
+	mint := time.Unix(0, 0).UTC()
+	maxt := mint.Add(time.Duration(maxEval))
+	curr := 0
+	errs = nil
+	for ts := mint; !ts.After(maxt); ts = ts.Add(evalInterval) {
+		var evalErrs []error
+		suite.WithSamplesTill(ts, func(err error) {
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			for _, g := range groups {
+				g.Eval(suite.Context(), ts)
+				for _, r := range g.Rules() {
+					if r.LastError() != nil {
+						evalErrs = append(evalErrs, fmt.Errorf("rule: %s, time: %s, err: %w", r.Name(), ts.Sub(mint), r.LastError()))
+					}
+				}
+			}
+		})
+		errs = append(errs, evalErrs...)
+		if len(evalErrs) > 0 {
+			return errs
+		}
+		// An eval_time in [ts, ts+evalInterval) reads the alerts of the evaluation at ts.
+		for curr < len(evalTimes) && ts.Sub(mint) <= time.Duration(evalTimes[curr]) &&
+			time.Duration(evalTimes[curr]) < ts.Add(evalInterval).Sub(mint) {
+			for _, c := range byTime[evalTimes[curr]] {
+				if err := checkAlerts(groups, c); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			curr++
+		}
+	}
+	return errs
+}
+
+// firingAlert is one alert's labels and annotations, as promtool compares them.
+type firingAlert struct{ labels, annotations labels.Labels }
+
+func (a firingAlert) String() string {
+	return "labels " + a.labels.String() + ", annotations " + a.annotations.String()
+}
+
+// checkAlerts compares the firing alerts named c.Alertname, of every group, with c.ExpAlerts, as
+// sets.
+func checkAlerts(groups []*rules.Group, c alertRuleTest) error {
+	var got, want []firingAlert
+	for _, g := range groups {
+		for _, r := range g.Rules() {
+			if a, ok := r.(*rules.AlertingRule); ok && a.Name() == c.Alertname {
+				for _, alert := range a.ActiveAlerts() {
+					if alert.State == rules.StateFiring {
+						got = append(got, firingAlert{alert.Labels.Copy(), alert.Annotations.Copy()})
+					}
+				}
+			}
+		}
+	}
+	for _, exp := range c.ExpAlerts {
+		lbls := maps.Clone(exp.ExpLabels)
+		if lbls == nil {
+			lbls = map[string]string{}
+		}
+		lbls[labels.AlertName] = c.Alertname
+		want = append(want, firingAlert{labels.FromMap(lbls), labels.FromMap(exp.ExpAnnotations)})
+	}
+	order := func(a, b firingAlert) int {
+		if n := labels.Compare(a.labels, b.labels); n != 0 {
+			return n
+		}
+		return labels.Compare(a.annotations, b.annotations)
+	}
+	slices.SortFunc(got, order)
+	slices.SortFunc(want, order)
+	if !slices.EqualFunc(got, want, func(a, b firingAlert) bool {
+		return labels.Equal(a.labels, b.labels) && labels.Equal(a.annotations, b.annotations)
+	}) {
+		return fmt.Errorf("alertname: %s, time: %s,\n  exp: %v,\n  got: %v", c.Alertname, c.EvalTime, want, got)
+	}
+	return nil
+}
+
+// shortDuration is a duration as promtool writes it in a load command: 1m, not 1m0s.
+func shortDuration(d model.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 // TestEveryAlertIsTested: each alert has, in the test files, a case where it fires (with its
-// severity, a summary, a description and the labels docs/operating-an-event.md says it carries)
+// severity, a summary, a description and the labels docs/monitoring.md says it carries)
 // and one where it must stay quiet; the doc's table of alerts has its severity and for:; the tests
 // name no alert that does not exist, and feed only series the programs serve.
 func TestEveryAlertIsTested(t *testing.T) {
@@ -177,7 +333,7 @@ func TestEveryAlertIsTested(t *testing.T) {
 					}
 					for _, label := range promised[a.Alert].labels {
 						if exp.ExpLabels[label] == "" {
-							t.Errorf("%s: expects no %s label, which docs/operating-an-event.md says the alert carries", where, label)
+							t.Errorf("%s: expects no %s label, which docs/monitoring.md says the alert carries", where, label)
 						}
 					}
 				}
@@ -193,9 +349,9 @@ func TestEveryAlertIsTested(t *testing.T) {
 		}
 		row, ok := promised[name]
 		if !ok {
-			t.Errorf("alert %s: not in the table of alerts of docs/operating-an-event.md", name)
+			t.Errorf("alert %s: not in the table of alerts of docs/monitoring.md", name)
 		} else if row.severity != alerts[name].Labels["severity"] || row.forDuration != alerts[name].For {
-			t.Errorf("alert %s: docs/operating-an-event.md says severity %s for %s, the rule has %s for %s",
+			t.Errorf("alert %s: docs/monitoring.md says severity %s for %s, the rule has %s for %s",
 				name, row.severity, row.forDuration, alerts[name].Labels["severity"], alerts[name].For)
 		}
 	}
@@ -223,17 +379,17 @@ func checkServed(t *testing.T, known map[string]series, where, metric string) {
 	})
 }
 
-// promisedAlert is a row of the table of alerts in docs/operating-an-event.md.
+// promisedAlert is a row of the table of alerts in docs/monitoring.md.
 type promisedAlert struct {
 	severity, forDuration string
 	labels                []string // besides severity, for routing and silencing
 }
 
-// promisedAlerts reads the table of alerts in docs/operating-an-event.md, rows
+// promisedAlerts reads the table of alerts in docs/monitoring.md, rows
 // "| [`Alert`](#anchor) | severity | for | `label`, `label` |" ("none" for no label).
 func promisedAlerts(t *testing.T) map[string]promisedAlert {
 	t.Helper()
-	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operating-an-event.md"))
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "monitoring.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +409,7 @@ func promisedAlerts(t *testing.T) map[string]promisedAlert {
 		out[name] = row
 	}
 	if len(out) == 0 {
-		t.Fatal("docs/operating-an-event.md has no table of alerts (| [`Alert`](#anchor) | severity | for | labels |)")
+		t.Fatal("docs/monitoring.md has no table of alerts (| [`Alert`](#anchor) | severity | for | labels |)")
 	}
 	return out
 }
