@@ -205,6 +205,8 @@ func TestTCPGatewayRollsOutWithoutLosingPlayers(t *testing.T) {
 	pod := gw.deployment.Spec.Template.Spec
 	container := pod.Containers[0]
 	assert.NotEmpty(t, flagValue(container.Args, "service-cidrs"), "the gateway needs the Service CIDRs to dial")
+	require.Greater(t, len(container.Args), 4)
+	assert.True(t, strings.HasPrefix(container.Args[4], "--service-cidrs="), "docs/tcp-gateway.md's overlay replaces args/4 with the cluster's Service CIDRs, not %s", container.Args[4])
 	delay, err := time.ParseDuration(flagValue(container.Args, "shutdown-delay"))
 	require.NoError(t, err, "--shutdown-delay")
 	drain := 25 * time.Second // --drain-timeout's default
