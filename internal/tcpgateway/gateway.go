@@ -279,25 +279,33 @@ type refusal struct {
 // not at fault.
 var refusalFull = refusal{reason: reasonTooManyConnections, line: "gateway full, try again later\n"}
 
-// handle serves one player's connection to its end.
+// handle serves one player's connection: its token, then the instance's connection, whose splice
+// goes on in goroutines of its own (with their small stacks: an idle connection costs them and
+// not this one's, grown by the token's work) until the connection ends.
 func (g *Gateway) handle(player *net.TCPConn) {
-	defer player.Close()
-	defer g.track(player, true)()
+	var undo cleanups
+	splicing := false
+	defer func() {
+		if !splicing {
+			undo.run()
+		}
+	}()
+	undo.add(func() { player.Close() })
+	undo.add(g.track(player, true))
 	g.metrics.open.Inc()
-	defer g.metrics.open.Dec()
+	undo.add(g.metrics.open.Dec)
 	start := time.Now()
 	player.SetDeadline(start.Add(g.cfg.TokenTimeout))
-	playerAddr := addrPort(player.RemoteAddr())
-	log := g.logger.With(slog.String("player", playerAddr.String()))
+	log := connLog{logger: g.logger, player: addrPort(player.RemoteAddr())}
 
-	source := sourceOf(playerAddr.Addr())
+	source := sourceOf(log.player.Addr())
 	slot := g.admission.admit(player, source, time.Now())
 	if slot == nil {
 		g.metrics.accepted.WithLabelValues("tracked").Inc()
 		g.refuse(player, log, refusalFull)
 		return
 	}
-	defer g.admission.release(slot)
+	undo.add(func() { g.admission.release(slot) })
 	tracked := "tracked"
 	if slot.entry == nil {
 		tracked = "untracked"
@@ -309,25 +317,61 @@ func (g *Gateway) handle(player *net.TCPConn) {
 		g.refuse(player, log, *ref)
 		return
 	}
-	defer g.targets.release(target.Service)
-	log = log.With(slog.String("instance", target.Service.String()))
+	undo.add(func() { g.targets.release(target.Service) })
+	log.instance = target.Service
 
-	instance, ref := g.connect(player, playerAddr, target, lines, log)
+	instance, ref := g.connect(player, target, lines, log)
 	if ref != nil {
 		g.refuse(player, log, *ref)
 		return
 	}
-	defer instance.Close()
-	defer g.track(instance, false)()
+	undo.add(func() { instance.Close() })
+	undo.add(g.track(instance, false))
 	player.SetDeadline(time.Time{})
 	g.metrics.spliced.Inc()
 	g.metrics.splicing.Inc()
-	defer g.metrics.splicing.Dec()
-	s := g.splice(player, instance)
-	g.metrics.closed.WithLabelValues(s.reason).Inc()
-	log.Info("connection closed", slog.String("reason", s.reason),
-		slog.Float64("duration_s", time.Since(start).Seconds()),
-		slog.Int64("bytes_to_instance", s.toInstance), slog.Int64("bytes_to_player", s.toPlayer))
+	undo.add(g.metrics.splicing.Dec)
+	splicing = true
+	g.wg.Add(1)
+	g.splice(player, instance, func(s spliced) {
+		defer g.wg.Done()
+		g.metrics.closed.WithLabelValues(s.reason).Inc()
+		log.log(slog.LevelInfo, "connection closed", slog.String("reason", s.reason),
+			slog.Float64("duration_s", time.Since(start).Seconds()),
+			slog.Int64("bytes_to_instance", s.toInstance), slog.Int64("bytes_to_player", s.toPlayer))
+		undo.run()
+	})
+}
+
+// cleanups are what a connection undoes when it ends, last added first.
+type cleanups []func()
+
+func (c *cleanups) add(f func()) { *c = append(*c, f) }
+
+func (c cleanups) run() {
+	for i := len(c) - 1; i >= 0; i-- {
+		c[i]()
+	}
+}
+
+// connLog logs about one connection, naming its player and, once known, its instance; the
+// attributes are formatted only for a line that is written.
+type connLog struct {
+	logger   *slog.Logger
+	player   netip.AddrPort
+	instance netip.AddrPort
+}
+
+func (l connLog) log(level slog.Level, msg string, attrs ...slog.Attr) {
+	ctx := context.Background()
+	if !l.logger.Enabled(ctx, level) {
+		return
+	}
+	attrs = append(attrs, slog.String("player", l.player.String()))
+	if l.instance.IsValid() {
+		attrs = append(attrs, slog.String("instance", l.instance.String()))
+	}
+	l.logger.LogAttrs(ctx, level, msg, attrs...)
 }
 
 // present asks for the token and, when it asks for one, the proof of work. It returns the target
@@ -424,9 +468,9 @@ func (g *Gateway) lineError(err error, timeoutReason, timeoutLine string) *refus
 
 // refuse counts the refusal, writes its line (bounded by a short deadline) and logs it at debug
 // level, without anything the player sent.
-func (g *Gateway) refuse(player *net.TCPConn, log *slog.Logger, r refusal) {
+func (g *Gateway) refuse(player *net.TCPConn, log connLog, r refusal) {
 	g.metrics.refused.WithLabelValues(r.reason).Inc()
-	log.Debug("connection refused", slog.String("reason", r.reason))
+	log.log(slog.LevelDebug, "connection refused", slog.String("reason", r.reason))
 	if r.line != "" {
 		player.SetWriteDeadline(time.Now().Add(time.Second))
 		io.WriteString(player, r.line)

@@ -14,11 +14,11 @@ import (
 
 // connect dials the instance and sends it what must come before the splice: the PROXY header
 // when the token asks for one, then the bytes the player sent after its lines.
-func (g *Gateway) connect(player *net.TCPConn, playerAddr netip.AddrPort, target tcptoken.Target, lines *lineReader, log *slog.Logger) (*net.TCPConn, *refusal) {
+func (g *Gateway) connect(player *net.TCPConn, target tcptoken.Target, lines *lineReader, log connLog) (*net.TCPConn, *refusal) {
 	unreachable := &refusal{reason: reasonUnreachable, line: "instance not reachable (stopped or starting?)\n"}
 	instance, err := g.dial(target.Service)
 	if errNoDescriptor(err) {
-		log.Warn("no descriptor left to dial the instance: the open-file limit is below what --max-connections needs", slog.String("error", err.Error()))
+		log.log(slog.LevelWarn, "no descriptor left to dial the instance: the open-file limit is below what --max-connections needs", slog.String("error", err.Error()))
 		return nil, &refusalFull
 	}
 	if err != nil {
@@ -29,21 +29,21 @@ func (g *Gateway) connect(player *net.TCPConn, playerAddr netip.AddrPort, target
 		if errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &ne) && ne.Timeout() {
 			level = slog.LevelDebug
 		}
-		log.Log(context.Background(), level, "instance not reachable", slog.String("error", err.Error()))
+		log.log(level, "instance not reachable", slog.String("error", err.Error()))
 		return nil, unreachable
 	}
 	// Nothing the instance receives comes before the PROXY header: the header, then the bytes the
 	// player sent after its lines, then the splice.
 	var early []byte
 	if target.ProxyProtocol {
-		early = proxyHeader(playerAddr, addrPort(player.LocalAddr()))
+		early = proxyHeader(log.player, addrPort(player.LocalAddr()))
 	}
 	early = append(early, lines.rest()...)
 	if len(early) > 0 {
 		instance.SetWriteDeadline(time.Now().Add(g.cfg.DialTimeout))
 		if _, err := instance.Write(early); err != nil {
 			instance.Close()
-			log.Debug("instance not reachable", slog.String("error", err.Error()))
+			log.log(slog.LevelDebug, "instance not reachable", slog.String("error", err.Error()))
 			return nil, unreachable
 		}
 		instance.SetWriteDeadline(time.Time{})

@@ -20,72 +20,80 @@ type spliced struct {
 	toInstance, toPlayer int64
 }
 
-// splice copies bytes both ways until both sides closed (each half-close passed on), either side
-// reset, the connection was idle for the idle timeout, or the drain ended.
+// splice copies bytes both ways, each in a goroutine of its own, until both sides closed (each
+// half-close passed on), either side reset, the connection was idle for the idle timeout, or the
+// drain ended; then the last of the two calls done with how it ended.
 //
 // Each direction waits until its source is readable without holding anything, then moves what
 // the source has: with splice(2) through a pipe lent by the gateway's bounded pool (no copy in
 // user space), or through a pooled buffer when every pipe is lent. So an idle connection costs
 // two goroutines, its two sockets and no pipe, and the pipes in use never pass the pool's bound.
-func (g *Gateway) splice(player, instance *net.TCPConn) spliced {
-	var lastActive atomic.Int64
-	lastActive.Store(time.Now().UnixNano())
-	var idle atomic.Bool
+func (g *Gateway) splice(player, instance *net.TCPConn, done func(spliced)) {
+	s := &splicing{g: g, player: player, instance: instance, done: done}
+	s.lastActive.Store(time.Now().UnixNano())
+	s.left.Store(2)
 	tick := g.cfg.IdleTimeout / idleChecks
-	var watchdog *time.Timer
-	var mu sync.Mutex // guards watchdog: set before it first fires, never reset once stopped
-	stopped := false
-	mu.Lock()
-	watchdog = time.AfterFunc(tick, func() {
-		if time.Now().UnixNano()-lastActive.Load() >= int64(g.cfg.IdleTimeout) {
-			idle.Store(true)
+	s.mu.Lock()
+	s.watchdog = time.AfterFunc(tick, func() {
+		if time.Now().UnixNano()-s.lastActive.Load() >= int64(g.cfg.IdleTimeout) {
+			s.idle.Store(true)
 			player.Close()
 			instance.Close()
 			return
 		}
-		mu.Lock()
-		if !stopped {
-			watchdog.Reset(tick)
+		s.mu.Lock()
+		if !s.stopped {
+			s.watchdog.Reset(tick)
 		}
-		mu.Unlock()
+		s.mu.Unlock()
 	})
-	mu.Unlock()
-	defer func() {
-		mu.Lock()
-		stopped = true
-		watchdog.Stop()
-		mu.Unlock()
-	}()
+	s.mu.Unlock()
+	go s.copy(player, instance, &s.toPlayer)
+	go s.copy(instance, player, &s.toInstance)
+}
 
-	var toPlayer int64
-	var toPlayerErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		toPlayer, toPlayerErr = g.copyHalf(player, instance, &lastActive)
-		if toPlayerErr != nil {
-			// A reset (or the watchdog) on one side ends both at once: the other copy may be
-			// waiting for a player who has nothing more to say.
-			player.Close()
-			instance.Close()
-		}
-	}()
-	toInstance, toInstanceErr := g.copyHalf(instance, player, &lastActive)
-	if toInstanceErr != nil {
-		instance.Close()
-		player.Close()
+// splicing is one connection's two copies.
+type splicing struct {
+	g                    *Gateway
+	player, instance     *net.TCPConn
+	done                 func(spliced)
+	lastActive           atomic.Int64
+	idle                 atomic.Bool
+	left                 atomic.Int32 // copies still running
+	toPlayer, toInstance int64        // each written by its copy only, read by the last
+
+	mu       sync.Mutex // guards watchdog: set before it first fires, never reset once stopped
+	watchdog *time.Timer
+	stopped  bool
+}
+
+// copy runs one direction; the last copy to end stops the watchdog and reports.
+func (s *splicing) copy(dst, src *net.TCPConn, total *int64) {
+	n, err := s.g.copyHalf(dst, src, &s.lastActive)
+	*total = n
+	if err != nil {
+		// A reset (or the watchdog) on one side ends both at once: the other copy may be
+		// waiting for a player who has nothing more to say.
+		s.player.Close()
+		s.instance.Close()
 	}
-	<-done
-	g.metrics.bytes.WithLabelValues(directionToInstance).Add(float64(toInstance))
-	g.metrics.bytes.WithLabelValues(directionToPlayer).Add(float64(toPlayer))
+	if s.left.Add(-1) > 0 {
+		return
+	}
+	s.mu.Lock()
+	s.stopped = true
+	s.watchdog.Stop()
+	s.mu.Unlock()
+	s.g.metrics.bytes.WithLabelValues(directionToInstance).Add(float64(s.toInstance))
+	s.g.metrics.bytes.WithLabelValues(directionToPlayer).Add(float64(s.toPlayer))
 	reason := closedByPeers
 	switch {
-	case idle.Load():
+	case s.idle.Load():
 		reason = closedIdle
-	case g.drainEnded.Load():
+	case s.g.drainEnded.Load():
 		reason = closedShutdown
 	}
-	return spliced{reason: reason, toInstance: toInstance, toPlayer: toPlayer}
+	s.done(spliced{reason: reason, toInstance: s.toInstance, toPlayer: s.toPlayer})
 }
 
 // copyHalf copies src to dst until src's end, which it passes on as dst's half-close, or an error.
