@@ -297,6 +297,15 @@ spec:
 			t.Errorf("%s: reached the Pod: %q", what, res.got)
 		}
 	}
+	// The gateway's own loopback (its metrics and probes on 8082), which no NetworkPolicy sees: the
+	// gateway dials nothing outside its --service-cidrs.
+	loopback, err := tcptoken.Mint([]byte(tcpGatewayKey), tcptoken.Target{Service: netip.MustParseAddrPort("127.0.0.1:8082")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := refusedByGateway(t, "a signed token for the gateway's own loopback (its metrics port)", loopback, 10*time.Second); res.got != "this token leads to no instance\n" {
+		t.Errorf("a signed token for the gateway's loopback: %q, want the gateway's refusal", res.got)
+	}
 	// The control: a signed token for B's Pod on its exposed port does get there, so the refusals
 	// above are the policies', not the signing's.
 	direct, err := tcptoken.Mint([]byte(tcpGatewayKey), tcptoken.Target{Service: netip.MustParseAddrPort(hostPort(bPod.Status.PodIP, 1337))})
@@ -663,8 +672,11 @@ func installTCPGateway(ctx context.Context, t *testing.T) {
 			c := &o.Spec.Template.Spec.Containers[0]
 			c.Image, c.ImagePullPolicy = policyGateImage, corev1.PullNever
 			// Bad tokens and missing ones in a row, from the one source this test has: keep the
-			// per-source limit out of the way (internal/tcpgateway's tests prove it).
-			c.Args = append(c.Args, "--token-timeout="+tcpGatewayTokenTimeout.String(), "--max-bad-tokens-per-minute=1000", "--log-level=debug")
+			// bad-token delay out of the way (internal/tcpgateway's tests prove it). The Pod range
+			// beside the node's Service range, so that signed tokens for Pods reach the second
+			// wall, the NetworkPolicies, and TestTCPGateway shows that it holds on its own.
+			c.Args = append(c.Args, "--token-timeout="+tcpGatewayTokenTimeout.String(), "--max-bad-tokens-per-minute=1000", "--log-level=debug",
+				"--service-cidrs="+cfg.serviceCIDR+","+cfg.podCIDR)
 			_, err = kube.AppsV1().Deployments(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
 		case "PodDisruptionBudget":
 			var o policyv1.PodDisruptionBudget
