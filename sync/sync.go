@@ -65,11 +65,14 @@ func (in *instance) expire() Response {
 // invalid spec, no flag key) before its deadline: every observed child is returned exactly as
 // Metacontroller last applied it, so nothing running is deleted or rewritten, the status says what
 // to fix and keeps the endpoints it showed, and Metacontroller wakes the hook when the expiry
-// warning begins and at the deadline, when the workload goes anyway.
+// warning begins and at the deadline, when the workload goes anyway. While it may keep a Pod,
+// status.workloadKept says so: it holds its owner's place (holdsPlace).
 func (in *instance) keepChildren() Response {
 	v := verdict{v1alpha1.PhaseError, in.problem.reason, in.problem.message}
+	status := in.status(v, in.parent.Status.Endpoints)
+	status.WorkloadKept = in.keepsWorkload()
 	return Response{
-		Status:             in.status(v, in.parent.Status.Endpoints),
+		Status:             status,
 		Children:           in.keptWithIsolation(in.observed.Objects()),
 		ResyncAfterSeconds: in.nextWake(time.Time{}),
 	}
