@@ -157,6 +157,10 @@ func (w *ownerWorld) sync(c *worldChallenge) {
 	require.NoError(w.t, err)
 	req, err := DecodeRequest(request)
 	require.NoError(w.t, err)
+	// Deletion never depends on the relation: however many Challenges the owner has, a deleting
+	// one's requests carry none of them (nor its definition).
+	require.False(w.t, deleting && (len(req.Related.Challenges) > 0 || len(req.Related.Definitions) > 0),
+		"the finalize request of %s carries %d related Challenges and %d definitions", c.name, len(req.Related.Challenges), len(req.Related.Definitions))
 	resp := Sync(req, w.now, w.cfg)
 	answer, err := EncodeResponse(resp)
 	require.NoError(w.t, err)
