@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -163,4 +164,75 @@ func TestOwnerLimitHeldByAnErrorWithItsPod(t *testing.T) {
 func phaseOf(u *unstructured.Unstructured) string {
 	p, _, _ := unstructured.NestedString(u.Object, "status", "phase")
 	return p
+}
+
+// TestDeletionPastTheRequestSizeCliff: with --max-instances-per-owner under the real
+// Metacontroller, an owner's Running instance and many more of its Challenges (queued); then the
+// hook's --max-request-bytes is lowered until every sync request of that owner, which carries
+// all of its Challenges, is refused (413): Metacontroller's SyncError event on the Challenge
+// quotes the hook's answer, which names the owner's Challenges and what to do. `kubectl delete`
+// of the Running one still finishes, its children deleted: the customize answer for the deleting
+// generation relates nothing, so its finalize requests fit. The owner's other Challenges are
+// deleted too, every one finishing.
+func TestDeletionPastTheRequestSizeCliff(t *testing.T) {
+	c := newCluster(t)
+	ctx := e2eutil.TestContext(t)
+	restartSuiteHook(t, "--max-instances-per-owner=1")
+	ns := c.createNamespace(ctx, t, "cliff", podSecurityRestricted)
+	createObject(ctx, t, c, ns, validDefinition("web"))
+	const owner, others = "team-cliff", 40
+	w, running := startChallenge(ctx, t, c, ns, platformChallenge("cliff-running", "web", owner, ""))
+	w.phase(t, 60*time.Second, "Running")
+	for i := range others {
+		createObject(ctx, t, c, ns, platformChallenge(fmt.Sprintf("cliff-%02d", i), "web", owner, ""))
+	}
+	challenges := c.dyn.Resource(chalGVR).Namespace(ns)
+	e2eutil.WaitFor(ctx, t, 2*time.Minute, "the owner's other Challenges Queued", func() (bool, error) {
+		list, err := challenges.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		queued := 0
+		for i := range list.Items {
+			if phaseOf(&list.Items[i]) == "Queued" {
+				queued++
+			}
+		}
+		return queued == others, nil
+	})
+
+	// Past the cliff: a sync request carries the owner's 41 Challenges (about 2 KB each), more
+	// than 48 KiB; a finalize request carries the instance and its children only.
+	restartSuiteHook(t, "--max-instances-per-owner=1", "--max-request-bytes=48Ki")
+	e2eutil.WaitFor(ctx, t, 60*time.Second, "a SyncError event quoting the hook's 413 on the Running Challenge", func() (bool, error) {
+		events, err := c.dyn.Resource(eventGVR).Namespace(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + running.GetName() + ",reason=SyncError",
+		})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			message, _, _ := unstructured.NestedString(e.Object, "message")
+			// Only the lowered limit answers 413 (the owner's requests fit the default).
+			if strings.Contains(message, "413") && strings.Contains(message, "carries every Challenge of the parent's owner") {
+				t.Logf("SyncError: %s", message)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
+	kubectl(ctx, t, "delete", "--wait=false", "-n", ns, "challenges."+ctfGroup+"/"+running.GetName())
+	w.gone(t, 60*time.Second)
+	if got := childrenOf(ctx, t, c, ns, running.GetUID()); len(got) > 0 {
+		t.Errorf("the deleted instance's children remain: %v", keys(got))
+	}
+	// The owner's others, deleted at once, are all gone too.
+	if err := challenges.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e2eutil.WaitFor(ctx, t, 2*time.Minute, "every Challenge of the owner deleted", func() (bool, error) {
+		list, err := challenges.List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0, err
+	})
 }
