@@ -13,8 +13,8 @@ import (
 // The per-owner limit (--max-instances-per-owner) is computed from the request alone: the
 // customize hook relates every Challenge of the parent's owner in its namespace (by the owner
 // label, which the admission policy challenge-hook-owner-label keeps equal to spec.owner), so
-// each sync sees them all, and their
-// order (those running first, then creation time, then name) is the queue. Each Challenge decides
+// each sync sees them all, and their order (those running first, then creation time, then name)
+// is the queue. Each Challenge decides
 // for itself only: the first MaxInstancesPerOwner of the owner's Challenges that hold a place run,
 // the others are Queued. Every related Challenge's change (here: the status its own sync writes when it ends)
 // makes Metacontroller sync every Challenge that relates it, so the first queued one starts in
@@ -125,8 +125,9 @@ type queuePlace struct {
 // queued says where an instance that could run (not deleted, stopped, expired or unbuildable)
 // stands among its owner's Challenges: the parent and its related Challenges of its namespace
 // that hold a place (each carries the owner's label; one whose spec.owner says otherwise,
-// labelled before the policy, counts too: it holds a place under this label, and nowhere else), those already admitted first, then those that wait, each in
-// creation order (compareQueue); the first MaxInstancesPerOwner run.
+// labelled before the policy, counts too: it holds a place under this label, and nowhere else),
+// those already admitted first, then those that wait, each in creation order (compareQueue); the
+// first MaxInstancesPerOwner run.
 func (in *instance) queued(related []Challenge) queuePlace {
 	if in.cfg.MaxInstancesPerOwner == 0 {
 		return queuePlace{}
