@@ -246,7 +246,7 @@ func validChallenge(name string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": ctfGroup + "/v1alpha1",
 		"kind":       "Challenge",
-		"metadata":   map[string]any{"name": name},
+		"metadata":   map[string]any{"name": name, "labels": map[string]any{ownerLabel: "team-1"}},
 		"spec":       map[string]any{"owner": "team-1", "template": validTemplate()},
 	}}
 }

@@ -146,7 +146,10 @@ func runtimeClasses(request map[string]any) []string {
 }
 
 // cleanForCreate keeps what a user would write of an object (name, labels, annotations, spec and
-// the like), in namespace ns.
+// the like), in namespace ns. A Challenge without the owner label (a golden case written for a
+// hook without --max-instances-per-owner) gets it, equal to spec.owner, as the platform creates
+// every Challenge (manifests/challenge-owner-policy.yaml refuses one without it); one whose label
+// says another owner keeps it, and is refused.
 func cleanForCreate(obj *unstructured.Unstructured, ns string) *unstructured.Unstructured {
 	out := &unstructured.Unstructured{Object: map[string]any{}}
 	for key, value := range obj.Object {
@@ -156,7 +159,16 @@ func cleanForCreate(obj *unstructured.Unstructured, ns string) *unstructured.Uns
 	}
 	out.SetName(obj.GetName())
 	out.SetNamespace(ns)
-	out.SetLabels(obj.GetLabels())
+	labels := obj.GetLabels()
+	if owner, ok, _ := unstructured.NestedString(obj.Object, "spec", "owner"); ok && obj.GetKind() == "Challenge" {
+		if _, labelled := labels[ownerLabel]; !labelled {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[ownerLabel] = owner
+		}
+	}
+	out.SetLabels(labels)
 	out.SetAnnotations(obj.GetAnnotations())
 	return out.DeepCopy()
 }

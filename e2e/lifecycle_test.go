@@ -43,7 +43,7 @@ func lifecycleChallenge(name, image, timeout string) *unstructured.Unstructured 
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "ctf.challenge-hook.dev/v1alpha1",
 		"kind":       "Challenge",
-		"metadata":   map[string]any{"name": name},
+		"metadata":   map[string]any{"name": name, "labels": map[string]any{ownerLabel: spec["owner"]}},
 		"spec":       spec,
 	}}
 }

@@ -135,6 +135,10 @@ func TestMonitoring(t *testing.T) {
 		return true, nil
 	})
 
+	// A sync request over --max-request-bytes, as an owner with too many Challenges makes: the
+	// hook counts its 413, the series the alert ChallengeSyncRequestsTooLarge selects.
+	postOverTheLimit(ctx, t)
+
 	// Every series the alerts and the dashboard select, as each program serves it now.
 	metacontrollerMetrics := os.Getenv("E2E_METACONTROLLER_METRICS")
 	if metacontrollerMetrics == "" {
@@ -552,5 +556,31 @@ func TestMonitoringComponentAdmitted(t *testing.T) {
 		if kinds[kind] == 0 {
 			t.Errorf("the monitoring component has no %s", kind)
 		}
+	}
+}
+
+// postOverTheLimit sends the suite's hook, with Metacontroller's token, a /sync request larger
+// than its default --max-request-bytes (1 MiB), and checks that it answers 413.
+func postOverTheLimit(ctx context.Context, t *testing.T) {
+	t.Helper()
+	token, err := os.ReadFile(suiteTokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"parent":{"metadata":{"name":"too-large","namespace":"monitoring"}},"related":"` + strings.Repeat("x", 1<<20) + `"}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+shared.hook.addr+"/sync", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a /sync request of %d bytes: HTTP %d, want 413", len(body), resp.StatusCode)
 	}
 }

@@ -206,6 +206,7 @@ func platformChallenge(name, definition, owner, timeout string) *unstructured.Un
 	chal := lifecycleChallenge(name, "unused", timeout)
 	delete(spec(chal), "template")
 	spec(chal)["owner"] = owner
+	chal.SetLabels(map[string]string{ownerLabel: owner})
 	spec(chal)["definitionRef"] = map[string]any{"name": definition}
 	return chal
 }

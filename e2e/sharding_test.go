@@ -52,7 +52,9 @@ func TestShardLabelFixedAtCreation(t *testing.T) {
 	withShard := func(name, shard string) *unstructured.Unstructured {
 		chal := validChallenge(name)
 		if shard != "" {
-			chal.SetLabels(map[string]string{shardLabel: shard})
+			labels := chal.GetLabels()
+			labels[shardLabel] = shard
+			chal.SetLabels(labels)
 		}
 		return chal
 	}

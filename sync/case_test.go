@@ -105,8 +105,13 @@ func marshal(t testing.TB, v any) []byte {
 }
 
 // relatedObjects is the related map for a case's related objects (ChallengeDefinitions unless
-// they name a kind), with the groups the hook's customize answer asks for (customizeGroups).
+// they name a kind), with the groups the hook's customize answer asks for (customizeGroups). A
+// Challenge being deleted relates nothing (Customize): its case's related objects are only what
+// its children were declared for.
 func relatedObjects(t testing.TB, controller mcsim.Controller, parent map[string]any, related []map[string]any) map[string]any {
+	if _, deleting := mapAt(parent, "metadata")["deletionTimestamp"]; deleting {
+		return map[string]any{}
+	}
 	objs := make([]map[string]any, 0, len(related))
 	for _, obj := range related {
 		if _, ok := obj["kind"]; !ok {
@@ -129,7 +134,7 @@ func relatedObjects(t testing.TB, controller mcsim.Controller, parent map[string
 // stores it (the case's related Challenges are written like its parent). Without the limit it is
 // related unchanged.
 func withOwnersChallenges(t testing.TB, controller mcsim.Controller, related, parent map[string]any, cfg Config) map[string]any {
-	if cfg.MaxInstancesPerOwner == 0 {
+	if _, deleting := mapAt(parent, "metadata")["deletionTimestamp"]; cfg.MaxInstancesPerOwner == 0 || deleting {
 		return related
 	}
 	key := mcsim.GroupKey("Challenge", v1alpha1.APIVersion)

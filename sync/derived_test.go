@@ -31,9 +31,12 @@ func setSpec(field string, value any) func(parent, req map[string]any) {
 	return func(parent, _ map[string]any) { parent["spec"].(map[string]any)[field] = value }
 }
 
+// deleting: the Challenge is deleted; the customize answer for its new generation relates
+// nothing (Customize), so the request carries no related object.
 func deleting(parent, req map[string]any) {
 	parent["metadata"].(map[string]any)["deletionTimestamp"] = formatTime(goldenNow)
 	req["finalizing"] = true
+	req["related"] = map[string]any{}
 }
 
 // withoutChild removes one observed child group's objects, e.g. a policy deleted by hand.

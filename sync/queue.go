@@ -12,8 +12,9 @@ import (
 
 // The per-owner limit (--max-instances-per-owner) is computed from the request alone: the
 // customize hook relates every Challenge of the parent's owner in its namespace (by the owner
-// label, which the platform sets equal to spec.owner), so each sync sees them all, and their
-// order (those running first, then creation time, then name) is the queue. Each Challenge decides
+// label, which the admission policy challenge-hook-owner-label keeps equal to spec.owner), so
+// each sync sees them all, and their order (those running first, then creation time, then name)
+// is the queue. Each Challenge decides
 // for itself only: the first MaxInstancesPerOwner of the owner's Challenges that hold a place run,
 // the others are Queued. Every related Challenge's change (here: the status its own sync writes when it ends)
 // makes Metacontroller sync every Challenge that relates it, so the first queued one starts in
@@ -36,20 +37,26 @@ func ownerRelation(parent Challenge, cfg Config) (RelatedResourceRule, bool) {
 
 // ownerLabelProblem: with the limit on, a Challenge must carry the owner label equal to its
 // spec.owner, or the other Challenges of its owner (which relate theirs by that label) would not
-// see it, and it would run beyond the limit unseen.
+// see it, and it would run beyond the limit unseen. The admission policy
+// challenge-hook-owner-label (manifests/challenge-owner-policy.yaml) refuses such a Challenge and
+// such a change; one admitted before the policy runs nothing new (keepChildren: a Pod it has is
+// kept, none is created), and holds its place where it is seen until its Pods are gone.
 func (in *instance) ownerLabelProblem() *problem {
 	parent := in.parent
 	if in.cfg.MaxInstancesPerOwner == 0 || parent.Metadata.Labels[LabelOwner] == parent.Spec.Owner {
 		return nil
 	}
 	return &problem{v1alpha1.ReasonInvalidSpec, fmt.Sprintf(
-		"the hook limits the instances of each owner (--max-instances-per-owner), and counts them by the label %s: set it to spec.owner (%q)",
+		"the hook limits the instances of each owner (--max-instances-per-owner), and counts them by the label %s: set it to spec.owner (%q); until then nothing new runs",
 		LabelOwner, parent.Spec.Owner), &in.template}
 }
 
-// holdsPlace says whether a related Challenge of the owner counts against the limit: it runs, or
-// would run were there a place. It reads only what every sync of the owner's Challenges sees the
-// same way (metadata, spec and the status the hook wrote), so that they agree on the queue.
+// holdsPlace says whether a related Challenge of the owner counts against the limit: it holds or
+// may hold a Pod, or would run were there a place (Queued, Stopped then started again, never
+// synced). It reads only what every sync of the owner's Challenges sees the same way (metadata,
+// spec and the status the hook wrote), so that they agree on the queue; another Challenge's Pods
+// are not in the request, so its status is all there is to judge by, and it counts unless its
+// status proves it has no Pod.
 //
 // A Challenge that ends lets go of its place only once its own sync has answered for the end:
 // Metacontroller deletes the children an answer leaves out before it writes the answer's status,
@@ -58,21 +65,36 @@ func (in *instance) ownerLabelProblem() *problem {
 // let the first queued Pod start while the ending one still runs (measured by TestOwnerQueue: a
 // third Pod for half a second).
 //
-// It holds no place either in Error for a reason that keeps the hook from building it
-// (DefinitionNotFound, InvalidDefinition, InvalidSpec, FlagKeyMissing, GatewayAPINotEnabled,
-// TCPGatewayNotConfigured) if it was never Ready: such a one has no Pod. One that was Ready (status.readyAt) may keep its Pod
-// while the problem lasts (the hook never deletes a running workload for it), so it holds its
-// place. A Queued one holds its place in the order: it is waiting for one.
+// An Error for a reason that keeps the hook from building it (DefinitionNotFound,
+// InvalidDefinition, InvalidSpec, FlagKeyMissing, GatewayAPINotEnabled, TCPGatewayNotConfigured)
+// keeps every child it has (keepChildren), its Pods included, whatever its phase was before
+// (Ready or not): it holds its place as long as its status says status.workloadKept
+// (keepsWorkload). Without it, it never had a Pod (an Error from its first sync) or its Pods are
+// gone; except one that was Ready once (status.readyAt), as a hook before status.workloadKept
+// counted it: its status does not prove that it has no Pod.
 func holdsPlace(c Challenge) bool {
 	switch phase := c.Status.Phase; {
 	case c.Metadata.DeletionTimestamp != "" && (phase == v1alpha1.PhaseTerminating || phase == v1alpha1.PhaseDeleted),
 		c.Spec.Stopped && phase == v1alpha1.PhaseStopped,
 		phase == v1alpha1.PhaseExpired:
 		return false
-	case phase == v1alpha1.PhaseError && unbuildableReason(c.Status.Reason) && c.Status.ReadyAt == "":
-		return false
+	case phase == v1alpha1.PhaseError && unbuildableReason(c.Status.Reason):
+		return c.Status.WorkloadKept || c.Status.ReadyAt != ""
 	}
 	return true
+}
+
+// keepsWorkload is status.workloadKept of an answer that keeps the children of an instance the
+// hook cannot build (keepChildren): a Pod of the instance is observed, or the previous status
+// let it run (admitted) and was not already such an answer, so that a Pod created by an answer
+// just before is counted even if Metacontroller's cache does not show it yet. It turns false in
+// the sync after the last Pod is gone.
+func (in *instance) keepsWorkload() bool {
+	if len(in.observed.Pods) > 0 {
+		return true
+	}
+	previous := in.parent.Status
+	return admitted(in.parent) && !(previous.Phase == v1alpha1.PhaseError && unbuildableReason(previous.Reason))
 }
 
 // unbuildableReason: the reasons of an Error the hook answers without building children
@@ -101,9 +123,11 @@ type queuePlace struct {
 }
 
 // queued says where an instance that could run (not deleted, stopped, expired or unbuildable)
-// stands among its owner's Challenges: the parent and its related Challenges of the same owner
-// and namespace that hold a place, those already admitted first, then those that wait, each in
-// creation order (compareQueue); the first MaxInstancesPerOwner run.
+// stands among its owner's Challenges: the parent and its related Challenges of its namespace
+// that hold a place (each carries the owner's label; one whose spec.owner says otherwise,
+// labelled before the policy, counts too: it holds a place under this label, and nowhere else),
+// those already admitted first, then those that wait, each in creation order (compareQueue); the
+// first MaxInstancesPerOwner run.
 func (in *instance) queued(related []Challenge) queuePlace {
 	if in.cfg.MaxInstancesPerOwner == 0 {
 		return queuePlace{}
@@ -114,7 +138,7 @@ func (in *instance) queued(related []Challenge) queuePlace {
 	}
 	contenders := []Challenge{in.parent}
 	for i, c := range related {
-		if i != self && c.Metadata.Namespace == in.namespace && c.Spec.Owner == in.owner && holdsPlace(c) {
+		if i != self && c.Metadata.Namespace == in.namespace && holdsPlace(c) {
 			contenders = append(contenders, c)
 		}
 	}
@@ -147,15 +171,14 @@ func compareQueue(a, b Challenge) int {
 }
 
 // admitted: the hook's last answer let it run: None (its NetworkPolicy first, then its Pod),
-// Creating, Running, or an Error of its Pod. Queued, Stopped (started again) and a Challenge never
-// synced wait. An Error for a reason that keeps the hook from building it admits only one that
-// was Ready once (see holdsPlace).
+// Creating, Running, an Error of its Pod, or an Error that keeps its Pods (status.workloadKept).
+// Queued, Stopped (started again) and a Challenge never synced wait.
 func admitted(c Challenge) bool {
 	switch c.Status.Phase {
 	case v1alpha1.PhaseNone, v1alpha1.PhaseCreating, v1alpha1.PhaseRunning:
 		return true
 	case v1alpha1.PhaseError:
-		return !unbuildableReason(c.Status.Reason) || c.Status.ReadyAt != ""
+		return !unbuildableReason(c.Status.Reason) || c.Status.WorkloadKept || c.Status.ReadyAt != ""
 	}
 	return false
 }

@@ -65,11 +65,14 @@ func (in *instance) expire() Response {
 // invalid spec, no flag key) before its deadline: every observed child is returned exactly as
 // Metacontroller last applied it, so nothing running is deleted or rewritten, the status says what
 // to fix and keeps the endpoints it showed, and Metacontroller wakes the hook when the expiry
-// warning begins and at the deadline, when the workload goes anyway.
+// warning begins and at the deadline, when the workload goes anyway. While it may keep a Pod,
+// status.workloadKept says so: it holds its owner's place (holdsPlace).
 func (in *instance) keepChildren() Response {
 	v := verdict{v1alpha1.PhaseError, in.problem.reason, in.problem.message}
+	status := in.status(v, in.parent.Status.Endpoints)
+	status.WorkloadKept = in.keepsWorkload()
 	return Response{
-		Status:             in.status(v, in.parent.Status.Endpoints),
+		Status:             status,
 		Children:           in.keptWithIsolation(in.observed.Objects()),
 		ResyncAfterSeconds: in.nextWake(time.Time{}),
 	}
@@ -91,12 +94,22 @@ func (in *instance) finalize() Response {
 // the hook limits each owner's instances (ownerRelation), and the referenced definition, unless
 // the Challenge may not use it (definitionRefRefusal: another namespace than its own that no grant
 // names, or one --definition-namespaces leaves out), so that Metacontroller never even sends it. It
-// depends only on the parent's spec and identity and the hook's configuration, as Metacontroller
-// caches it (per parent: Sync checks again, so a cached answer from before the flags changed
-// relates nothing it uses).
+// depends only on the parent's spec, identity and deletion and the hook's configuration, as
+// Metacontroller caches it (per parent uid and generation: Sync checks again, so a cached answer
+// from before the flags changed relates nothing it uses).
+//
+// A Challenge being deleted relates nothing: finalize reads no related object, and its requests
+// then carry none of its owner's Challenges, so that however many the owner has, every finalize
+// request fits --max-request-bytes and the deletion finishes. The answer changes as the deletion
+// begins, and Metacontroller asks again: the API server bumps the generation when it sets the
+// deletionTimestamp (k8s.io/apiserver registry/generic/registry/store.go, markAsDeleting), and the
+// generation keys Metacontroller's cache (pkg/controller/common/customize, customizeKey).
 func Customize(req CustomizeRequest, cfg Config) CustomizeResponse {
 	parent := req.Parent
 	rules := []RelatedResourceRule{}
+	if parent.Metadata.DeletionTimestamp != "" {
+		return CustomizeResponse{RelatedResources: rules}
+	}
 	if ref := parent.Spec.DefinitionRef; ref != nil && ref.Name != "" {
 		namespace := ref.Namespace
 		if namespace == "" {

@@ -183,6 +183,13 @@ type ChallengeStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	QueuePosition int32 `json:"queuePosition,omitempty"`
+	// True while the instance is in Error for a problem that keeps the hook from building it
+	// (a missing or invalid definition, an invalid spec...) and its Pods may still run: the hook
+	// keeps what runs, so the instance holds its place among its owner's instances until its
+	// Pods are gone.
+	//
+	// +optional
+	WorkloadKept bool `json:"workloadKept,omitempty"`
 	// Ready, ExpiringSoon and Expired.
 	//
 	// +optional

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -74,7 +76,7 @@ func handleMethodNotAllowed() http.HandlerFunc {
 // handleSync serves /sync and /finalize. finalize forces the finalize path whatever the body says.
 func handleSync(cfg hooksync.Config, now clock, m *metrics, finalize bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, ok := readBody(w, r, requestLimitFlag)
+		body, ok := readBody(w, r, syncLimitHint(cfg))
 		if !ok {
 			return
 		}
@@ -174,6 +176,18 @@ func handlePrePullCustomize(cfg hooksync.Config) http.HandlerFunc {
 // requestLimitFlag is what sets the body limit of Metacontroller's routes, for their 413.
 const requestLimitFlag = "--max-request-bytes"
 
+// syncLimitHint is what the 413 of a sync or finalize request says besides the limit: what sets
+// it and, with the per-owner limit, what makes a request grow and what to do. Metacontroller puts
+// the answer's body in the Warning event SyncError on the Challenge, where an organizer looks.
+func syncLimitHint(cfg hooksync.Config) string {
+	if cfg.MaxInstancesPerOwner == 0 {
+		return requestLimitFlag
+	}
+	return requestLimitFlag + "; with --max-instances-per-owner a sync request carries every Challenge of the parent's owner" +
+		" in its namespace: delete the owner's ended Challenges (their deletion always finishes), or raise " + requestLimitFlag +
+		` (docs/platform.md, "A limit per owner")`
+}
+
 // readBody reads the (size-limited) request body, answering 413 or 400 itself when it cannot;
 // limitSetBy says in the 413 what sets the limit. JSON is UTF-8, and what Metacontroller and the
 // API server encode always is: a body that is not is refused before decoding, where each invalid
@@ -190,12 +204,50 @@ func readBody(w http.ResponseWriter, r *http.Request, limitSetBy string) ([]byte
 	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
+		if info := requestInfoFrom(r.Context()); info != nil {
+			info.parent = parentOfPrefix(body)
+		}
 		respondError(w, r, http.StatusRequestEntityTooLarge, "too_large",
 			fmt.Sprintf("request body is larger than %d bytes (%s)", tooLarge.Limit, limitSetBy))
 		return nil, false
 	}
 	respondError(w, r, http.StatusBadRequest, "bad_request", fmt.Sprintf("reading the request body: %v", err))
 	return nil, false
+}
+
+// parentOfPrefix names the parent ("<namespace>/<name>") of a request of which only a prefix was
+// read (a body over the limit), for the request log: Metacontroller writes the parent right after
+// the controller, within the first few kilobytes. Empty when the prefix does not hold the whole
+// parent.
+func parentOfPrefix(prefix []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if key != "parent" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return ""
+			}
+			continue
+		}
+		var parent struct {
+			Metadata struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		if dec.Decode(&parent) != nil || parent.Metadata.Name == "" {
+			return ""
+		}
+		return parent.Metadata.Namespace + "/" + parent.Metadata.Name
+	}
+	return ""
 }
 
 // respondDecodeError answers 400 for a request the hook cannot understand, 500 for anything else.
