@@ -649,8 +649,18 @@ func TestIdleConnectionHoldsNoPipe(t *testing.T) {
 		require.NoError(t, err)
 		return len(entries)
 	}
-	const n = 20
+	// Descriptors of earlier tests' connections close as their goroutines end: count once the
+	// number holds still.
 	before := openFiles()
+	for settled := 0; settled < 5; {
+		time.Sleep(50 * time.Millisecond)
+		if now := openFiles(); now != before {
+			before, settled = now, 0
+			continue
+		}
+		settled++
+	}
+	const n = 20
 	for range n {
 		p := connect(t, g.addr)
 		p.send(token + "\nx")

@@ -91,40 +91,63 @@ func (pp *pipePool) close() {
 	}
 }
 
-// move splices what src has now to dst through p, and gives p back: the bytes moved, whether src
-// ended, or an error.
-func (pp *pipePool) move(dst, src syscall.RawConn, p *pipe) (total int64, end bool, err error) {
+// move waits until src has bytes, its end or an error, then splices what it has to dst through a
+// pipe of the pool. The wait holds no pipe: each time the source is readable the pipe is taken,
+// and given back when the splice finds nothing after all. It returns the bytes moved, whether src
+// ended, or an error; noPipe when the pool had none to lend (nothing moved, nothing waited for:
+// the caller waits and copies through a buffer). Waiting by splicing saves the peek of
+// waitReadable: a message costs a splice in, a splice out and the splice that finds nothing more,
+// as a read, a write and a read would.
+func (pp *pipePool) move(dst, src syscall.RawConn) (total int64, end, noPipe bool, err error) {
+	var p *pipe
+	defer func() {
+		if p != nil {
+			pp.put(p)
+		}
+	}()
+	waiting := true
 	for {
 		var n int
 		var spliceErr error
-		if err := src.Read(func(fd uintptr) bool {
-			for {
-				n, spliceErr = spliceBytes(p.w, int(fd))
-				if spliceErr != syscall.EINTR {
+		readErr := src.Read(func(fd uintptr) bool {
+			if p == nil {
+				if p = pp.get(); p == nil {
 					return true
 				}
 			}
-		}); err != nil {
-			pp.put(p)
-			return total, false, err
-		}
+			for {
+				n, spliceErr = spliceBytes(p.w, int(fd))
+				if spliceErr != syscall.EINTR {
+					break
+				}
+			}
+			if spliceErr == syscall.EAGAIN && waiting {
+				pp.put(p)
+				p = nil
+				return false
+			}
+			return true
+		})
 		switch {
+		case readErr != nil:
+			return total, false, false, readErr
+		case p == nil:
+			return total, false, total == 0, nil
 		case spliceErr == syscall.EAGAIN:
 			// Nothing more for now: the pipe goes back while the source is quiet.
-			pp.put(p)
-			return total, false, nil
+			return total, false, false, nil
 		case spliceErr != nil:
-			pp.put(p)
-			return total, false, os.NewSyscallError("splice", spliceErr)
+			return total, false, false, os.NewSyscallError("splice", spliceErr)
 		case n == 0:
-			pp.put(p)
-			return total, true, nil
+			return total, true, false, nil
 		}
 		if err := pump(dst, p, n); err != nil {
 			pp.discard(p)
-			return total, false, err
+			p = nil
+			return total, false, false, err
 		}
 		total += int64(n)
+		waiting = false
 	}
 }
 

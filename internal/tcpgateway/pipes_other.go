@@ -25,6 +25,6 @@ func (*pipePool) lent() int { return 0 }
 
 func (*pipePool) close() {}
 
-func (*pipePool) move(dst, src syscall.RawConn, p *pipe) (int64, bool, error) {
-	panic("no pipe is ever lent without splice(2)")
+func (*pipePool) move(dst, src syscall.RawConn) (total int64, end, noPipe bool, err error) {
+	return 0, false, true, nil
 }

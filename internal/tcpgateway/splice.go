@@ -108,14 +108,11 @@ func (g *Gateway) copyHalf(dst, src *net.TCPConn, lastActive *atomic.Int64) (int
 	}
 	var total int64
 	for {
-		if err := waitReadable(rawSrc); err != nil {
-			return total, err
-		}
-		var n int64
-		var end bool
-		if p := g.pipes.get(); p != nil {
-			n, end, err = g.pipes.move(rawDst, rawSrc, p)
-		} else {
+		n, end, noPipe, err := g.pipes.move(rawDst, rawSrc)
+		if noPipe {
+			if err := waitReadable(rawSrc); err != nil {
+				return total, err
+			}
 			n, end, err = copyBuffered(dst, rawSrc)
 		}
 		total += n
