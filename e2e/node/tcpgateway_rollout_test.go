@@ -66,7 +66,7 @@ spec:
   definitionRef: {name: session}
 `)
 	t.Cleanup(func() { deleteChallenge(context.Background(), t, "session-team-a", 2*time.Minute) })
-	token := checkTCPEndpoint(ctx, t, waitPhase(ctx, t, "session-team-a", "Running", "Ready", 2*time.Minute)).Token
+	token := tcpEndpointOf(t, waitPhase(ctx, t, "session-team-a", "Running", "Ready", 2*time.Minute)).Token
 	e2eutil.WaitFor(ctx, t, 30*time.Second, "a request through the gateway", func() (bool, error) {
 		return oneRequestThroughGateway(token) == nil, nil
 	})
@@ -147,8 +147,8 @@ spec:
 		if !strings.Contains(end.how, restartLine) {
 			t.Errorf("the open session ended without being told to reconnect: %s", end.how)
 		}
-		if lasted := end.at.Sub(rolloutStart); lasted < 10*time.Second {
-			t.Errorf("the open session ended %s after the rollout began, before the gateway's --shutdown-delay (10s)", lasted.Round(time.Millisecond))
+		if lasted := end.at.Sub(rolloutStart); lasted < 15*time.Second {
+			t.Errorf("the open session ended %s after the rollout began, before the gateway's --shutdown-delay (15s)", lasted.Round(time.Millisecond))
 		}
 	case <-time.After(time.Minute):
 		t.Errorf("the open session was neither told to reconnect nor closed a minute after the rollout")
@@ -201,12 +201,18 @@ func (s *gatewaySession) ask() error {
 	if _, err := io.WriteString(s.conn, "GET /healthz HTTP/1.1\r\nHost: instance\r\n\r\n"); err != nil {
 		return err
 	}
-	resp, err := http.ReadResponse(s.r, nil)
+	// The status line, read here: the gateway's line to reconnect comes instead of one.
+	status, err := s.r.ReadString('\n')
 	if err != nil {
-		// What the gateway wrote instead of an answer is in the error ("malformed HTTP response
-		// <line>"), or in what is left to read.
+		return fmt.Errorf("read the answer: %w (got %q)", err, status)
+	}
+	if !strings.HasPrefix(status, "HTTP/") {
 		rest, _ := io.ReadAll(io.LimitReader(s.r, 1024))
-		return fmt.Errorf("%w; then %q", err, rest)
+		return fmt.Errorf("the gateway wrote %q, then %q", status, rest)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(io.MultiReader(strings.NewReader(status), s.r)), nil)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, resp.Body)
