@@ -406,12 +406,13 @@ func (g *Gateway) present(player *net.TCPConn, slot *pendingConn) (tcptoken.Targ
 			slog.String("address", target.Service.Addr().String()))
 		return tcptoken.Target{}, nil, &refusal{reason: reasonNotAnInstance, line: "this token leads to no instance\n"}
 	}
-	g.admission.presented(slot, true, time.Now())
 	if !g.targets.acquire(target.Service) {
-		g.admission.charge(slot.source, time.Now())
+		// A valid token, yet one connection too many for its instance: no credit, a debt.
+		g.admission.presented(slot, false, time.Now())
 		return tcptoken.Target{}, nil, &refusal{reason: reasonTooManyForToken,
 			line: fmt.Sprintf("too many connections with this token (at most %d at once), try again later\n", g.cfg.MaxConnectionsPerToken)}
 	}
+	g.admission.presented(slot, true, time.Now())
 	if target.ProofOfWorkBits > 0 {
 		if ref := g.proofOfWork(player, lines, target.ProofOfWorkBits); ref != nil {
 			g.targets.release(target.Service)

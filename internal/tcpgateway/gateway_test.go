@@ -314,6 +314,46 @@ func TestEvictionTakesFromSourcesInDebtFirst(t *testing.T) {
 	reachEcho(t, mint(t, tcptoken.Target{Service: instance.addr()}), honest, newcomer)
 }
 
+// TestVenueStaysOutOfDebt: an address whose players present valid tokens is not in debt for the
+// evictions and bad tokens among them, and under a full gateway keeps its waiting players while an
+// address that presents only bad tokens gives its slots away.
+func TestVenueStaysOutOfDebt(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startGateway(t, func(c *Config) {
+		c.MaxConnections = 4
+		c.MaxBadTokensPerMinute = 2
+		c.MaxConnectionsPerToken = 100
+	})
+	token := mint(t, tcptoken.Target{Service: instance.addr()})
+	const venue, attacker = "127.0.2.1", "127.0.2.2"
+	var players []*player
+	for range 3 {
+		players = append(players, connectFrom(t, g.addr, venue))
+	}
+	reachEcho(t, token, players...)
+	for _, p := range players {
+		p.conn.Close()
+	}
+	for range 2 {
+		p := connectFrom(t, g.addr, venue)
+		p.send("a typo\n")
+		assert.Equal(t, "invalid token\n", p.rest())
+		p = connectFrom(t, g.addr, attacker)
+		p.send("guess\n")
+		assert.Equal(t, "invalid token\n", p.rest())
+	}
+	now := time.Now()
+	require.False(t, g.admission.inDebt(sourceOf(netip.MustParseAddr(venue)), now), "2 bad tokens, 3 valid ones: not in debt")
+	require.True(t, g.admission.inDebt(sourceOf(netip.MustParseAddr(attacker)), now), "2 bad tokens, no valid one: in debt")
+
+	waitFor(t, func() bool { return g.admission.slotsHeld() == 0 }, "the first players' slots freed")
+	pasting := connectFrom(t, g.addr, venue)
+	holders := []*player{connectFrom(t, g.addr, attacker), connectFrom(t, g.addr, attacker), connectFrom(t, g.addr, attacker)}
+	newcomer := connectFrom(t, g.addr, venue)
+	assert.Equal(t, evictedLine, holders[0].rest())
+	reachEcho(t, token, pasting, newcomer)
+}
+
 // TestFullOfSplicedConnections: with every slot spliced to an instance, a newcomer reads that the
 // gateway is full before any prompt.
 func TestFullOfSplicedConnections(t *testing.T) {

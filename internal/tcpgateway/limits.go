@@ -21,14 +21,14 @@ const victimScan = 256
 // waits on what other connections from its address did: a venue's players share one address.
 // Instead, when every slot is taken, a newcomer takes the slot of a pending connection: the oldest
 // of a source in debt (its connections ended without a valid token, at least debtLimit of them in
-// the window: bad tokens, silence to the deadline, early closes, evictions), or else the oldest of
-// all. A connection that has not sent its token after others arrived after it is the one that
+// the window and more than its valid tokens: bad tokens, silence to the deadline, early closes,
+// evictions), or else the oldest of all. A connection that has not sent its token after others arrived after it is the one that
 // holds a slot for nothing; an honest player sends the token within seconds of connecting, and
 // only a flood that turns every slot over within those seconds reaches them. When no connection is
 // pending (every slot spliced to an instance), the newcomer is refused.
 //
 // Memory is bounded: one entry per pending connection, and per source an entry that lives while
-// it has a connection pending or debt in the window, at most maxSources of them (a source beyond
+// it has a connection pending, or debt or valid tokens in the window, at most maxSources of them (a source beyond
 // that is untracked: it accrues no debt, and its connections are evicted by age alone).
 type admission struct {
 	maxConnections int
@@ -55,6 +55,7 @@ type pendingConn struct {
 type sourceEntry struct {
 	windowStart time.Time
 	debt        int // connections that ended without a valid token in the window
+	valid       int // valid tokens presented in the window
 	pending     int
 }
 
@@ -141,7 +142,9 @@ func (a *admission) presented(p *pendingConn, valid bool, now time.Time) (evicte
 	a.pending.Remove(p.elem)
 	if p.entry != nil {
 		p.entry.pending--
-		if !valid {
+		if valid {
+			p.entry.credit(now)
+		} else {
 			p.entry.charge(now)
 		}
 		a.forget(p.source, p.entry, now)
@@ -167,8 +170,8 @@ func (a *admission) inDebt(source netip.Addr, now time.Time) bool {
 	return e != nil && e.inDebt(now, a.debtLimit)
 }
 
-// charge counts, against source, a connection that ended without a valid token before it held a
-// pending place (the token cap of its instance, say).
+// charge counts against source a connection whose valid token was followed by no right proof of
+// work.
 func (a *admission) charge(source netip.Addr, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -196,7 +199,7 @@ func (a *admission) entry(source netip.Addr, now time.Time) *sourceEntry {
 // forget drops the entry of a source that holds nothing any more.
 func (a *admission) forget(source netip.Addr, e *sourceEntry, now time.Time) {
 	e.expire(now)
-	if e.pending == 0 && e.debt == 0 && a.sources[source] == e {
+	if e.pending == 0 && e.debt == 0 && e.valid == 0 && a.sources[source] == e {
 		delete(a.sources, source)
 	}
 }
@@ -213,6 +216,13 @@ func (a *admission) sweep(now time.Time) {
 	}
 }
 
+// slotsHeld is the number of slots held.
+func (a *admission) slotsHeld() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.slots
+}
+
 // size is the number of sources tracked.
 func (a *admission) size() int {
 	a.mu.Lock()
@@ -225,16 +235,25 @@ func (e *sourceEntry) charge(now time.Time) {
 	e.debt++
 }
 
+func (e *sourceEntry) credit(now time.Time) {
+	e.expire(now)
+	e.valid++
+}
+
+// inDebt: at least limit connections ended without a valid token in the window, and more of them
+// than valid tokens. A venue's address, whose players present valid tokens all along, stays out of
+// debt though some of its connections are evicted under a flood or one of its players guesses;
+// an address that presents nothing but bad tokens and silence is in debt at limit.
 func (e *sourceEntry) inDebt(now time.Time, limit int) bool {
 	e.expire(now)
-	return e.debt >= limit
+	return e.debt >= limit && e.debt > e.valid
 }
 
 // expire starts a new window once the current one is over.
 func (e *sourceEntry) expire(now time.Time) {
 	if now.Sub(e.windowStart) >= debtWindow {
 		e.windowStart = now
-		e.debt = 0
+		e.debt, e.valid = 0, 0
 	}
 }
 
