@@ -100,9 +100,12 @@ bench: bench-gateway
 	$(GO) test ./internal/tcpgateway -run '^$$' -bench . -benchmem $(BENCH_FLAGS)
 
 # The TCP gateway's loopback load run: the built binary's tcp-gateway as a child process in front
-# of an echo instance, each figure against a direct connection in the same run (latency, bulk
-# throughput, connection rate, memory per idle connection). GATEWAY_LOAD_FLAGS adds flags, e.g.
-# -idle 1000,9500 (this machine's RLIMIT_NOFILE bounds the count: two descriptors per connection).
+# of an echo instance, and HAProxy in plain TCP mode in front of the same instance (the usual
+# proxy; its column is skipped, with how to install it, when haproxy is not on PATH), each figure
+# against a direct connection in the same run, alternating (latency, bulk throughput, connection
+# rate, memory per idle connection), then the gateway's targets against them, PASS or FAIL.
+# GATEWAY_LOAD_FLAGS adds flags, e.g. -idle 1000,10000 (lowered to what RLIMIT_NOFILE's hard
+# limit holds: two descriptors per connection in the proxy, two in the load run).
 bench-gateway: build
 	$(GO) run ./hack/tcpgateway-load -binary $(BIN) $(GATEWAY_LOAD_FLAGS)
 
