@@ -82,6 +82,9 @@ func gatewayArgs(help string, flags ...string) (kept []string, left []string) {
 	return kept, left
 }
 
+// noted are the flags left out that startGateway said so of already.
+var noted = map[string]bool{}
+
 // startGateway runs the gateway with the flags given (those it knows) and GOMAXPROCS procs, and
 // waits for its address. Its log, at the default level as deployed (a line per spliced
 // connection), is read and dropped; lines holding "level":"ERROR" are printed.
@@ -91,8 +94,9 @@ func startGateway(binary, keyFile string, procs int, flags ...string) (*child, e
 		return nil, err
 	}
 	kept, left := gatewayArgs(help, flags...)
-	if len(left) > 0 {
-		fmt.Printf("  (this gateway binary has no %s: not passed)\n", strings.Join(left, " "))
+	if note := strings.Join(left, " "); note != "" && !noted[note] {
+		fmt.Printf("  (this gateway binary has no %s: not passed)\n", note)
+		noted[note] = true
 	}
 	args := append([]string{"tcp-gateway", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0", "--key-file=" + keyFile}, kept...)
 	cmd := exec.Command(binary, args...)

@@ -15,6 +15,7 @@
 //     before and after opening each count of -idle connections, divided by the count.
 //
 // It ends with the gateway's targets against HAProxy and the direct connection of the same run.
+// With -attack it runs the attack classes instead (attack.go).
 //
 // Everything listens on 127.0.0.1; the children are stopped by their PIDs.
 package main
@@ -32,8 +33,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
 )
 
 func main() {
@@ -55,6 +54,7 @@ type options struct {
 	rateFor    time.Duration
 	rateRounds int
 	idle       []int
+	attack     attackOptions
 }
 
 // The gateway's targets against the usual proxy and the direct connection.
@@ -77,6 +77,7 @@ func run() error {
 	flag.IntVar(&o.workers, "workers", 8, "goroutines opening connections for the connection rate")
 	flag.DurationVar(&o.rateFor, "rate-for", 3*time.Second, "duration of each connection-rate run")
 	flag.IntVar(&o.rateRounds, "rate-rounds", 3, "connection-rate runs each way, alternating")
+	attackFlags(&o.attack)
 	flag.StringVar(&idle, "idle", "1000,10000", "comma-separated counts of idle connections for the memory figure (lowered to what RLIMIT_NOFILE allows)")
 	flag.Parse()
 	for _, s := range strings.Split(idle, ",") {
@@ -105,7 +106,11 @@ func run() error {
 	if err := os.WriteFile(keyFile, []byte(keyText+"\n"), 0o600); err != nil {
 		return err
 	}
-	err = runLoad(o, hard, []byte(keyText), keyFile, dir)
+	if o.attack.on {
+		err = runAttack(o, []byte(keyText), keyFile)
+	} else {
+		err = runLoad(o, hard, []byte(keyText), keyFile, dir)
+	}
 	fmt.Printf("\nend %s UTC, load average %s\n", time.Now().UTC().Format("2006-01-02 15:04"), loadAverage())
 	return err
 }
@@ -129,24 +134,16 @@ func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
 	} else if out, err := exec.Command(haproxyBin, "-v").Output(); err == nil {
 		fmt.Printf("%s\n", strings.SplitN(string(out), "\n", 2)[0])
 	}
-	instance, err := startEcho(true, "")
+	instance, token, err := startInstance(key, true, "")
 	if err != nil {
 		return err
 	}
 	defer instance.Close()
-	quietInstance, err := startEcho(false, "")
+	quietInstance, quietToken, err := startInstance(key, false, "")
 	if err != nil {
 		return err
 	}
 	defer quietInstance.Close()
-	token, err := tcptoken.Mint(key, tcptoken.Target{Service: instance.Addr().(*net.TCPAddr).AddrPort()})
-	if err != nil {
-		return err
-	}
-	quietToken, err := tcptoken.Mint(key, tcptoken.Target{Service: quietInstance.Addr().(*net.TCPAddr).AddrPort()})
-	if err != nil {
-		return err
-	}
 	// Limits that let one source and one token hold every connection of the run.
 	gatewayLimits := []string{"--max-connections=100000", "--max-connections-per-token=100000", "--max-pending-per-source=100000",
 		"--service-cidrs=127.0.0.0/8"}

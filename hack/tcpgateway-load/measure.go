@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
 )
 
 // raiseNoFile raises this process's soft RLIMIT_NOFILE to its hard limit, which its children
@@ -76,6 +78,20 @@ func startEcho(spliced bool, banner string) (net.Listener, error) {
 		}
 	}()
 	return ln, nil
+}
+
+// startInstance starts an echo instance (startEcho) and mints its token under key.
+func startInstance(key []byte, spliced bool, banner string) (net.Listener, string, error) {
+	ln, err := startEcho(spliced, banner)
+	if err != nil {
+		return nil, "", err
+	}
+	token, err := tcptoken.Mint(key, tcptoken.Target{Service: ln.Addr().(*net.TCPAddr).AddrPort()})
+	if err != nil {
+		ln.Close()
+		return nil, "", err
+	}
+	return ln, token, nil
 }
 
 // dialGateway connects through the gateway: the prompt, the token.
