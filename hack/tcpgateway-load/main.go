@@ -1,45 +1,38 @@
 // Command tcpgateway-load is the TCP gateway's loopback load run (make bench-gateway): it runs
 // `challenge-hook tcp-gateway` as a child process in front of an echo instance served here, and
-// measures each figure through the gateway and directly to the same instance, in the same run,
-// alternating the two:
+// HAProxy (plain TCP mode, the usual proxy; skipped when it is not installed) as another child in
+// front of the same instance, and measures each figure directly to the instance, through the
+// gateway and through HAProxy, in the same run, alternating the three:
 //
 //   - connect: dial until the first byte echoed by the instance (through the gateway: the prompt
 //     and the token on the way), p50 and p99;
-//   - echo: a 1-byte round trip, over -open connections held open both ways at once, p50 and p99;
+//   - echo: a 1-byte round trip, over -open connections held open each way at once, p50 and p99;
 //   - bulk: MiB/s of -bulk-mib each way through the echo instance on one connection, and the
-//     gateway's CPU time per GiB it spliced (utime+stime from /proc);
-//   - new connections per second (connect, 1-byte echo, close, from -workers goroutines) and the
-//     gateway's connections per CPU-second (its utime+stime from /proc);
-//   - memory per idle connection: the gateway's RSS (/proc/<pid>/status VmRSS, a fresh child)
-//     before and after opening each count of -idle spliced connections, divided by the count.
+//     proxy's CPU time per GiB it carried (utime+stime from /proc);
+//   - new connections per second (connect, 1-byte echo, close, from -workers goroutines), the
+//     median of -rate-rounds alternating runs, and the proxy's connections per CPU-second;
+//   - memory per idle connection: the proxy's RSS (/proc/<pid>/status VmRSS, a fresh child)
+//     before and after opening each count of -idle connections, divided by the count.
 //
-// Everything listens on 127.0.0.1; the child is stopped by its PID.
+// It ends with the gateway's targets against HAProxy and the direct connection of the same run.
+// With -attack it runs the attack classes instead (attack.go).
+//
+// Everything listens on 127.0.0.1; the children are stopped by their PIDs.
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
+	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
-
-	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
 )
 
 func main() {
@@ -50,27 +43,42 @@ func main() {
 }
 
 type options struct {
-	binary   string
-	connects int
-	open     int
-	rounds   int
-	bulkMiB  int
-	workers  int
-	rateFor  time.Duration
-	idle     []int
+	binary     string
+	haproxy    string
+	procs      int
+	connects   int
+	open       int
+	rounds     int
+	bulkMiB    int
+	workers    int
+	rateFor    time.Duration
+	rateRounds int
+	idle       []int
+	attack     attackOptions
 }
+
+// The gateway's targets against the usual proxy and the direct connection.
+const (
+	targetHandshakeRatio = 1.2 // handshake p50 at most this times HAProxy's
+	targetIdleKiB        = 8   // RSS per idle connection at most this
+	targetBulkRatio      = 0.9 // bulk MiB/s at least this of direct
+)
 
 func run() error {
 	var o options
 	var idle string
 	flag.StringVar(&o.binary, "binary", "bin/challenge-hook", "the challenge-hook `binary` to run as the gateway")
+	flag.StringVar(&o.haproxy, "haproxy", "haproxy", "the HAProxy `binary` compared with (looked up in PATH; none: no HAProxy column)")
+	flag.IntVar(&o.procs, "procs", runtime.GOMAXPROCS(0), "GOMAXPROCS of the gateway and nbthread of HAProxy")
 	flag.IntVar(&o.connects, "connects", 2000, "connections timed for the connect latency, each way")
 	flag.IntVar(&o.open, "open", 1000, "connections held open each way while echo latency is measured")
 	flag.IntVar(&o.rounds, "rounds", 5, "1-byte echoes per open connection")
 	flag.IntVar(&o.bulkMiB, "bulk-mib", 512, "MiB sent (and echoed) per bulk transfer")
 	flag.IntVar(&o.workers, "workers", 8, "goroutines opening connections for the connection rate")
-	flag.DurationVar(&o.rateFor, "rate-for", 5*time.Second, "duration of each connection-rate run")
-	flag.StringVar(&idle, "idle", "1000,9500", "comma-separated counts of idle connections for the memory figure")
+	flag.DurationVar(&o.rateFor, "rate-for", 3*time.Second, "duration of each connection-rate run")
+	flag.IntVar(&o.rateRounds, "rate-rounds", 3, "connection-rate runs each way, alternating")
+	attackFlags(&o.attack)
+	flag.StringVar(&idle, "idle", "1000,10000", "comma-separated counts of idle connections for the memory figure (lowered to what RLIMIT_NOFILE allows)")
 	flag.Parse()
 	for _, s := range strings.Split(idle, ",") {
 		n, err := strconv.Atoi(s)
@@ -80,441 +88,378 @@ func run() error {
 		o.idle = append(o.idle, n)
 	}
 
-	var limit syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &limit); err == nil {
-		fmt.Printf("RLIMIT_NOFILE %d (Go raises the soft limit to the hard one in every process)\n", limit.Max)
-	}
-	instance, err := startEcho(true)
+	hard, err := raiseNoFile()
 	if err != nil {
-		return err
+		return fmt.Errorf("RLIMIT_NOFILE: %w", err)
 	}
-	defer instance.Close()
-	quietInstance, err := startEcho(false)
-	if err != nil {
-		return err
-	}
-	defer quietInstance.Close()
-	key := make([]byte, 32)
-	rand.Read(key)
-	keyText := base64.StdEncoding.EncodeToString(key)
-	token, err := tcptoken.Mint([]byte(keyText), tcptoken.Target{Service: instance.Addr().(*net.TCPAddr).AddrPort()})
-	if err != nil {
-		return err
-	}
-	quietToken, err := tcptoken.Mint([]byte(keyText), tcptoken.Target{Service: quietInstance.Addr().(*net.TCPAddr).AddrPort()})
-	if err != nil {
-		return err
-	}
+	fmt.Printf("%s UTC, load average %s, %d CPUs, GOMAXPROCS/nbthread %d, RLIMIT_NOFILE %d (soft raised to hard, for this process and its children)\n",
+		time.Now().UTC().Format("2006-01-02 15:04"), loadAverage(), runtime.NumCPU(), o.procs, hard)
 	dir, err := os.MkdirTemp("", "tcpgateway-load")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	key := make([]byte, 32)
+	rand.Read(key)
+	keyText := base64.StdEncoding.EncodeToString(key)
 	keyFile := filepath.Join(dir, "key")
 	if err := os.WriteFile(keyFile, []byte(keyText+"\n"), 0o600); err != nil {
 		return err
 	}
+	if o.attack.on {
+		err = runAttack(o, []byte(keyText), keyFile)
+	} else {
+		err = runLoad(o, hard, []byte(keyText), keyFile, dir)
+	}
+	fmt.Printf("\nend %s UTC, load average %s\n", time.Now().UTC().Format("2006-01-02 15:04"), loadAverage())
+	return err
+}
 
-	g, err := startGateway(o.binary, keyFile)
+// way is one way to the echo instance: direct, through the gateway or through HAProxy.
+type way struct {
+	name string
+	dial func() (net.Conn, error)
+	pid  int // the process in between; 0 for direct
+}
+
+func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
+	// A proxied connection holds two descriptors in the proxy, and two here (the client's and the
+	// echo instance's); leave a thousand for everything else, the splice pipes the gateway's Go
+	// runtime keeps in its pool among them (two descriptors each; see idleMemory).
+	maxIdle := int(min(hard, 1<<30)-1000) / 2
+	haproxyBin, err := exec.LookPath(o.haproxy)
+	if err != nil || o.haproxy == "" {
+		fmt.Printf("no HAProxy (%s): the HAProxy column is skipped; install it with: %s\n", o.haproxy, haproxyInstall)
+		haproxyBin = ""
+	} else if out, err := exec.Command(haproxyBin, "-v").Output(); err == nil {
+		fmt.Printf("%s\n", strings.SplitN(string(out), "\n", 2)[0])
+	}
+	instance, token, err := startInstance(key, true, "")
 	if err != nil {
 		return err
 	}
-	direct := func() (net.Conn, error) { return net.Dial("tcp4", instance.Addr().String()) }
-	through := func() (net.Conn, error) { return dialGateway(g.addr, token) }
+	defer instance.Close()
+	quietInstance, quietToken, err := startInstance(key, false, "")
+	if err != nil {
+		return err
+	}
+	defer quietInstance.Close()
+	// Limits that let one source and one token hold every connection of the run.
+	gatewayLimits := []string{"--max-connections=100000", "--max-connections-per-token=100000", "--max-pending-per-source=100000",
+		"--service-cidrs=127.0.0.0/8"}
+	g, err := startGateway(o.binary, keyFile, o.procs, gatewayLimits...)
+	if err != nil {
+		return err
+	}
+	defer func() { g.stop() }()
+	ways := []way{
+		{name: "direct", dial: func() (net.Conn, error) { return net.Dial("tcp4", instance.Addr().String()) }},
+		{name: "gateway", dial: func() (net.Conn, error) { return dialGateway(g.addr, token) }, pid: g.pid()},
+	}
+	var h *child
+	if haproxyBin != "" {
+		if h, err = startHAProxy(haproxyBin, dir, instance.Addr().String(), maxIdle+10, o.procs); err != nil {
+			return err
+		}
+		defer func() { h.stop() }()
+		ways = append(ways, way{name: "haproxy", dial: func() (net.Conn, error) { return net.Dial("tcp4", h.addr) }, pid: h.pid()})
+	}
+	r := results{ways: ways}
 
 	fmt.Printf("\nconnect (dial to first echoed byte), %d connections each way, alternating\n", o.connects)
-	var dConn, gConn []time.Duration
+	conn := make([][]time.Duration, len(ways))
 	for range o.connects {
-		for _, p := range []struct {
-			dial func() (net.Conn, error)
-			d    *[]time.Duration
-		}{{direct, &dConn}, {through, &gConn}} {
+		for i, w := range ways {
 			start := time.Now()
-			c, err := p.dial()
+			c, err := w.dial()
 			if err == nil {
 				err = echoByte(c)
 				c.Close()
 			}
 			if err != nil {
-				return fmt.Errorf("connect: %w", err)
+				return fmt.Errorf("connect %s: %w", w.name, err)
 			}
-			*p.d = append(*p.d, time.Since(start))
+			conn[i] = append(conn[i], time.Since(start))
 		}
 	}
-	printLatency("connect", dConn, gConn)
+	r.connect = conn
+	printLatency("connect", ways, conn)
 
 	fmt.Printf("\necho (1 byte), %d connections open each way, %d rounds over all\n", o.open, o.rounds)
-	var dOpen, gOpen []net.Conn
-	for range o.open {
-		dc, err := direct()
-		if err != nil {
-			return err
-		}
-		gc, err := through()
-		if err != nil {
-			return err
-		}
-		dOpen, gOpen = append(dOpen, dc), append(gOpen, gc)
-	}
-	var dEcho, gEcho []time.Duration
-	for range o.rounds {
-		for i := range o.open {
-			for _, p := range []struct {
-				c net.Conn
-				d *[]time.Duration
-			}{{dOpen[i], &dEcho}, {gOpen[i], &gEcho}} {
-				start := time.Now()
-				if err := echoByte(p.c); err != nil {
-					return fmt.Errorf("echo: %w", err)
-				}
-				*p.d = append(*p.d, time.Since(start))
+	open := make([][]net.Conn, len(ways))
+	closeOpen := func() {
+		for _, cs := range open {
+			for _, c := range cs {
+				c.Close()
 			}
 		}
 	}
-	printLatency("echo", dEcho, gEcho)
-	for i := range dOpen {
-		dOpen[i].Close()
-		gOpen[i].Close()
+	for range o.open {
+		for i, w := range ways {
+			c, err := w.dial()
+			if err != nil {
+				closeOpen()
+				return fmt.Errorf("open %s: %w", w.name, err)
+			}
+			open[i] = append(open[i], c)
+		}
 	}
+	echo := make([][]time.Duration, len(ways))
+	for range o.rounds {
+		for j := range o.open {
+			for i := range ways {
+				start := time.Now()
+				if err := echoByte(open[i][j]); err != nil {
+					closeOpen()
+					return fmt.Errorf("echo %s: %w", ways[i].name, err)
+				}
+				echo[i] = append(echo[i], time.Since(start))
+			}
+		}
+	}
+	closeOpen()
+	printLatency("echo", ways, echo)
 
 	fmt.Printf("\nbulk, %d MiB each way on one connection, best of 3 alternating\n", o.bulkMiB)
-	var dBest, gBest float64
-	var gatewayCPU time.Duration
+	r.bulk = make([]float64, len(ways))
+	cpu := make([]time.Duration, len(ways))
 	for range 3 {
-		for _, p := range []struct {
-			dial func() (net.Conn, error)
-			best *float64
-			pid  int
-		}{{direct, &dBest, 0}, {through, &gBest, g.cmd.Process.Pid}} {
+		for i, w := range ways {
 			var before time.Duration
-			if p.pid != 0 {
-				if before, err = cpuTime(p.pid); err != nil {
+			if w.pid != 0 {
+				if before, err = cpuTime(w.pid); err != nil {
 					return err
 				}
 			}
-			rate, err := bulk(p.dial, o.bulkMiB)
+			rate, err := bulk(w.dial, o.bulkMiB)
 			if err != nil {
-				return fmt.Errorf("bulk: %w", err)
+				return fmt.Errorf("bulk %s: %w", w.name, err)
 			}
-			*p.best = max(*p.best, rate)
-			if p.pid != 0 {
-				after, err := cpuTime(p.pid)
+			r.bulk[i] = max(r.bulk[i], rate)
+			if w.pid != 0 {
+				after, err := cpuTime(w.pid)
 				if err != nil {
 					return err
 				}
-				gatewayCPU += after - before
+				cpu[i] += after - before
 			}
 		}
 	}
-	// Each transfer crosses the gateway twice (there and echoed back): 2 × 3 × bulk-mib.
-	fmt.Printf("  direct %.0f MiB/s, gateway %.0f MiB/s: %.2f of direct; the gateway process: %.0f ms of CPU per GiB spliced\n",
-		dBest, gBest, gBest/dBest, gatewayCPU.Seconds()*1000/(float64(2*3*o.bulkMiB)/1024))
+	for i, w := range ways {
+		fmt.Printf("  %-8s %5.0f MiB/s, %.2f of direct", w.name, r.bulk[i], r.bulk[i]/r.bulk[0])
+		if w.pid != 0 {
+			// Each transfer crosses the proxy twice (there and echoed back): 2 × 3 × bulk-mib.
+			fmt.Printf("; the process: %.0f ms of CPU per GiB carried", cpu[i].Seconds()*1000/(float64(2*3*o.bulkMiB)/1024))
+		}
+		fmt.Println()
+	}
 
-	fmt.Printf("\nnew connections (connect, 1-byte echo, close), %d workers, %s each\n", o.workers, o.rateFor)
-	dRate, _, err := connectionRate(direct, o.workers, o.rateFor, 0)
-	if err != nil {
-		return err
+	fmt.Printf("\nnew connections (connect, 1-byte echo, close), %d workers, %d runs of %s each way, alternating; the median\n", o.workers, o.rateRounds, o.rateFor)
+	rates := make([][]float64, len(ways))
+	perCPU := make([][]float64, len(ways))
+	for range o.rateRounds {
+		for i, w := range ways {
+			rate, cpuRate, err := connectionRate(w.dial, o.workers, o.rateFor, w.pid)
+			if err != nil {
+				return fmt.Errorf("%s: %w", w.name, err)
+			}
+			rates[i] = append(rates[i], rate)
+			perCPU[i] = append(perCPU[i], cpuRate)
+		}
 	}
-	gRate, perCPU, err := connectionRate(through, o.workers, o.rateFor, g.cmd.Process.Pid)
-	if err != nil {
-		return err
+	r.rate = make([]float64, len(ways))
+	for i, w := range ways {
+		r.rate[i] = median(rates[i])
+		fmt.Printf("  %-8s %6.0f/s (runs: %s)", w.name, r.rate[i], formatRates(rates[i]))
+		if w.pid != 0 {
+			fmt.Printf("; the process: %.0f connections per CPU-second", median(perCPU[i]))
+		}
+		fmt.Println()
 	}
-	fmt.Printf("  direct %.0f/s, gateway %.0f/s; the gateway process: %.0f connections per CPU-second\n", dRate, gRate, perCPU)
 	g.stop()
-
-	fmt.Printf("\nmemory per idle spliced connection: RSS of a fresh gateway process\n")
-	g, err = startGateway(o.binary, keyFile)
-	if err != nil {
-		return err
+	if h != nil {
+		h.stop()
 	}
-	defer g.stop()
-	// Warm up: the runtime's first connections allocate what every later one reuses.
-	through = func() (net.Conn, error) { return dialGateway(g.addr, quietToken) }
-	for range 100 {
-		c, err := through()
+
+	counts := make([]int, len(o.idle))
+	for i, n := range o.idle {
+		counts[i] = min(n, maxIdle)
+		if counts[i] < n {
+			fmt.Printf("\n%d idle connections lowered to %d: RLIMIT_NOFILE's hard limit %d holds two descriptors per connection in the proxy and two here (client and instance), and a thousand more (the gateway's pooled splice pipes)\n",
+				n, counts[i], hard)
+		}
+	}
+	fmt.Printf("\nmemory per idle connection: RSS of a fresh proxy process after 100 warm-up connections, then above it\n")
+	r.idle = make([][]float64, len(ways))
+	for i, w := range ways {
+		if w.pid == 0 {
+			continue
+		}
+		var p *child
+		var dial func() (net.Conn, error)
+		if w.name == "gateway" {
+			p, err = startGateway(o.binary, keyFile, o.procs, gatewayLimits...)
+			if err == nil {
+				dial = func() (net.Conn, error) { return dialGateway(p.addr, quietToken) }
+			}
+		} else {
+			p, err = startHAProxy(haproxyBin, dir, quietInstance.Addr().String(), maxIdle+10, o.procs)
+			if err == nil {
+				dial = func() (net.Conn, error) { return net.Dial("tcp4", p.addr) }
+			}
+		}
 		if err != nil {
 			return err
+		}
+		r.idle[i], err = idleMemory(w.name, p, dial, counts)
+		p.stop()
+		if err != nil {
+			return err
+		}
+	}
+	r.idleCounts = counts
+	r.print()
+	return nil
+}
+
+// idleMemory opens each count of idle connections through p (one echoed byte each) and returns
+// the RSS above the baseline per connection, in KiB.
+func idleMemory(name string, p *child, dial func() (net.Conn, error), counts []int) ([]float64, error) {
+	// Warm up: the first connections allocate what every later one reuses.
+	for range 100 {
+		c, err := dial()
+		if err != nil {
+			return nil, err
 		}
 		echoByte(c)
 		c.Close()
 	}
 	time.Sleep(time.Second)
-	base, err := rss(g.cmd.Process.Pid)
+	base, err := rss(p.pid())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Printf("  baseline %.1f MiB\n", float64(base)/(1<<20))
+	fmt.Printf("  %s: baseline %.1f MiB\n", name, mib(base))
 	var held []net.Conn
 	defer func() {
 		for _, c := range held {
 			c.Close()
 		}
 	}()
-	for _, n := range o.idle {
+	var perConn []float64
+	for _, n := range counts {
 		for len(held) < n {
-			c, err := through()
+			c, err := dial()
 			if err == nil {
 				err = echoByte(c)
 			}
 			if err != nil {
-				return fmt.Errorf("idle connection %d: %w", len(held)+1, err)
+				return nil, fmt.Errorf("%s: idle connection %d: %w", name, len(held)+1, err)
 			}
 			held = append(held, c)
+			if len(held)%100 == 0 {
+				// Paced: a copy holds a splice pipe (two descriptors) for up to 100 ms after its
+				// last byte, and Go keeps the pipes in a pool: opened at full speed, hundreds of
+				// them would count against RLIMIT_NOFILE.
+				time.Sleep(150 * time.Millisecond)
+			}
 		}
 		time.Sleep(2 * time.Second)
-		now, err := rss(g.cmd.Process.Pid)
+		now, err := rss(p.pid())
 		if err != nil {
-			return err
+			return nil, err
 		}
-		fmt.Printf("  %d idle connections: RSS %.1f MiB, %.1f KiB per connection above the baseline\n",
-			n, float64(now)/(1<<20), float64(now-base)/float64(n)/1024)
+		perConn = append(perConn, float64(now-base)/float64(n)/1024)
+		fmt.Printf("  %s: %d idle connections: RSS %.1f MiB, %.1f KiB per connection above the baseline\n", name, n, mib(now), perConn[len(perConn)-1])
 	}
-	return nil
+	return perConn, nil
 }
 
-// startEcho serves an echo instance on loopback: every byte back, the end passed on. spliced
-// copies with io.Copy (splice(2), as a Go instance would); otherwise through a buffer, for the
-// memory figure: splice holds a pipe, two more descriptors per connection of this process, which
-// RLIMIT_NOFILE does not allow at thousands of connections.
-func startEcho(spliced bool) (net.Listener, error) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+// results are the figures the targets are read from, one per way (ways[0] is direct).
+type results struct {
+	ways       []way
+	connect    [][]time.Duration
+	bulk       []float64
+	rate       []float64
+	idle       [][]float64 // per way, per count
+	idleCounts []int
+}
+
+// print writes the table of the run and the gateway's targets, read against HAProxy and the
+// direct connection measured in the same run.
+func (r results) print() {
+	fmt.Printf("\n| figure |")
+	for _, w := range r.ways {
+		fmt.Printf(" %s |", w.name)
 	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
+	fmt.Printf("\n|---|%s\n", strings.Repeat("---|", len(r.ways)))
+	row := func(name string, cell func(i int) string) {
+		fmt.Printf("| %s |", name)
+		for i := range r.ways {
+			fmt.Printf(" %s |", cell(i))
+		}
+		fmt.Println()
+	}
+	row("new connections/s", func(i int) string { return fmt.Sprintf("%.0f", r.rate[i]) })
+	row("handshake p50", func(i int) string { return percentile(r.connect[i], 50).Round(time.Microsecond).String() })
+	row("handshake p99", func(i int) string { return percentile(r.connect[i], 99).Round(time.Microsecond).String() })
+	for j, n := range r.idleCounts {
+		row(fmt.Sprintf("RSS per idle connection, %d", n), func(i int) string {
+			if r.idle[i] == nil {
+				return "-"
 			}
-			go func() {
-				defer c.Close()
-				if spliced {
-					io.Copy(c, c)
-					return
-				}
-				io.CopyBuffer(struct{ io.Writer }{c}, struct{ io.Reader }{c}, make([]byte, 64<<10))
-			}()
+			return fmt.Sprintf("%.1f KiB", r.idle[i][j])
+		})
+	}
+	row("bulk MiB/s", func(i int) string { return fmt.Sprintf("%.0f", r.bulk[i]) })
+
+	fmt.Printf("\ntargets of the gateway, against this run's figures:\n")
+	verdict := func(ok bool) string {
+		if ok {
+			return "PASS"
 		}
-	}()
-	return ln, nil
+		return "FAIL"
+	}
+	const gw, hp = 1, 2
+	if len(r.ways) > hp {
+		fmt.Printf("  new connections/s >= HAProxy's: %.0f vs %.0f, ratio %.2f: %s\n", r.rate[gw], r.rate[hp], r.rate[gw]/r.rate[hp], verdict(r.rate[gw] >= r.rate[hp]))
+		g50, h50 := percentile(r.connect[gw], 50), percentile(r.connect[hp], 50)
+		ratio := float64(g50) / float64(h50)
+		fmt.Printf("  handshake p50 <= %.1fx HAProxy's: %s vs %s, ratio %.2f: %s\n", targetHandshakeRatio, g50.Round(time.Microsecond), h50.Round(time.Microsecond), ratio, verdict(ratio <= targetHandshakeRatio))
+	} else {
+		fmt.Printf("  new connections/s and handshake p50 against HAProxy: not measured (no HAProxy: %s)\n", haproxyInstall)
+	}
+	for j, n := range r.idleCounts {
+		kib := r.idle[gw][j]
+		fmt.Printf("  idle memory <= %d KiB per connection at %d: %.1f KiB: %s\n", targetIdleKiB, n, kib, verdict(kib <= targetIdleKiB))
+	}
+	ratio := r.bulk[gw] / r.bulk[0]
+	fmt.Printf("  bulk >= %.1f of direct: %.0f vs %.0f MiB/s, ratio %.2f: %s\n", targetBulkRatio, r.bulk[gw], r.bulk[0], ratio, verdict(ratio >= targetBulkRatio))
 }
 
-// gateway is the gateway's child process.
-type gateway struct {
-	cmd  *exec.Cmd
-	addr string
-}
-
-// startGateway runs the gateway with limits that let one source and one token hold every
-// connection of the run, and waits for its address.
-func startGateway(binary, keyFile string) (*gateway, error) {
-	cmd := exec.Command(binary, "tcp-gateway", "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0", "--key-file="+keyFile,
-		"--max-connections=100000", "--max-connections-per-token=100000", "--service-cidrs=127.0.0.0/8")
-	// At the default log level, as deployed: a line per spliced connection, read and dropped here.
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", binary, err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		scanner := bufio.NewScanner(stderr)
-		sent := false
-		for scanner.Scan() {
-			var entry struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
+// printLatency prints p50 and p99 of every way, and what each proxy adds to direct (ways[0]).
+func printLatency(what string, ways []way, d [][]time.Duration) {
+	for _, q := range []float64{50, 99} {
+		fmt.Printf("  %s p%.0f:", what, q)
+		base := percentile(d[0], q)
+		for i, w := range ways {
+			v := percentile(d[i], q)
+			fmt.Printf(" %s %s", w.name, v.Round(time.Microsecond))
+			if i > 0 {
+				fmt.Printf(" (+%s)", (v - base).Round(time.Microsecond))
 			}
-			if !sent && json.Unmarshal(scanner.Bytes(), &entry) == nil && entry.Msg == "listening" {
-				addr <- entry.Addr
-				sent = true
+			if i < len(ways)-1 {
+				fmt.Print(",")
 			}
 		}
-	}()
-	select {
-	case a := <-addr:
-		return &gateway{cmd: cmd, addr: a}, nil
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		cmd.Wait()
-		return nil, errors.New("the gateway did not log its address within 30s")
+		fmt.Println()
 	}
 }
 
-// stop ends the child by its PID and waits for it.
-func (g *gateway) stop() {
-	g.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		g.cmd.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(40 * time.Second):
-		g.cmd.Process.Kill()
-		<-done
+func formatRates(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%.0f", x)
 	}
-}
-
-// dialGateway connects through the gateway: the prompt, the token.
-func dialGateway(addr, token string) (net.Conn, error) {
-	c, err := net.Dial("tcp4", addr)
-	if err != nil {
-		return nil, err
-	}
-	prompt := make([]byte, len("token: "))
-	if _, err := io.ReadFull(c, prompt); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("prompt: %w", err)
-	}
-	if _, err := io.WriteString(c, token+"\n"); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
-func echoByte(c net.Conn) error {
-	b := []byte{'x'}
-	if _, err := c.Write(b); err != nil {
-		return err
-	}
-	if _, err := io.ReadFull(c, b); err != nil {
-		return err
-	}
-	if b[0] != 'x' {
-		return fmt.Errorf("echoed %q", b)
-	}
-	return nil
-}
-
-// bulk sends mib MiB and reads them back at once, and returns MiB/s.
-func bulk(dial func() (net.Conn, error), mib int) (float64, error) {
-	c, err := dial()
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	if err := echoByte(c); err != nil {
-		return 0, err
-	}
-	total := int64(mib) << 20
-	start := time.Now()
-	errs := make(chan error, 1)
-	go func() {
-		buf := bytes.Repeat([]byte{'b'}, 256<<10)
-		var err error
-		for sent := int64(0); sent < total && err == nil; sent += int64(len(buf)) {
-			_, err = c.Write(buf)
-		}
-		errs <- err
-	}()
-	n, err := io.CopyN(io.Discard, c, total)
-	if err != nil {
-		return 0, fmt.Errorf("after %d bytes: %w", n, err)
-	}
-	if err := <-errs; err != nil {
-		return 0, err
-	}
-	return float64(mib) / time.Since(start).Seconds(), nil
-}
-
-// connectionRate opens, echoes on and closes connections from workers goroutines for d, and
-// returns the rate and, given the gateway's pid, the connections per CPU-second it spent.
-func connectionRate(dial func() (net.Conn, error), workers int, d time.Duration, pid int) (float64, float64, error) {
-	var cpuBefore time.Duration
-	if pid != 0 {
-		var err error
-		if cpuBefore, err = cpuTime(pid); err != nil {
-			return 0, 0, err
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var count atomic.Int64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				c, err := dial()
-				if err == nil {
-					err = echoByte(c)
-					c.Close()
-				}
-				if err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-				count.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if firstErr != nil {
-		return 0, 0, fmt.Errorf("connection rate: %w", firstErr)
-	}
-	rate := float64(count.Load()) / elapsed.Seconds()
-	if pid == 0 {
-		return rate, 0, nil
-	}
-	cpuAfter, err := cpuTime(pid)
-	if err != nil {
-		return 0, 0, err
-	}
-	return rate, float64(count.Load()) / (cpuAfter - cpuBefore).Seconds(), nil
-}
-
-// cpuTime is a process's user and system time (/proc/<pid>/stat fields 14 and 15).
-func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces: count fields after its closing parenthesis.
-	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	const ticksPerSecond = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticksPerSecond, nil
-}
-
-// rss is a process's resident set size in bytes.
-func rss(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kib << 10, err
-		}
-	}
-	return 0, errors.New("no VmRSS")
-}
-
-// printLatency prints p50 and p99 of both ways and what the gateway adds.
-func printLatency(what string, direct, through []time.Duration) {
-	p := func(d []time.Duration, q int) time.Duration {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[len(s)*q/100]
-	}
-	for _, q := range []int{50, 99} {
-		fmt.Printf("  %s p%d: direct %s, gateway %s, added %s\n", what, q,
-			p(direct, q).Round(time.Microsecond), p(through, q).Round(time.Microsecond), (p(through, q) - p(direct, q)).Round(time.Microsecond))
-	}
+	return strings.Join(s, ", ")
 }

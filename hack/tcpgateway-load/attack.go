@@ -1,0 +1,704 @@
+package main
+
+// The attack run (-attack, make bench-gateway-attack): honest players against the gateway while
+// each attack class runs from many source addresses, all on 127.0.0.0/8 (every address of it is
+// loopback on Linux; a client socket is bound to its source address before it connects).
+//
+// Each class gets a fresh gateway (its defaults, --service-cidrs=127.0.0.0/8 and
+// -attack-max-connections) and runs in three phases: honest players alone for -attack-warm (the
+// gateway's RSS before), honest players and the attack for -attack-for (the honest figures: every
+// attempt started in this phase; the gateway's peak RSS), then honest players alone again until
+// the gateway's RSS is back near its baseline or -attack-settle passed (its RSS after).
+//
+// An honest player connects from its address, reads the prompt, waits a paste delay (uniform in
+// -paste-min..-paste-max), sends its own instance's token and expects its instance's banner, then
+// a 1-byte echo; then it thinks up to 500 ms and connects again. Its handshake is the time from
+// dial to the prompt plus the time from the token sent to the banner read: the gateway's part,
+// without the player's paste delay. Players from their own addresses (127.0.1.x) and from one
+// shared address (127.0.2.1, a NAT) are counted apart.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
+)
+
+// attackOptions are the attack run's flags.
+type attackOptions struct {
+	on                 bool
+	classes            string
+	classFor, warm     time.Duration
+	settle             time.Duration
+	addrs              int
+	rate, inflight     int
+	perAddr            int
+	retry              time.Duration
+	honestOwn          int
+	honestShared       int
+	pasteMin, pasteMax time.Duration
+	maxConnections     int
+	honestTimeout      time.Duration
+}
+
+// The honest players' targets in every class.
+const (
+	targetHonestSuccess = 0.999
+	targetHonestP99     = 100 * time.Millisecond
+)
+
+func attackFlags(a *attackOptions) {
+	flag.BoolVar(&a.on, "attack", false, "run the attack classes (make bench-gateway-attack) instead of the load run")
+	var names []string
+	for _, c := range attackClasses {
+		names = append(names, c.name)
+	}
+	flag.StringVar(&a.classes, "attack-classes", strings.Join(names, ","), "comma-separated attack `classes` to run, in the order given")
+	flag.DurationVar(&a.classFor, "attack-for", 20*time.Second, "duration of each class's attack")
+	flag.DurationVar(&a.warm, "attack-warm", 5*time.Second, "honest players alone before each attack (the gateway's RSS before)")
+	flag.DurationVar(&a.settle, "attack-settle", 20*time.Second, "longest wait after each attack for the gateway's RSS to come back")
+	flag.IntVar(&a.addrs, "attack-addrs", 250, "source addresses of each attack (127.1.x.y)")
+	flag.IntVar(&a.rate, "attack-rate", 1000, "connections per second of the attacks that connect again and again (bad tokens, churn, oversized lines, own-token flood), over all addresses")
+	flag.IntVar(&a.inflight, "attack-inflight", 8, "connections in flight per address for those attacks")
+	flag.IntVar(&a.perAddr, "attack-per-addr", 16, "connections per address of the attacks that hold them (silent, one byte a second)")
+	flag.DurationVar(&a.retry, "attack-retry", time.Second, "wait before a held attack connection that ended is opened again")
+	flag.IntVar(&a.honestOwn, "honest-own", 60, "honest players, each from an address of its own (127.0.1.x)")
+	flag.IntVar(&a.honestShared, "honest-shared", 20, "honest players from one shared address (127.0.2.1)")
+	flag.DurationVar(&a.pasteMin, "paste-min", 500*time.Millisecond, "shortest paste delay of an honest player (prompt to token)")
+	flag.DurationVar(&a.pasteMax, "paste-max", 2*time.Second, "longest paste delay of an honest player")
+	flag.IntVar(&a.maxConnections, "attack-max-connections", 2000, "the gateway's --max-connections in the attack run, to reach its cap with fewer sockets (0: the gateway's default)")
+	flag.DurationVar(&a.honestTimeout, "honest-timeout", 5*time.Second, "an honest player's wait for the prompt and for its banner")
+}
+
+// attackClass is one attack: what each of its addresses does.
+type attackClass struct {
+	name  string
+	about string
+	// paced is an attempt, made -attack-rate times a second over all addresses; held is a
+	// connection held by each of -attack-per-addr slots per address.
+	paced, held func(ctx context.Context, a *attackRun, src netip.Addr)
+}
+
+var attackClasses = []attackClass{
+	{name: "none", about: "no attack: the honest players' baseline"},
+	{name: "bad-tokens", about: "random tokens", paced: badToken},
+	{name: "silent", about: "connections held open, silent", held: silent},
+	{name: "slow", about: "one byte a second of a token line, never ended", held: slowLine},
+	{name: "churn", about: "connect and close at once", paced: churn},
+	{name: "oversized", about: "4 KiB lines without an end", paced: oversized},
+	{name: "flood", about: "the attacker's own valid token, spliced connections held", paced: ownToken},
+}
+
+// attackRun is one class's run: where the gateway is and the attack's counters.
+type attackRun struct {
+	gateway     string
+	ownToken    string // the attacker's own instance's token
+	timeout     time.Duration
+	dials       atomic.Int64
+	dialErrors  atomic.Int64
+	prompts     atomic.Int64
+	spliced     atomic.Int64
+	skipped     atomic.Int64 // paced attempts not made: the address had -attack-inflight in flight
+	mu          sync.Mutex
+	answers     map[string]int // the gateway's first line when it was not the prompt, or what it said after
+	honest      []*honestResult
+	attackStart time.Time
+	attackEnd   time.Time
+}
+
+// answer counts what the gateway answered an attack connection (a line, or how it ended); once
+// the class ended, the attacker's own closing is not counted.
+func (a *attackRun) answer(ctx context.Context, s string) {
+	if ctx.Err() != nil {
+		return
+	}
+	a.mu.Lock()
+	a.answers[s]++
+	a.mu.Unlock()
+}
+
+// dialFrom connects to addr from the source address src.
+func dialFrom(ctx context.Context, src netip.Addr, addr string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), Timeout: timeout}
+	return d.DialContext(ctx, "tcp4", addr)
+}
+
+// attackDial connects from src and reads the prompt; a connection refused with a line says so
+// in the counters and returns nil. The connection closes when ctx ends.
+func (a *attackRun) attackDial(ctx context.Context, src netip.Addr) (net.Conn, *bufio.Reader) {
+	a.dials.Add(1)
+	c, err := dialFrom(ctx, src, a.gateway, a.timeout)
+	if err != nil {
+		a.dialErrors.Add(1)
+		a.answer(ctx, "connect: "+short(err))
+		return nil, nil
+	}
+	context.AfterFunc(ctx, func() { c.Close() })
+	r := bufio.NewReaderSize(c, 256)
+	c.SetReadDeadline(time.Now().Add(a.timeout))
+	if err := readPrompt(r); err != nil {
+		a.answer(ctx, short(err))
+		c.Close()
+		return nil, nil
+	}
+	a.prompts.Add(1)
+	c.SetReadDeadline(time.Time{})
+	return c, r
+}
+
+// readPrompt reads the gateway's prompt, or returns what came instead as the error.
+func readPrompt(r *bufio.Reader) error {
+	b := make([]byte, len("token: "))
+	n, err := io.ReadFull(r, b)
+	if string(b[:n]) == "token: " {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	line, _ := r.ReadString('\n')
+	return errors.New(string(b) + line)
+}
+
+// short is an error or a gateway's line as a counter's key: its first words.
+func short(err error) string {
+	s := strings.TrimSpace(err.Error())
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "closed"
+	case strings.Contains(s, "connection reset"):
+		return "reset"
+	case errors.Is(err, net.ErrClosed):
+		return "closed here"
+	}
+	if i := strings.IndexAny(s, ",("); i > 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	return s
+}
+
+// afterAnswer reads the gateway's answer to what the attacker sent, up to its end, and counts it.
+func (a *attackRun) afterAnswer(ctx context.Context, c net.Conn, r *bufio.Reader) {
+	c.SetReadDeadline(time.Now().Add(a.timeout))
+	a.readAnswer(ctx, r)
+}
+
+// readAnswer reads a line and counts it, or how the connection ended; it returns the line.
+func (a *attackRun) readAnswer(ctx context.Context, r *bufio.Reader) string {
+	line, err := r.ReadString('\n')
+	if line != "" {
+		a.answer(ctx, short(errors.New(line)))
+	} else {
+		a.answer(ctx, short(err))
+	}
+	return line
+}
+
+func randomTokenLine() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	b := make([]byte, tcptoken.Length)
+	for i := range b {
+		b[i] = alphabet[rand.IntN(len(alphabet))]
+	}
+	return string(b)
+}
+
+func badToken(ctx context.Context, a *attackRun, src netip.Addr) {
+	c, r := a.attackDial(ctx, src)
+	if c == nil {
+		return
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, randomTokenLine()+"\n"); err == nil {
+		a.afterAnswer(ctx, c, r)
+	}
+}
+
+func churn(ctx context.Context, a *attackRun, src netip.Addr) {
+	a.dials.Add(1)
+	c, err := dialFrom(ctx, src, a.gateway, a.timeout)
+	if err != nil {
+		a.dialErrors.Add(1)
+		a.answer(ctx, "connect: "+short(err))
+		return
+	}
+	c.Close()
+}
+
+func oversized(ctx context.Context, a *attackRun, src netip.Addr) {
+	c, r := a.attackDial(ctx, src)
+	if c == nil {
+		return
+	}
+	defer c.Close()
+	c.SetWriteDeadline(time.Now().Add(a.timeout))
+	if _, err := c.Write([]byte(strings.Repeat("A", 4096))); err == nil {
+		a.afterAnswer(ctx, c, r)
+	} else {
+		a.answer(ctx, short(err))
+	}
+}
+
+func ownToken(ctx context.Context, a *attackRun, src netip.Addr) {
+	c, r := a.attackDial(ctx, src)
+	if c == nil {
+		return
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, a.ownToken+"\n"); err != nil {
+		return
+	}
+	c.SetReadDeadline(time.Now().Add(a.timeout))
+	if a.readAnswer(ctx, r) != "attacker\n" {
+		return
+	}
+	// Spliced: held until the class ends (or the gateway closes it).
+	a.spliced.Add(1)
+	c.SetReadDeadline(time.Time{})
+	io.Copy(io.Discard, r)
+}
+
+func silent(ctx context.Context, a *attackRun, src netip.Addr) {
+	c, r := a.attackDial(ctx, src)
+	if c == nil {
+		return
+	}
+	defer c.Close()
+	// Until the gateway closes it (or answers its deadline), or the class ends.
+	a.readAnswer(ctx, r)
+}
+
+func slowLine(ctx context.Context, a *attackRun, src netip.Addr) {
+	c, r := a.attackDial(ctx, src)
+	if c == nil {
+		return
+	}
+	defer c.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.readAnswer(ctx, r)
+	}()
+	line := randomTokenLine() + randomTokenLine() + randomTokenLine() + randomTokenLine() + randomTokenLine()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			c.SetWriteDeadline(time.Now().Add(a.timeout))
+			if _, err := c.Write([]byte{line[i%len(line)]}); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// honestResult is one honest player's attempts, each with its start.
+type honestResult struct {
+	shared   bool
+	mu       sync.Mutex
+	attempts []honestAttempt
+}
+
+type honestAttempt struct {
+	start     time.Time
+	handshake time.Duration
+	failure   string // empty: the banner and the echo came back
+}
+
+// honestPlayer connects again and again until ctx ends.
+func honestPlayer(ctx context.Context, gateway string, src netip.Addr, token, banner string, o attackOptions, res *honestResult) {
+	for ctx.Err() == nil {
+		start := time.Now()
+		handshake, failure := honestConnect(gateway, src, token, banner, o)
+		res.mu.Lock()
+		res.attempts = append(res.attempts, honestAttempt{start: start, handshake: handshake, failure: failure})
+		res.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(rand.N(500 * time.Millisecond)):
+		}
+	}
+}
+
+// honestConnect is one connection of an honest player: its handshake, or why it failed.
+func honestConnect(gateway string, src netip.Addr, token, banner string, o attackOptions) (time.Duration, string) {
+	start := time.Now()
+	c, err := dialFrom(context.Background(), src, gateway, o.honestTimeout)
+	if err != nil {
+		return 0, "dial: " + short(err)
+	}
+	defer c.Close()
+	r := bufio.NewReaderSize(c, 256)
+	c.SetDeadline(time.Now().Add(o.honestTimeout))
+	if err := readPrompt(r); err != nil {
+		return 0, "prompt: " + short(err)
+	}
+	toPrompt := time.Since(start)
+	time.Sleep(o.pasteMin + rand.N(o.pasteMax-o.pasteMin+1))
+	sent := time.Now()
+	c.SetDeadline(sent.Add(o.honestTimeout))
+	if _, err := io.WriteString(c, token+"\n"); err != nil {
+		return 0, "token: " + short(err)
+	}
+	line, err := r.ReadString('\n')
+	if line != banner {
+		if line == "" {
+			return 0, "banner: " + short(err)
+		}
+		return 0, "banner: " + short(errors.New(line))
+	}
+	handshake := toPrompt + time.Since(sent)
+	if _, err := c.Write([]byte{'x'}); err != nil {
+		return 0, "echo: " + short(err)
+	}
+	if b, err := r.ReadByte(); err != nil || b != 'x' {
+		return 0, "echo: no byte"
+	}
+	return handshake, ""
+}
+
+// classResult is what the report prints of a class.
+type classResult struct {
+	name                    string
+	own, shared             groupResult
+	rssBefore, rssPeak      int64
+	rssAfter                int64
+	settled                 time.Duration // time after the attack until RSS came back; -1: it did not
+	cpu                     float64       // the gateway's CPU time during the attack, in cores
+	dials, dialErrs, prompt int64
+	spliced, skipped        int64
+	answers                 map[string]int
+}
+
+type groupResult struct {
+	attempts, ok int
+	p50, p99     time.Duration
+	failures     map[string]int
+}
+
+func (g groupResult) rate() float64 {
+	if g.attempts == 0 {
+		return 0
+	}
+	return float64(g.ok) / float64(g.attempts)
+}
+
+func runAttack(o options, key []byte, keyFile string) error {
+	a := o.attack
+	if a.addrs < 1 || a.addrs > 250*250 || a.honestOwn > 250 || a.pasteMax < a.pasteMin {
+		return errors.New("-attack-addrs 1 to 62500, -honest-own at most 250, -paste-max at least -paste-min")
+	}
+	var classes []attackClass
+	for _, name := range strings.Split(a.classes, ",") {
+		i := slices.IndexFunc(attackClasses, func(c attackClass) bool { return c.name == name })
+		if i < 0 {
+			return fmt.Errorf("-attack-classes: no class %q", name)
+		}
+		classes = append(classes, attackClasses[i])
+	}
+
+	// Each honest player has an instance of its own (its banner: its name) and a token to it; the
+	// attacker has one too.
+	type player struct {
+		src           netip.Addr
+		token, banner string
+		shared        bool
+	}
+	var players []player
+	for i := range a.honestOwn + a.honestShared {
+		banner := fmt.Sprintf("instance %d\n", i)
+		ln, token, err := startInstance(key, true, banner)
+		if err != nil {
+			return err
+		}
+		defer ln.Close()
+		p := player{src: netip.AddrFrom4([4]byte{127, 0, 1, byte(i + 1)}), token: token, banner: banner}
+		if i >= a.honestOwn {
+			p.src, p.shared = netip.AddrFrom4([4]byte{127, 0, 2, 1}), true
+		}
+		players = append(players, p)
+	}
+	attackerInstance, ownToken, err := startInstance(key, true, "attacker\n")
+	if err != nil {
+		return err
+	}
+	defer attackerInstance.Close()
+	var attackers []netip.Addr
+	for i := range a.addrs {
+		attackers = append(attackers, netip.AddrFrom4([4]byte{127, 1, byte(i / 250), byte(i%250 + 1)}))
+	}
+	flags := []string{"--service-cidrs=127.0.0.0/8"}
+	if a.maxConnections > 0 {
+		flags = append(flags, fmt.Sprintf("--max-connections=%d", a.maxConnections))
+	}
+	fmt.Printf("attack run: the gateway at its defaults and %s; %d honest players from their own addresses, %d from one shared address, paste delay %s-%s; each attack from %d addresses (127.1.x.y), %s each; paced attacks %d connections/s in all (at most %d in flight per address), held attacks %d connections per address (opened again %s after they end)\n",
+		strings.Join(flags, " "), a.honestOwn, a.honestShared, a.pasteMin, a.pasteMax, a.addrs, a.classFor, a.rate, a.inflight, a.perAddr, a.retry)
+
+	var results []classResult
+	for _, class := range classes {
+		name := class.name
+		fmt.Printf("\nclass %s: %s (load average %s)\n", name, class.about, loadAverage())
+		g, err := startGateway(o.binary, keyFile, o.procs, flags...)
+		if err != nil {
+			return err
+		}
+		run := &attackRun{gateway: g.addr, ownToken: ownToken, timeout: 10 * time.Second, answers: map[string]int{}}
+
+		// The gateway's RSS every 200 ms.
+		type sample struct {
+			at  time.Time
+			rss int64
+		}
+		var samplesMu sync.Mutex
+		var samples []sample
+		sampling, stopSampling := context.WithCancel(context.Background())
+		var samplerDone sync.WaitGroup
+		samplerDone.Go(func() {
+			tick := time.NewTicker(200 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				if v, err := rss(g.pid()); err == nil {
+					samplesMu.Lock()
+					samples = append(samples, sample{time.Now(), v})
+					samplesMu.Unlock()
+				}
+				select {
+				case <-sampling.Done():
+					return
+				case <-tick.C:
+				}
+			}
+		})
+		lastRSS := func() int64 {
+			samplesMu.Lock()
+			defer samplesMu.Unlock()
+			return samples[len(samples)-1].rss
+		}
+
+		honestCtx, stopHonest := context.WithCancel(context.Background())
+		var honestDone sync.WaitGroup
+		for _, p := range players {
+			res := &honestResult{shared: p.shared}
+			run.honest = append(run.honest, res)
+			honestDone.Go(func() { honestPlayer(honestCtx, g.addr, p.src, p.token, p.banner, a, res) })
+		}
+		time.Sleep(a.warm)
+
+		run.attackStart = time.Now()
+		before := lastRSS()
+		cpuBefore, _ := cpuTime(g.pid()) // the child runs until g.stop: /proc has it
+		attackCtx, stopAttack := context.WithTimeout(context.Background(), a.classFor)
+		var attackDone sync.WaitGroup
+		for _, src := range attackers {
+			if class.paced != nil {
+				attackDone.Go(func() { paced(attackCtx, run, src, class.paced, a) })
+			}
+			if class.held != nil {
+				for range a.perAddr {
+					attackDone.Go(func() {
+						// Spread the first connections over the first second.
+						select {
+						case <-attackCtx.Done():
+							return
+						case <-time.After(rand.N(time.Second)):
+						}
+						for attackCtx.Err() == nil {
+							class.held(attackCtx, run, src)
+							select {
+							case <-attackCtx.Done():
+							case <-time.After(a.retry):
+							}
+						}
+					})
+				}
+			}
+		}
+		<-attackCtx.Done()
+		run.attackEnd = time.Now()
+		cpuAfter, _ := cpuTime(g.pid())
+		attackDone.Wait()
+		stopAttack()
+
+		// Settle: until the RSS is within 10% (and 1 MiB) of before, or -attack-settle.
+		settled := time.Duration(-1)
+		for time.Since(run.attackEnd) < a.settle {
+			time.Sleep(200 * time.Millisecond)
+			if lastRSS() <= before+before/10+1<<20 {
+				settled = time.Since(run.attackEnd)
+				break
+			}
+		}
+		after := lastRSS()
+		stopHonest()
+		honestDone.Wait()
+		stopSampling()
+		samplerDone.Wait()
+		g.stop()
+
+		r := classResult{name: name, rssBefore: before, rssAfter: after, settled: settled,
+			dials: run.dials.Load(), dialErrs: run.dialErrors.Load(), prompt: run.prompts.Load(),
+			spliced: run.spliced.Load(), skipped: run.skipped.Load(), answers: run.answers,
+			cpu: float64(cpuAfter-cpuBefore) / float64(run.attackEnd.Sub(run.attackStart))}
+		for _, s := range samples {
+			if !s.at.Before(run.attackStart) && !s.at.After(run.attackEnd.Add(time.Second)) {
+				r.rssPeak = max(r.rssPeak, s.rss)
+			}
+		}
+		r.own = group(run, false)
+		r.shared = group(run, true)
+		r.print()
+		results = append(results, r)
+	}
+	printAttackTable(results, a)
+	return nil
+}
+
+// paced makes attempts from src at -attack-rate / -attack-addrs a second, at most -attack-inflight
+// at once, until ctx ends.
+func paced(ctx context.Context, run *attackRun, src netip.Addr, attempt func(context.Context, *attackRun, netip.Addr), a attackOptions) {
+	interval := time.Duration(float64(time.Second) * float64(a.addrs) / float64(a.rate))
+	inflight := make(chan struct{}, a.inflight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(rand.N(interval)):
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case inflight <- struct{}{}:
+			wg.Go(func() {
+				defer func() { <-inflight }()
+				attempt(ctx, run, src)
+			})
+		default:
+			run.skipped.Add(1)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// group sums the honest attempts started while the attack ran, of the shared or own players.
+func group(run *attackRun, shared bool) groupResult {
+	g := groupResult{failures: map[string]int{}}
+	var handshakes []time.Duration
+	for _, h := range run.honest {
+		if h.shared != shared {
+			continue
+		}
+		h.mu.Lock()
+		for _, at := range h.attempts {
+			if at.start.Before(run.attackStart) || !at.start.Before(run.attackEnd) {
+				continue
+			}
+			g.attempts++
+			if at.failure != "" {
+				g.failures[at.failure]++
+				continue
+			}
+			g.ok++
+			handshakes = append(handshakes, at.handshake)
+		}
+		h.mu.Unlock()
+	}
+	g.p50, g.p99 = percentile(handshakes, 50), percentile(handshakes, 99)
+	return g
+}
+
+func (r classResult) print() {
+	for _, g := range []struct {
+		name string
+		g    groupResult
+	}{{"own addresses", r.own}, {"shared address", r.shared}} {
+		fmt.Printf("  honest, %s: %d of %d (%.2f%%), handshake p50 %s p99 %s", g.name, g.g.ok, g.g.attempts, 100*g.g.rate(),
+			g.g.p50.Round(10*time.Microsecond), g.g.p99.Round(10*time.Microsecond))
+		if len(g.g.failures) > 0 {
+			fmt.Printf("; failures: %s", formatCounts(g.g.failures))
+		}
+		fmt.Println()
+	}
+	fmt.Printf("  gateway RSS: before %.1f MiB, peak %.1f MiB, after %.1f MiB (%s); its CPU during the attack: %.2f cores\n",
+		mib(r.rssBefore), mib(r.rssPeak), mib(r.rssAfter), r.settledText(), r.cpu)
+	if r.dials > 0 {
+		fmt.Printf("  attacker: %d connections (%d failed to connect, %d prompted, %d spliced, %d attempts skipped: in flight); the gateway's answers: %s\n",
+			r.dials, r.dialErrs, r.prompt, r.spliced, r.skipped, formatCounts(r.answers))
+	}
+}
+
+func (r classResult) settledText() string {
+	if r.settled < 0 {
+		return "not back within 10% of before by the settle deadline"
+	}
+	return fmt.Sprintf("back within 10%% of before %.1f s after the attack", r.settled.Seconds())
+}
+
+func formatCounts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	slices.SortStableFunc(keys, func(x, y string) int { return m[y] - m[x] })
+	var s []string
+	for _, k := range keys {
+		s = append(s, fmt.Sprintf("%q %d", k, m[k]))
+	}
+	return strings.Join(s, ", ")
+}
+
+// printAttackTable prints every class's figures and its verdicts against the honest targets.
+func printAttackTable(results []classResult, a attackOptions) {
+	verdict := func(ok bool) string {
+		if ok {
+			return "PASS"
+		}
+		return "FAIL"
+	}
+	fmt.Printf("\nhonest targets in every class: success >= %.1f%% and handshake p99 < %s (own addresses / shared address)\n\n", 100*targetHonestSuccess, targetHonestP99)
+	fmt.Println("| class | honest success | handshake p50 | handshake p99 | gateway RSS before / peak / after | success | p99 |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		settle := fmt.Sprintf("back in %.0f s", r.settled.Seconds())
+		if r.settled < 0 {
+			settle = fmt.Sprintf("not back in %s", a.settle)
+		}
+		fmt.Printf("| %s | %s / %s | %s / %s | %s / %s | %.0f / %.0f / %.0f MiB (%s) | %s | %s |\n", r.name,
+			successText(r.own), successText(r.shared),
+			r.own.p50.Round(100*time.Microsecond), r.shared.p50.Round(100*time.Microsecond),
+			r.own.p99.Round(100*time.Microsecond), r.shared.p99.Round(100*time.Microsecond),
+			mib(r.rssBefore), mib(r.rssPeak), mib(r.rssAfter), settle,
+			verdict(r.own.rate() >= targetHonestSuccess && r.shared.rate() >= targetHonestSuccess),
+			verdict(r.own.ok > 0 && r.shared.ok > 0 && r.own.p99 < targetHonestP99 && r.shared.p99 < targetHonestP99))
+	}
+}
+
+func successText(g groupResult) string {
+	return fmt.Sprintf("%d/%d (%.1f%%)", g.ok, g.attempts, 100*g.rate())
+}
