@@ -4,10 +4,11 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/challenge-hook
-# hack/monitoring (a module of its own: Prometheus's rule manager and query engine) builds with
-# -trimpath: its packages' build-cache keys then leave out the module cache's path, so that a warm
-# build cache serves them from an empty module cache (CI's) instead of compiling Prometheus again.
-MONITORING_GOFLAGS := GOFLAGS="-trimpath $(shell $(GO) env GOFLAGS)"
+# Every go command here builds with -trimpath, as the image does: a package's build-cache key then
+# leaves out the module cache's path, so that a warm build cache serves an empty module cache
+# (CI's) without compiling again, and the three modules (the hook's, hack/testimages and
+# hack/monitoring) share one compiled standard library and toolchain.
+export GOFLAGS := -trimpath $(filter-out -trimpath,$(shell $(GO) env GOFLAGS))
 # PHASE NAME COMMAND: runs COMMAND and prints its wall time (hack/phase.sh).
 PHASE := bash hack/phase.sh
 # The flags `make run` serves with: a pinned clock, a demo flag key, a demo TCP gateway and a demo token
@@ -39,7 +40,7 @@ test:
 	@PHASE_LOG=.cache/phases $(PHASE) lint $(MAKE) --no-print-directory lint
 	@PHASE_LOG=.cache/phases $(PHASE) "generate check" env GO=$(GO) bash hack/generate.sh --check
 	@PHASE_LOG=.cache/phases $(PHASE) "go test" $(GO) test -count=1 ./...
-	@PHASE_LOG=.cache/phases $(PHASE) monitoring env $(MONITORING_GOFLAGS) $(GO) -C hack/monitoring test -count=1 ./...
+	@PHASE_LOG=.cache/phases $(PHASE) monitoring $(GO) -C hack/monitoring test -count=1 ./...
 	@PHASE_LOG=.cache/phases $(PHASE) fuzz env FUZZTIME=$${FUZZTIME:-10s} GO=$(GO) bash hack/fuzz.sh
 	@echo "make test passed:" && cat .cache/phases
 
@@ -55,7 +56,7 @@ lint:
 	$(GO) vet -tags $(LINT_TAGS) ./...
 	$(GO) tool staticcheck -tags $(LINT_TAGS) ./...
 	cd hack/testimages && $(GO) vet ./... && $$(cd ../.. && $(GO) tool -n staticcheck) ./...
-	cd hack/monitoring && $(MONITORING_GOFLAGS) $(GO) vet ./... && $(MONITORING_GOFLAGS) $$(cd ../.. && $(GO) tool -n staticcheck) ./...
+	cd hack/monitoring && $(GO) vet ./... && $$(cd ../.. && $(GO) tool -n staticcheck) ./...
 
 # The CRDs under manifests/ from the Go types of api/v1alpha1 and their +kubebuilder markers.
 generate:
@@ -67,7 +68,7 @@ generate:
 # line before committing.
 update:
 	$(GO) test ./sync ./prepull -run 'TestGolden|TestNetworkPolicyTruthTable' -update
-	cd hack/monitoring && $(MONITORING_GOFLAGS) $(GO) test -run TestQueriesSelectExistingSeries -update
+	cd hack/monitoring && $(GO) test -run TestQueriesSelectExistingSeries -update
 
 # The hook under the real Metacontroller on a loopback control plane. METACONTROLLER_SOURCE: where
 # Metacontroller's source archive comes from (default: GitHub's archive of the release tag).

@@ -17,7 +17,10 @@ FUZZMINIMIZETIME=${FUZZMINIMIZETIME:-0}
 # Each package's fuzzing test binary (instrumented, as `go test -fuzz` builds it) is built once and
 # runs each of its targets as `go test -fuzz` would run it: from the package's directory (a
 # failing input is written to its testdata/fuzz), with go's fuzz cache. One build and link per
-# package instead of one per target, and no separate build to list the targets.
+# package instead of one per target, and no separate build to list the targets. The tag fuzzbuild
+# leaves out the test files that only bring heavy test dependencies (sync's NetworkPolicy truth
+# table and its engine, cyclonus) and hold no fuzz target: fuzzing instruments every package of the
+# binary.
 bin=$(mktemp -d)
 # fuzz PKG TARGET LOG: one run of PKG's binary, its output on stdout and in LOG.
 fuzz() {
@@ -38,7 +41,7 @@ trap 'rm -rf "$log" "$bin"' EXIT
 fuzzcache=$($GO env GOCACHE)/fuzz
 status=0
 for pkg in ./sync ./prepull ./cmd/challenge-hook ./internal/tcptoken ./internal/tcpgateway; do
-	$GO test -c -fuzz . -o "$bin/test" "$pkg"
+	$GO test -c -fuzz . -tags fuzzbuild -o "$bin/test" "$pkg"
 	importpath=$($GO list "$pkg")
 	for target in $(cd "$pkg" && "$bin/test" -test.list '^Fuzz' | grep '^Fuzz'); do
 		echo "== $pkg $target for $FUZZTIME"

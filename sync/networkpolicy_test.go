@@ -186,3 +186,12 @@ func TestDNSOnlyWhereAsked(t *testing.T) {
 		})
 	}
 }
+
+// truthConfig is the golden configuration plus what a cluster with a public API endpoint and a
+// node-local DNS cache would set.
+func truthConfig(t *testing.T) Config {
+	cfg := goldenConfig(t)
+	cfg.APIServerCIDRs = []string{"203.0.113.10/32"}
+	cfg.NodeLocalDNS = "169.254.20.10"
+	return cfg
+}

@@ -1,3 +1,9 @@
+// The fuzzing test binaries (hack/fuzz.sh) are built with the tag fuzzbuild and leave this file
+// out: cyclonus brings most of client-go and ginkgo into the test binary, and fuzzing instruments
+// every package of it. go test, go vet and staticcheck build it as usual.
+
+//go:build !fuzzbuild
+
 package sync
 
 import (
@@ -24,15 +30,6 @@ import (
 // every denial and every legitimate path the threat model names.
 
 const truthTablePath = "../testdata/networkpolicy-truth-table.txt"
-
-// truthConfig is the golden configuration plus what a cluster with a public API endpoint and a
-// node-local DNS cache would set.
-func truthConfig(t *testing.T) Config {
-	cfg := goldenConfig(t)
-	cfg.APIServerCIDRs = []string{"203.0.113.10/32"}
-	cfg.NodeLocalDNS = "169.254.20.10"
-	return cfg
-}
 
 // peer is one endpoint of the model cluster: a Pod (namespace and labels) or an address outside
 // every Pod.
