@@ -137,9 +137,11 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 		return nil, fmt.Errorf("max line bytes %d: a token is %d", cfg.MaxLineBytes, tcptoken.Length)
 	}
 	g := &Gateway{
-		cfg:       cfg,
-		logger:    logger,
-		dialer:    net.Dialer{Timeout: cfg.DialTimeout},
+		cfg:    cfg,
+		logger: logger,
+		// No TCP keep-alive towards instances (four setsockopt calls a connection): they are in the
+		// cluster, and the idle timeout ends a session that moves nothing.
+		dialer:    net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: -1},
 		admission: newAdmission(cfg.MaxConnections, cfg.MaxBadTokensPerMinute, cfg.MaxSources),
 		targets:   newTargetCounter(cfg.MaxConnectionsPerToken),
 		pipes:     newPipePool(splicePipes),

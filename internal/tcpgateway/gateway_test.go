@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -713,32 +712,6 @@ func TestIdleConnectionHoldsNoPipe(t *testing.T) {
 	waitFor(t, func() bool { return g.pipes.lent() == 0 }, "every pipe given back")
 	assert.Equal(t, 4*n+2*g.pipes.idle(), openFiles()-before, "descriptors of %d idle connections (4 sockets each) and the pool's idle pipes", n)
 	assert.LessOrEqual(t, g.pipes.idle(), splicePipes)
-}
-
-// TestPipePoolBounded: the pool lends at most splicePipes pipes at once; one given back is lent
-// again, one discarded (it may hold bytes) frees its place.
-func TestPipePoolBounded(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("splice(2) is Linux's")
-	}
-	pool := newPipePool(splicePipes)
-	defer pool.close()
-	var lent []*pipe
-	for range splicePipes {
-		p := pool.get()
-		require.NotNil(t, p)
-		lent = append(lent, p)
-	}
-	assert.Nil(t, pool.get(), "a pipe beyond the bound")
-	assert.Equal(t, splicePipes, pool.lent())
-	pool.put(lent[0])
-	assert.Same(t, lent[0], pool.get(), "a pipe given back is lent again")
-	pool.discard(lent[1])
-	assert.NotNil(t, pool.get(), "a discarded pipe frees its place")
-	assert.Nil(t, pool.get())
-	for _, p := range lent[2:] {
-		pool.put(p)
-	}
 }
 
 // TestCopyWithoutPipes: with every pipe lent, copies go through a buffer: bulk bytes both ways and

@@ -8,8 +8,14 @@ import (
 	"syscall"
 )
 
-// maxSpliceBytes is the most one splice(2) call moves: the default pipe capacity.
-const maxSpliceBytes = 64 << 10
+// pipeBytes is the capacity the gateway asks for its pipes, and so the most one splice(2) call
+// moves: four times the default, a quarter of the syscalls per byte of a bulk transfer. The pool's
+// 64 pipes then hold at most 16 MiB, within the 64 MiB of pipe buffers an unprivileged user may
+// have (fs.pipe-user-pages-soft); a pipe the kernel refuses to grow keeps its default.
+const pipeBytes = 256 << 10
+
+// maxSpliceBytes is the most one splice(2) call asks to move; the pipe's capacity bounds it.
+const maxSpliceBytes = pipeBytes
 
 // pipePool lends pipes for splice(2), at most max at once. A pipe given back empty is kept
 // for the next copy; one left holding bytes (its destination failed) is closed.
@@ -49,6 +55,7 @@ func (pp *pipePool) get() *pipe {
 	if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
 		return nil
 	}
+	syscall.Syscall(syscall.SYS_FCNTL, uintptr(fds[1]), fSetPipeSize, pipeBytes)
 	pp.made++
 	return &pipe{r: fds[0], w: fds[1]}
 }
@@ -184,6 +191,9 @@ func spliceBytes(out, in int) (int, error) {
 	n, err := syscall.Splice(in, nil, out, nil, maxSpliceBytes, unixSpliceFNonblock|unixSpliceFMove)
 	return int(n), err
 }
+
+// fSetPipeSize is fcntl(2)'s F_SETPIPE_SZ.
+const fSetPipeSize = 1031
 
 // The flags of splice(2) (linux/splice.h).
 const (
