@@ -42,14 +42,15 @@ type Config struct {
 	// MaxLineBytes caps the token line and the proof-of-work answer, without the line's end.
 	MaxLineBytes int
 	// MaxConnections caps the connections open at once, however far they got. At the cap a
-	// newcomer takes the slot of a connection still presenting its token (see admission).
+	// newcomer takes the slot of a connection still presenting its token (see admission.victim).
 	MaxConnections int
 	// MaxConnectionsPerToken caps the connections open at once to one instance port.
 	MaxConnectionsPerToken int
 	// MaxBadTokensPerMinute is how many connections a source may end without a valid token in a
-	// minute (bad tokens or proofs of work, silence to the deadline, early closes, evictions)
-	// before it is in debt: then its further bad tokens are answered only after badTokenDelay, and
-	// its connections still presenting a token are the first to give their slot to a newcomer.
+	// minute (bad tokens or proofs of work, silence to the deadline, early closes, evictions), and
+	// more than its valid tokens, before it is in debt: then its further bad tokens are answered
+	// only after badTokenDelay, and its connections still presenting a token are the first to give
+	// their slot to a newcomer.
 	// A valid token from a source in debt is served as any other.
 	MaxBadTokensPerMinute int
 	// MaxSources bounds the memory of the per-source debts (entries of about 100 bytes).

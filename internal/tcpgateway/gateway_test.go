@@ -276,8 +276,9 @@ func TestSlowPastersAtOneAddress(t *testing.T) {
 	assert.EqualValues(t, 100, instance.accepted.Load())
 }
 
-// TestFullGatewayEvictsTheOldestPending: when every slot is taken, a newcomer takes the slot of the
-// connection that has waited longest without a token, whoever's it is, and that one reads why.
+// TestFullGatewayEvictsTheOldestPending: when every slot is taken, a newcomer takes the slot of a
+// connection waiting for its token, the oldest of the address holding the most (none has debt or
+// credit here), and that one reads why.
 func TestFullGatewayEvictsTheOldestPending(t *testing.T) {
 	instance := startBackend(t, echo)
 	g := startGateway(t, func(c *Config) { c.MaxConnections = 3 })
@@ -351,6 +352,35 @@ func TestVenueStaysOutOfDebt(t *testing.T) {
 	newcomer := connectFrom(t, g.addr, venue)
 	assert.Equal(t, evictedLine, holders[0].rest())
 	reachEcho(t, token, pasting, newcomer)
+}
+
+// TestEvictionSparesPlayersWhileAFloodTurnsOver: a flood's connections, evicted and back at once,
+// are younger than a player pasting a token; the player, whose address presented a valid token
+// lately, or who holds one connection where the flood holds many, keeps the slot.
+func TestEvictionSparesPlayersWhileAFloodTurnsOver(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startGateway(t, func(c *Config) {
+		c.MaxConnections = 4
+		c.MaxBadTokensPerMinute = 1000 // no one in debt: credit and numbers decide
+		c.MaxConnectionsPerToken = 100
+	})
+	token := mint(t, tcptoken.Target{Service: instance.addr()})
+	const regular, newcomer, flood = "127.0.3.1", "127.0.3.2", "127.0.3.3"
+	earlier := connectFrom(t, g.addr, regular)
+	reachEcho(t, token, earlier)
+	earlier.conn.Close()
+	waitFor(t, func() bool { return g.admission.slotsHeld() == 0 }, "the earlier connection's slot freed")
+
+	pasting := connectFrom(t, g.addr, regular) // the oldest, with credit
+	first := connectFrom(t, g.addr, newcomer)  // no credit, one connection
+	held := []*player{connectFrom(t, g.addr, flood), connectFrom(t, g.addr, flood)}
+	for range 2 {
+		// Each newcomer of the flood takes a slot of the flood's own.
+		held = append(held, connectFrom(t, g.addr, flood))
+	}
+	assert.Equal(t, evictedLine, held[0].rest())
+	assert.Equal(t, evictedLine, held[1].rest())
+	reachEcho(t, token, pasting, first)
 }
 
 // TestFullOfSplicedConnections: with every slot spliced to an instance, a newcomer reads that the

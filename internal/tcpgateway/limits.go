@@ -9,7 +9,7 @@ import (
 )
 
 // debtWindow is the window over which a source's connections that ended without a valid token
-// count as its debt.
+// count as its debt, and its valid tokens as its credit; both are halved at each window's end.
 const debtWindow = time.Minute
 
 // victimScan is how many of the oldest pending connections an eviction looks through for one of
@@ -19,10 +19,11 @@ const victimScan = 256
 // admission holds the gateway's slots: at most maxConnections connections at once, spliced or
 // still presenting a token (pending). No source is ever refused at accept, and a valid token never
 // waits on what other connections from its address did: a venue's players share one address.
-// Instead, when every slot is taken, a newcomer takes the slot of a pending connection: the oldest
-// of a source in debt (its connections ended without a valid token, at least debtLimit of them in
-// the window and more than its valid tokens: bad tokens, silence to the deadline, early closes,
-// evictions), or else the oldest of all. A connection that has not sent its token after others arrived after it is the one that
+// Instead, when every slot is taken, a newcomer takes the slot of a pending connection, chosen by
+// victim: of a source in debt first (its connections ended without a valid token, at least
+// debtLimit of them in the window and more than its valid tokens: bad tokens, silence to the
+// deadline, early closes, evictions), then of one without a valid token lately, then of the one
+// holding the most waiting. A connection that has not sent its token after others arrived after it is the one that
 // holds a slot for nothing; an honest player sends the token within seconds of connecting, and
 // only a flood that turns every slot over within those seconds reaches them. When no connection is
 // pending (every slot spliced to an instance), the newcomer is refused.
@@ -96,21 +97,47 @@ func (a *admission) admit(conn *net.TCPConn, source netip.Addr, now time.Time) *
 	return p
 }
 
-// victim is the pending connection whose slot a newcomer takes: the oldest of a source in debt
-// among the victimScan oldest, or else the oldest.
+// victim is the pending connection whose slot a newcomer takes: among the victimScan that have
+// waited longest, one of a source in debt first, then one of a source with no valid token in the
+// window, then one of the source that holds the most of them waiting; of equals, the oldest. A
+// flood's connections, evicted and back at once, are young: by age alone the players pasting their
+// tokens would be the oldest, and go first.
 func (a *admission) victim(now time.Time) *pendingConn {
+	var best *pendingConn
+	var bestRank victimRank
 	scanned := 0
 	for e := a.pending.Front(); e != nil && scanned < victimScan; e = e.Next() {
 		p := e.Value.(*pendingConn)
-		if p.entry != nil && p.entry.inDebt(now, a.debtLimit) {
-			return p
+		if r := a.rank(p, now); best == nil || bestRank.below(r) {
+			best, bestRank = p, r
 		}
 		scanned++
 	}
-	if front := a.pending.Front(); front != nil {
-		return front.Value.(*pendingConn)
+	return best
+}
+
+// victimRank orders the candidates for eviction: the higher, the sooner.
+type victimRank struct {
+	inDebt, noCredit bool
+	pending          int
+}
+
+func (a *admission) rank(p *pendingConn, now time.Time) victimRank {
+	if p.entry == nil {
+		return victimRank{noCredit: true, pending: 1}
 	}
-	return nil
+	return victimRank{inDebt: p.entry.inDebt(now, a.debtLimit), noCredit: p.entry.valid == 0, pending: p.entry.pending}
+}
+
+// below says whether r ranks strictly below o.
+func (r victimRank) below(o victimRank) bool {
+	if r.inDebt != o.inDebt {
+		return o.inDebt
+	}
+	if r.noCredit != o.noCredit {
+		return o.noCredit
+	}
+	return r.pending < o.pending
 }
 
 // evict takes p's slot away: it leaves the pending list, its source pays for the slot it held for
@@ -251,9 +278,15 @@ func (e *sourceEntry) inDebt(now time.Time, limit int) bool {
 
 // expire starts a new window once the current one is over.
 func (e *sourceEntry) expire(now time.Time) {
+	for now.Sub(e.windowStart) >= debtWindow && (e.debt > 0 || e.valid > 0) {
+		// Halved each window, not cleared: a flood's addresses do not all leave debt in the same
+		// instant (and have their first evictions free again); an address with a burst of typos
+		// is out within a minute or two.
+		e.windowStart = e.windowStart.Add(debtWindow)
+		e.debt, e.valid = e.debt/2, e.valid/2
+	}
 	if now.Sub(e.windowStart) >= debtWindow {
 		e.windowStart = now
-		e.debt, e.valid = 0, 0
 	}
 }
 
