@@ -2,9 +2,12 @@
 // their instance's token at the prompt, and are spliced to the instance's ClusterIP Service. The
 // token (internal/tcptoken) is the whole routing state: the gateway holds no table and no
 // Kubernetes credential, only the key that opens tokens. Every connection is bounded for a hostile
-// internet: a deadline and a line cap to present the token, caps per instance and in total, a
-// per-source limit on bad tokens and on connections still presenting one, and an idle timeout.
-// A bad token costs no connection to any instance; no token appears in any log.
+// internet: a deadline and a line cap to present the token, caps per instance and in total (at
+// which a newcomer takes the slot of a connection still presenting its token, from the addresses
+// that cost the most first), a delay on the bad tokens of an address in debt, and an idle timeout.
+// A valid token is never refused for what other connections from its address did; a bad token
+// costs no connection to any instance; the gateway dials only the Service CIDRs; no token appears
+// in any log.
 package tcpgateway
 
 import (
