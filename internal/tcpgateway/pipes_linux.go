@@ -154,6 +154,9 @@ func (pp *pipePool) move(dst, src syscall.RawConn) (total int64, end, noPipe boo
 			return total, false, false, err
 		}
 		total += int64(n)
+		if total >= roundBytes {
+			return total, false, false, nil
+		}
 		waiting = false
 	}
 }

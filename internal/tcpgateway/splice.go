@@ -14,6 +14,10 @@ import (
 // closes between IdleTimeout and (1 + 1/idleChecks) times it after its last byte.
 const idleChecks = 8
 
+// roundBytes is the most a copy moves before it counts them as activity: a transfer whose source
+// never runs dry (a consumer slower than the sender) is still active for the idle watchdog.
+const roundBytes = 4 << 20
+
 // spliced is how a spliced connection ended.
 type spliced struct {
 	reason               string
@@ -187,7 +191,7 @@ func copyBuffered(dst *net.TCPConn, src syscall.RawConn) (total int64, end bool,
 		}
 		written, err := dst.Write(buf[:n])
 		total += int64(written)
-		if err != nil {
+		if err != nil || total >= roundBytes {
 			return total, false, err
 		}
 	}
