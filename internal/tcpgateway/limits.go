@@ -188,8 +188,7 @@ func (a *admission) release(p *pendingConn) {
 	}
 }
 
-// inDebt says whether the source ended at least limit connections without a valid token in the
-// current window.
+// inDebt says whether the source is in debt (see sourceEntry.inDebt).
 func (a *admission) inDebt(source netip.Addr, now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
