@@ -238,11 +238,7 @@ func TestValidTokenServedWhateverItsAddressDid(t *testing.T) {
 	instance := startBackend(t, echo)
 	g := startGateway(t, func(c *Config) { c.MaxBadTokensPerMinute = 3 })
 	const venue = "127.0.0.2"
-	for range 3 {
-		p := connectFrom(t, g.addr, venue)
-		p.send("guess\n")
-		assert.Equal(t, "invalid token\n", p.rest())
-	}
+	sendBadTokens(t, g.addr, venue, 3)
 	require.True(t, g.admission.inDebt(sourceOf(netip.MustParseAddr(venue)), time.Now()), "3 bad tokens: in debt")
 
 	p := connectFrom(t, g.addr, venue)
@@ -302,11 +298,7 @@ func TestEvictionTakesFromSourcesInDebtFirst(t *testing.T) {
 	})
 	honest := connectFrom(t, g.addr, "127.0.0.7")
 	const attacker = "127.0.0.8"
-	for range 2 {
-		p := connectFrom(t, g.addr, attacker)
-		p.send("guess\n")
-		assert.Equal(t, "invalid token\n", p.rest())
-	}
+	sendBadTokens(t, g.addr, attacker, 2)
 	holders := []*player{connectFrom(t, g.addr, attacker), connectFrom(t, g.addr, attacker)}
 
 	newcomer := connectFrom(t, g.addr, "127.0.0.9")
@@ -334,14 +326,8 @@ func TestVenueStaysOutOfDebt(t *testing.T) {
 	for _, p := range players {
 		p.conn.Close()
 	}
-	for range 2 {
-		p := connectFrom(t, g.addr, venue)
-		p.send("a typo\n")
-		assert.Equal(t, "invalid token\n", p.rest())
-		p = connectFrom(t, g.addr, attacker)
-		p.send("guess\n")
-		assert.Equal(t, "invalid token\n", p.rest())
-	}
+	sendBadTokens(t, g.addr, venue, 2)
+	sendBadTokens(t, g.addr, attacker, 2)
 	now := time.Now()
 	require.False(t, g.admission.inDebt(sourceOf(netip.MustParseAddr(venue)), now), "2 bad tokens, 3 valid ones: not in debt")
 	require.True(t, g.admission.inDebt(sourceOf(netip.MustParseAddr(attacker)), now), "2 bad tokens, no valid one: in debt")

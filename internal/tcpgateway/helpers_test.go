@@ -245,3 +245,13 @@ func reachEcho(t testing.TB, token string, players ...*player) {
 		p.expect("x")
 	}
 }
+
+// sendBadTokens sends n bad tokens from source, one connection each, each answered "invalid token".
+func sendBadTokens(t testing.TB, addr, source string, n int) {
+	t.Helper()
+	for range n {
+		p := connectFrom(t, addr, source)
+		p.send("guess\n")
+		assert.Equal(t, "invalid token\n", p.rest())
+	}
+}
