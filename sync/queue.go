@@ -79,9 +79,15 @@ func holdsPlace(c Challenge) bool {
 		phase == v1alpha1.PhaseExpired:
 		return false
 	case phase == v1alpha1.PhaseError && unbuildableReason(c.Status.Reason):
-		return c.Status.WorkloadKept || c.Status.ReadyAt != ""
+		return mayKeepPod(c.Status)
 	}
 	return true
+}
+
+// mayKeepPod says whether an Error the hook answered without building children may still have a
+// Pod: status.workloadKept, or Ready once (a status from before status.workloadKept proves nothing).
+func mayKeepPod(status v1alpha1.ChallengeStatus) bool {
+	return status.WorkloadKept || status.ReadyAt != ""
 }
 
 // keepsWorkload is status.workloadKept of an answer that keeps the children of an instance the
@@ -178,7 +184,7 @@ func admitted(c Challenge) bool {
 	case v1alpha1.PhaseNone, v1alpha1.PhaseCreating, v1alpha1.PhaseRunning:
 		return true
 	case v1alpha1.PhaseError:
-		return !unbuildableReason(c.Status.Reason) || c.Status.WorkloadKept || c.Status.ReadyAt != ""
+		return !unbuildableReason(c.Status.Reason) || mayKeepPod(c.Status)
 	}
 	return false
 }
