@@ -301,7 +301,8 @@ func (g *Gateway) handle(player *net.TCPConn) {
 	g.metrics.open.Inc()
 	undo.add(g.metrics.open.Dec)
 	start := time.Now()
-	player.SetDeadline(start.Add(g.cfg.TokenTimeout))
+	tokenDeadline := start.Add(g.cfg.TokenTimeout)
+	player.SetDeadline(tokenDeadline)
 	log := connLog{logger: g.logger, player: addrPort(player.RemoteAddr())}
 
 	source := sourceOf(log.player.Addr())
@@ -318,7 +319,7 @@ func (g *Gateway) handle(player *net.TCPConn) {
 	}
 	g.metrics.accepted.WithLabelValues(tracked).Inc()
 
-	target, lines, ref := g.present(player, slot)
+	target, lines, ref := g.present(player, slot, tokenDeadline)
 	if ref != nil {
 		g.refuse(player, log, *ref)
 		return
@@ -383,7 +384,7 @@ func (l connLog) log(level slog.Level, msg string, attrs ...slog.Attr) {
 // present asks for the token and, when it asks for one, the proof of work. It returns the target
 // (counted against its cap) and the line reader holding what the player sent beyond its lines, or
 // why the connection goes no further. Every way out but a valid token charges the source.
-func (g *Gateway) present(player *net.TCPConn, slot *pendingConn) (tcptoken.Target, *lineReader, *refusal) {
+func (g *Gateway) present(player *net.TCPConn, slot *pendingConn, tokenDeadline time.Time) (tcptoken.Target, *lineReader, *refusal) {
 	if _, err := io.WriteString(player, Prompt); err != nil {
 		g.admission.presented(slot, false, time.Now())
 		return tcptoken.Target{}, nil, &refusal{reason: reasonClosedEarly}
@@ -399,7 +400,12 @@ func (g *Gateway) present(player *net.TCPConn, slot *pendingConn) (tcptoken.Targ
 	target, err := tcptoken.Open(g.cfg.Key, string(line))
 	if err != nil {
 		if g.admission.inDebt(slot.source, time.Now()) {
-			g.wait(player, badTokenDelay)
+			// Within the token deadline: a slot is never held past it without a valid token.
+			until := time.Now().Add(badTokenDelay)
+			if tokenDeadline.Before(until) {
+				until = tokenDeadline
+			}
+			g.wait(player, until)
 		}
 		g.admission.presented(slot, false, time.Now())
 		return tcptoken.Target{}, nil, &refusal{reason: reasonInvalidToken, line: "invalid token\n"}
@@ -429,14 +435,10 @@ func (g *Gateway) present(player *net.TCPConn, slot *pendingConn) (tcptoken.Targ
 	return target, lines, nil
 }
 
-// wait holds the connection for d, reading and dropping what comes, or less when the player
+// wait holds the connection until then, reading and dropping what comes, or less when the player
 // closes or an eviction ends its reads.
-func (g *Gateway) wait(player *net.TCPConn, d time.Duration) {
-	deadline := time.Now().Add(d)
-	if slotDeadline := time.Now().Add(g.cfg.TokenTimeout); slotDeadline.Before(deadline) {
-		deadline = slotDeadline
-	}
-	player.SetReadDeadline(deadline)
+func (g *Gateway) wait(player *net.TCPConn, until time.Time) {
+	player.SetReadDeadline(until)
 	io.Copy(io.Discard, io.LimitReader(player, int64(g.cfg.MaxLineBytes)*64))
 }
 
