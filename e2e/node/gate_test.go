@@ -10,15 +10,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
@@ -41,6 +45,15 @@ type gateStart struct {
 	running  time.Duration  // creation to phase Running
 }
 
+// deniedAnswers counts the attempts on denied targets that were answered.
+func (s gateStart) deniedAnswers() int {
+	total := 0
+	for _, n := range s.answered {
+		total += n
+	}
+	return total
+}
+
 // TestPolicyGate measures the first moment of new instances with real packets: each instance's
 // only container (the attacker) opens a new connection every 50 ms, from its very first moment,
 // to db (a Pod outside any instance, TCP and UDP) and neighbour (another namespace's Pod), which
@@ -54,41 +67,13 @@ func TestPolicyGate(t *testing.T) {
 	if gateState() == "on" {
 		gateTargetAnswersUnpolicedPods(ctx, t)
 	}
-	var (
-		mu     sync.Mutex
-		starts []gateStart
-	)
-	for round := range gateStarts / gateBatch {
-		var wg sync.WaitGroup
-		for i := range gateBatch {
-			n := round*gateBatch + i
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s, err := startGated(ctx, fmt.Sprintf("gate-%02d", n), n%2 == 1)
-				if err != nil {
-					t.Errorf("start %d: %v", n, err)
-					return
-				}
-				mu.Lock()
-				starts = append(starts, s)
-				mu.Unlock()
-			}()
-		}
-		wg.Wait()
-		if t.Failed() {
-			t.FailNow()
-		}
-	}
+	starts := startGatedInBatches(ctx, t, "gate", gateStarts)
 
 	slices.SortFunc(starts, func(a, b gateStart) int { return cmp.Compare(a.name, b.name) })
 	leaked := 0
 	var gates, runnings []float64
 	for _, s := range starts {
-		total := 0
-		for _, n := range s.answered {
-			total += n
-		}
+		total := s.deniedAnswers()
 		if total > 0 {
 			leaked++
 		}
@@ -116,23 +101,31 @@ func TestPolicyGate(t *testing.T) {
 }
 
 // gateTargetAnswersUnpolicedPods is the control of the gate's target (docs/security.md's check): from
-// a Pod that no NetworkPolicy selects, wait-for-policy must fail because db still answers. A target
-// that never answered would open every gate at once, and the measurement would prove nothing.
+// a Pod that no NetworkPolicy selects, wait-for-policy must fail because the target still answers.
+// A target that never answered would open every gate at once, and the measurement would prove nothing.
 func gateTargetAnswersUnpolicedPods(ctx context.Context, t *testing.T) {
 	t.Helper()
-	const name = "gate-control"
+	done := waitForPolicyUnpoliced(ctx, t, "gate-control", gateTarget, 3*time.Second)
+	if done.ExitCode == 0 || !strings.Contains(done.Message, "still answers") {
+		t.Fatalf("the gate's target does not answer a Pod that no policy selects (exit %d, %q): every gate would open at once", done.ExitCode, done.Message)
+	}
+}
+
+// waitForPolicyUnpoliced runs wait-for-policy against target, for at most timeout, in a Pod of
+// the platform's namespace (which no NetworkPolicy selects), and returns how it ended.
+func waitForPolicyUnpoliced(ctx context.Context, t *testing.T, name, target string, timeout time.Duration) *corev1.ContainerStateTerminated {
+	t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: nsPlatform},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                corev1.RestartPolicyNever,
 			AutomountServiceAccountToken: ptr(false),
 			EnableServiceLinks:           ptr(false),
-			SecurityContext:              &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			SecurityContext:              restrictedPod(),
 			Containers: []corev1.Container{{
 				Name: "gate", Image: policyGateImage, ImagePullPolicy: corev1.PullNever,
-				Args: []string{"wait-for-policy", "--target=" + hostPort(targets["db"], 8080), "--timeout=3s"},
-				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+				Args:            []string{"wait-for-policy", "--target=" + target, "--timeout=" + timeout.String()},
+				SecurityContext: restrictedContainer(),
 			}},
 		},
 	}
@@ -143,7 +136,7 @@ func gateTargetAnswersUnpolicedPods(ctx context.Context, t *testing.T) {
 		_ = kube.CoreV1().Pods(nsPlatform).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
 	})
 	var done *corev1.ContainerStateTerminated
-	e2eutil.WaitFor(ctx, t, 2*time.Minute, "the control gate's end", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 2*time.Minute, name+": wait-for-policy's end", func() (bool, error) {
 		p, err := kube.CoreV1().Pods(nsPlatform).Get(ctx, name, metav1.GetOptions{})
 		if err != nil || len(p.Status.ContainerStatuses) == 0 {
 			return false, nil
@@ -151,10 +144,19 @@ func gateTargetAnswersUnpolicedPods(ctx context.Context, t *testing.T) {
 		done = p.Status.ContainerStatuses[0].State.Terminated
 		return done != nil, nil
 	})
-	t.Logf("control: wait-for-policy from a Pod no policy selects exited %d: %s", done.ExitCode, done.Message)
-	if done.ExitCode == 0 || !strings.Contains(done.Message, "still answers") {
-		t.Fatalf("the gate's target does not answer a Pod that no policy selects (exit %d, %q): every gate would open at once", done.ExitCode, done.Message)
-	}
+	t.Logf("%s: wait-for-policy --target=%s from a Pod no policy selects exited %d: %s", name, target, done.ExitCode, done.Message)
+	return done
+}
+
+// restrictedPod and restrictedContainer are the security contexts Pod Security "restricted" asks of
+// the test's own Pods.
+func restrictedPod() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65532)), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+}
+
+func restrictedContainer() *corev1.SecurityContext {
+	return &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -165,6 +167,41 @@ func gateState() string {
 		return "off (CHALLENGE_HOOK_POLICY_GATE=false)"
 	}
 	return "on"
+}
+
+// startGatedInBatches starts count instances (startGated, egress on every other one), gateBatch at
+// once, named prefix-NN, and stops the test at the first batch with a failed start.
+func startGatedInBatches(ctx context.Context, t *testing.T, prefix string, count int) []gateStart {
+	t.Helper()
+	var (
+		mu     sync.Mutex
+		starts []gateStart
+		failed bool
+	)
+	for round := range count / gateBatch {
+		var wg sync.WaitGroup
+		for i := range gateBatch {
+			n := round*gateBatch + i
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s, err := startGated(ctx, fmt.Sprintf("%s-%02d", prefix, n), n%2 == 1)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.Errorf("start %d: %v", n, err)
+					failed = true
+					return
+				}
+				starts = append(starts, s)
+			}()
+		}
+		wg.Wait()
+		if failed {
+			t.FailNow()
+		}
+	}
+	return starts
 }
 
 // startGated creates one instance, waits until it is Running, reads what its attacker and its gate
@@ -265,4 +302,77 @@ func percentile(values []float64, p int) float64 {
 	slices.Sort(sorted)
 	i := (len(sorted)*p + 99) / 100
 	return sorted[max(i-1, 0)]
+}
+
+// policyGateTargetComponent is the policy gate's target as shipped; installPolicyGateTarget
+// creates its objects.
+const policyGateTargetComponent = "manifests/components/policy-gate-target/target.yaml"
+
+// installPolicyGateTarget creates the objects of the policy-gate-target component as shipped but
+// for the image (the hook binary under test), waits until both replicas run, and returns its
+// Service's address: what an organizer sets as CHALLENGE_HOOK_POLICY_GATE_TARGET.
+func installPolicyGateTarget(ctx context.Context) (string, error) {
+	data, err := os.ReadFile(filepath.Join(cfg.root, policyGateTargetComponent))
+	if err != nil {
+		return "", err
+	}
+	// The shipped namespace enforces Pod Security restricted: so does this one.
+	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: "challenge-hook", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
+	}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create namespace challenge-hook: %w", err)
+	}
+	var service corev1.Service
+	var deployment appsv1.Deployment
+	for i, doc := range splitDocuments(string(data)) {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			return "", fmt.Errorf("%s document %d: %w", policyGateTargetComponent, i+1, err)
+		}
+		switch meta.Kind {
+		case "ServiceAccount":
+			var o corev1.ServiceAccount
+			if err = yaml.UnmarshalStrict([]byte(doc), &o); err == nil {
+				_, err = kube.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+			}
+		case "Deployment":
+			if err = yaml.UnmarshalStrict([]byte(doc), &deployment); err == nil {
+				c := &deployment.Spec.Template.Spec.Containers[0]
+				c.Image, c.ImagePullPolicy = policyGateImage, corev1.PullNever
+				_, err = kube.AppsV1().Deployments(deployment.Namespace).Create(ctx, &deployment, metav1.CreateOptions{})
+			}
+		case "PodDisruptionBudget":
+			var o policyv1.PodDisruptionBudget
+			if err = yaml.UnmarshalStrict([]byte(doc), &o); err == nil {
+				_, err = kube.PolicyV1().PodDisruptionBudgets(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+			}
+		case "Service":
+			if err = yaml.UnmarshalStrict([]byte(doc), &service); err == nil {
+				_, err = kube.CoreV1().Services(service.Namespace).Create(ctx, &service, metav1.CreateOptions{})
+			}
+		default:
+			err = fmt.Errorf("a %s the test does not install", meta.Kind)
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("%s: %s: %w", policyGateTargetComponent, meta.Kind, err)
+		}
+	}
+	if deployment.Name == "" || service.Name == "" {
+		return "", fmt.Errorf("%s has no Deployment or no Service", policyGateTargetComponent)
+	}
+	if err := e2eutil.WaitUntil(ctx, 2*time.Minute, "the policy gate target's replicas ready", func() (bool, error) {
+		d, err := kube.AppsV1().Deployments(deployment.Namespace).Get(ctx, deployment.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return d.Status.ReadyReplicas == *deployment.Spec.Replicas && d.Status.UpdatedReplicas == *deployment.Spec.Replicas, nil
+	}); err != nil {
+		return "", err
+	}
+	got, err := kube.CoreV1().Services(service.Namespace).Get(ctx, service.Name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return hostPort(got.Spec.ClusterIP, int64(got.Spec.Ports[0].Port)), nil
 }

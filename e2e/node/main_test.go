@@ -76,6 +76,9 @@ var (
 	verifyToken string
 	// targets are the Pods outside any instance: IP by name ("db" in platform, "neighbour" in other).
 	targets = map[string]string{}
+	// gateTarget is the hook's --policy-gate-target: the Service of the policy-gate-target
+	// component (its ClusterIP, port 9).
+	gateTarget string
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -187,10 +190,19 @@ func setUp() (stop func(), err error) {
 	}
 	if bytes.Contains(help, []byte("-policy-gate-image")) {
 		// The policy gate runs this hook binary (hack/build-images.sh) and waits, in each new Pod,
-		// until db, which every instance's policy denies, stops answering. (The default target, the
-		// node's kubelet port, is never denied by kube-network-policies: see docs/security.md.)
-		// CHALLENGE_HOOK_POLICY_GATE=false in the environment turns it off.
-		common = append(common, "--policy-gate-image="+policyGateImage, "--policy-gate-target="+hostPort(targets["db"], 8080))
+		// until the policy-gate-target component's Service, which every instance's policy denies,
+		// stops answering. (The default target, the node's kubelet port, is never denied by
+		// kube-network-policies: see docs/security.md.) A hook binary without that component's
+		// command (E2E_NODE_HOOK_BIN) waits for db instead. CHALLENGE_HOOK_POLICY_GATE=false in
+		// the environment turns the gate off.
+		gateTarget = hostPort(targets["db"], 8080)
+		if bytes.Contains(help, []byte("policy-gate-target (")) {
+			if gateTarget, err = installPolicyGateTarget(ctx); err != nil {
+				return stop, err
+			}
+		}
+		fmt.Printf("policy gate target: %s\n", gateTarget)
+		common = append(common, "--policy-gate-image="+policyGateImage, "--policy-gate-target="+gateTarget)
 	}
 	if bytes.Contains(help, []byte("-tcp-gateway-key-file")) {
 		// The TCP gateway's key, as the README's install creates it (32 random bytes in base64): the

@@ -16,6 +16,14 @@
 //	ctfbox dns [-listen :53] [-a 192.0.2.53]
 //	                     a stand-in for the cluster DNS: answers every A query with one fixed
 //	                     address (any other type: no record), on UDP and TCP
+//	ctfbox flood [-rate 500] [-inflight 512] [-hold 30s] HOST:PORT ...
+//	                     a flood: opens new TCP connections to each target at -rate a second,
+//	                     up to -inflight at once, holds those accepted for -hold, and prints a
+//	                     JSON line per target every second (attempts, connected, refused, timeouts,
+//	                     and slow: answers that took longer than -slow)
+//	ctfbox backlog [-port 8080] [-backlog 8]
+//	                     a listener that never accepts: its accept queue fills with -backlog
+//	                     connections, after which it drops new ones (a saturated server)
 //	ctfbox crash CODE    exits with CODE after 200 ms
 //	ctfbox oom           allocates and touches memory until the kernel kills it
 //	ctfbox pause         sleeps until SIGTERM or SIGINT (the Pod sandbox image)
@@ -46,7 +54,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: ctfbox serve|probe|dns|crash|oom|pause")
+		fmt.Fprintln(os.Stderr, "usage: ctfbox serve|probe|dns|flood|backlog|crash|oom|pause")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -56,6 +64,10 @@ func main() {
 		probe(os.Args[2:])
 	case "dns":
 		dnsServer(os.Args[2:])
+	case "flood":
+		flood(os.Args[2:])
+	case "backlog":
+		backlogListener(os.Args[2:])
 	case "crash":
 		code, _ := strconv.Atoi(append(os.Args[2:], "1")[0])
 		fmt.Println("crashing with exit code", code)
@@ -488,4 +500,107 @@ func dnsReply(query []byte, addr net.IP) []byte {
 		reply = append(reply, addr...)
 	}
 	return reply
+}
+
+// ---------------------------------------------------------------- flood, backlog
+
+// floodCounts is one target's tally over one second.
+type floodCounts struct {
+	T                                                    time.Time `json:"t"`
+	Target                                               string    `json:"target"`
+	Attempts, Connected, Refused, Timeouts, Others, Slow int64
+}
+
+func flood(args []string) {
+	fs := flag.NewFlagSet("flood", flag.ExitOnError)
+	rate := fs.Int("rate", 500, "new connections a second, per target")
+	inflight := fs.Int("inflight", 512, "connections attempted or held at once, per target")
+	hold := fs.Duration("hold", 30*time.Second, "how long an accepted connection is held open")
+	timeout := fs.Duration("timeout", time.Second, "timeout of one attempt")
+	slow := fs.Duration("slow", 500*time.Millisecond, "an answer (connected or refused) later than this is counted slow too")
+	_ = fs.Parse(args)
+	if fs.NArg() == 0 || *rate <= 0 || *inflight <= 0 {
+		fatal(errors.New("flood: want -rate > 0, -inflight > 0 and HOST:PORT targets"))
+	}
+	var outMu sync.Mutex
+	out := json.NewEncoder(os.Stdout)
+	for _, target := range fs.Args() {
+		go func() {
+			var mu sync.Mutex
+			counts := floodCounts{Target: target}
+			slots := make(chan struct{}, *inflight)
+			report := time.NewTicker(time.Second)
+			tick := time.NewTicker(time.Second / time.Duration(*rate))
+			for {
+				select {
+				case now := <-report.C:
+					mu.Lock()
+					counts.T = now
+					outMu.Lock()
+					_ = out.Encode(counts)
+					outMu.Unlock()
+					counts = floodCounts{Target: target}
+					mu.Unlock()
+				case <-tick.C:
+					select {
+					case slots <- struct{}{}:
+					default:
+						continue // every slot busy: this tick's connection is not attempted
+					}
+					go func() {
+						defer func() { <-slots }()
+						start := time.Now()
+						c, err := net.DialTimeout("tcp", target, *timeout)
+						took := time.Since(start)
+						mu.Lock()
+						counts.Attempts++
+						answered := err == nil || errors.Is(err, syscall.ECONNREFUSED)
+						if answered && took > *slow {
+							counts.Slow++
+						}
+						var netErr net.Error
+						switch {
+						case err == nil:
+							counts.Connected++
+						case errors.Is(err, syscall.ECONNREFUSED):
+							counts.Refused++
+						case errors.As(err, &netErr) && netErr.Timeout():
+							counts.Timeouts++
+						default:
+							counts.Others++
+						}
+						mu.Unlock()
+						if c != nil {
+							time.Sleep(*hold)
+							c.Close()
+						}
+					}()
+				}
+			}
+		}()
+	}
+	select {}
+}
+
+// backlogListener listens with a small accept queue and never accepts: once the queue is full,
+// the kernel drops new SYNs, and the listener is silent to everyone.
+func backlogListener(args []string) {
+	fs := flag.NewFlagSet("backlog", flag.ExitOnError)
+	port := fs.Int("port", 8080, "TCP port, on every address")
+	backlog := fs.Int("backlog", 8, "length of the accept queue")
+	_ = fs.Parse(args)
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: *port}); err != nil {
+		fatal(err)
+	}
+	if err := syscall.Listen(fd, *backlog); err != nil {
+		fatal(err)
+	}
+	fmt.Printf("listening on :%d with an accept queue of %d, never accepting\n", *port, *backlog)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	<-ch
 }
