@@ -97,7 +97,7 @@ func TestGatewayAPIComponentEnablesRoutes(t *testing.T) {
 		Metadata: hooksync.ObservedMeta{ObjectMeta: hooksync.ObjectMeta{Name: "chal-team1", Namespace: "ctf"}}}}
 	sync := func(declared []hooksync.ChildResource) hooksync.Response {
 		return hooksync.Sync(hooksync.Request{DeclaredChildTypes: declared, Parent: hooksync.Challenge{
-			Metadata: hooksync.ObjectMeta{Name: "chal-team1", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000001", Generation: 1},
+			Metadata: hooksync.ChallengeMeta{Name: "chal-team1", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000001", Generation: 1},
 			Spec:     v1alpha1.ChallengeSpec{Owner: "team-1", Template: &template},
 		}, Children: hooksync.ObservedChildren{Services: []hooksync.ObservedService{service}}}, time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), cfg)
 	}

@@ -264,7 +264,7 @@ func (c *Config) registerPodFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", c.ClusterDomain, "cluster DNS `suffix`, for ClusterIP endpoints")
 	flagfunc.Var(fs, "default-timeout", c.DefaultTimeout.String(), "instance lifetime (`duration`) when neither the Challenge nor its definition sets one", flagfunc.PositiveDuration(&c.DefaultTimeout))
 	flagfunc.Var(fs, "default-max-lifetime", c.DefaultMaxLifetime.String(), "lifetime cap (`duration`), extensions included, when the definition sets no maxLifetime", flagfunc.PositiveDuration(&c.DefaultMaxLifetime))
-	flagfunc.Var(fs, "expiry-warning", c.ExpiryWarning.String(), "how long (`duration`) before expiry the ExpiringSoon condition is True; the hook asks to be woken then (0s: never)", flagfunc.NonNegativeDuration(&c.ExpiryWarning))
+	flagfunc.Var(fs, "expiry-warning", c.ExpiryWarning.String(), "how long (`duration`) before expiry the ExpiringSoon condition is True, and before an idle stop IdleSoon (at most half the idleTimeout); the hook asks to be woken then (0s: never)", flagfunc.NonNegativeDuration(&c.ExpiryWarning))
 }
 
 // registerNetworkFlags registers where the cluster's networks and platform Pods are, for each

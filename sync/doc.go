@@ -9,10 +9,11 @@
 //     from the request, with template.go (the inline template or the related ChallengeDefinition),
 //     validate.go and validatepod.go (the hook's own checks of
 //     what it builds from: the Challenge and the template; each pod, container and exposure), component.go (one component per
-//     pod of the template, its peers and ports), expiry.go (start, deadline, wake-ups), queue.go
-//     (the owner's place among their instances) and trust.go (which definitions a namespace may use).
+//     pod of the template, its peers and ports), expiry.go (start, deadline, wake-ups), idle.go
+//     (the last activity, and when an idleTimeout stops it), queue.go (the owner's place among
+//     their instances) and trust.go (which definitions a namespace may use).
 //  3. The answers, each a phase, a status and the children: run, expire, keepChildren and finalize
-//     in sync.go, stop in stop.go, waitInQueue in queue.go. The children a healthy instance declares
+//     in sync.go, stop in stop.go, stopIdle in idle.go, waitInQueue in queue.go. The children a healthy instance declares
 //     are in desired.go; those an answer keeps as Metacontroller last applied them, and the
 //     NetworkPolicies held while a Pod runs, in isolation.go.
 //  4. The verdict and the status: verdict.go decides the phase from the observed children (which Pod

@@ -115,7 +115,7 @@ func expiry(parent Challenge, template *v1alpha1.DefinitionSpec, started, now ti
 
 // nextWake is when the clock alone changes the answer next, in seconds: the start of the expiry
 // warning while it is ahead, else the deadline, or progress when that comes first (a Pod's
-// progress deadline; zero when there is none).
+// progress deadline, the idle clock; zero when there is none).
 func (in *instance) nextWake(progress time.Time) float64 {
 	at := in.expires
 	if warnAt := in.expires.Add(-in.cfg.ExpiryWarning); in.now.Before(warnAt) {
@@ -125,6 +125,14 @@ func (in *instance) nextWake(progress time.Time) float64 {
 		at = progress
 	}
 	return resyncAfter(in.now, at)
+}
+
+// earliest of two times, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // resyncAfter wakes Metacontroller at a time; whole seconds, rounded up, so that the wake-up is

@@ -191,7 +191,7 @@ func FuzzValidateDefinition(f *testing.F) {
 		req := hooksync.Request{DeclaredChildTypes: declared, Parent: hooksync.Challenge{
 			APIVersion: v1alpha1.APIVersion,
 			Kind:       "Challenge",
-			Metadata:   hooksync.ObjectMeta{Name: "fuzz", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000000", Generation: 1},
+			Metadata:   hooksync.ChallengeMeta{Name: "fuzz", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000000", Generation: 1},
 			Spec:       v1alpha1.ChallengeSpec{Owner: "team-1", Template: &spec},
 		}}
 		resp := hooksync.AnswerWithEveryPod(t, req, fuzzNow, cfg)
@@ -267,7 +267,7 @@ func FuzzStatusFromObserved(f *testing.F) {
 	cfg := fuzzConfig()
 	f.Fuzz(func(t *testing.T, waitingReason, message, terminatedReason, playerText string) {
 		parent := hooksync.Challenge{
-			Metadata: hooksync.ObjectMeta{Name: "fuzz", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000000", Generation: 1,
+			Metadata: hooksync.ChallengeMeta{Name: "fuzz", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000000", Generation: 1,
 				CreationTimestamp: "2026-11-01T11:00:00Z"},
 			Spec: v1alpha1.ChallengeSpec{Owner: "team-1", Template: &v1alpha1.DefinitionSpec{
 				Containers: []v1alpha1.Container{{Name: "app", Image: "registry.ctf.example/app:1", Ports: []v1alpha1.ContainerPort{{ContainerPort: 8080}}}},

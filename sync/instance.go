@@ -48,6 +48,7 @@ type instance struct {
 	started  time.Time  // see startedAt
 	expires  time.Time  // see deadline and expiry
 	expired  bool
+	idle     idleness // see resolveIdleness
 	// components are the instance's Pods and what surrounds each (resolveComponents), when
 	// problem is nil.
 	components []*component
@@ -89,6 +90,7 @@ func resolve(req Request, now time.Time, cfg Config) *instance {
 		in.resolveQueue(req.Related.Challenges)
 	}
 	in.expires, in.expired = expiry(parent, timing, in.started, now, cfg)
+	in.idle = resolveIdleness(in, timing)
 	in.setLabels()
 	if in.problem == nil {
 		in.resolveComponents()

@@ -102,7 +102,7 @@ func TestChildNamesNeverCollide(t *testing.T) {
 	for _, challenge := range challenges {
 		for i, template := range templates {
 			parent := Challenge{
-				Metadata: ObjectMeta{Name: challenge, Namespace: "ctf", UID: fmt.Sprintf("uid-%s-%d", challenge, i)},
+				Metadata: ChallengeMeta{Name: challenge, Namespace: "ctf", UID: fmt.Sprintf("uid-%s-%d", challenge, i)},
 				Spec:     v1alpha1.ChallengeSpec{Owner: "team-1", Template: &template},
 			}
 			body, err := EncodeResponse(answerWithEveryPod(t, Request{Parent: parent}, goldenNow, cfg))
@@ -151,7 +151,7 @@ func TestNamesThatCouldCollideAreRefused(t *testing.T) {
 	cfg := goldenConfig(t)
 	template := validPodsDefinition()
 	parent := Challenge{
-		Metadata: ObjectMeta{Name: "a--web", Namespace: "ctf", UID: "uid-1"},
+		Metadata: ChallengeMeta{Name: "a--web", Namespace: "ctf", UID: "uid-1"},
 		Spec:     v1alpha1.ChallengeSpec{Owner: "team-1", Template: &template},
 	}
 	resp := Sync(Request{Parent: parent}, goldenNow, cfg)

@@ -116,7 +116,7 @@ func modelPolicies(t *testing.T, cfg Config) ([]peer, []*networkingapiv1.Network
 				expose.From = []v1alpha1.ExposePeer{{Namespace: checkerNamespace, PodLabels: map[string]v1alpha1.LabelValue{"app": checkerApp}}}
 			}
 			parent := Challenge{
-				Metadata: ObjectMeta{Name: name, Namespace: "ctf", UID: fmt.Sprintf("00000000-0000-0000-0000-%012d", teamIndex*10+i), Generation: 1},
+				Metadata: ChallengeMeta{Name: name, Namespace: "ctf", UID: fmt.Sprintf("00000000-0000-0000-0000-%012d", teamIndex*10+i), Generation: 1},
 				Spec: v1alpha1.ChallengeSpec{Owner: team, Template: &v1alpha1.DefinitionSpec{
 					Containers: []v1alpha1.Container{{Name: "app", Image: "registry.ctf.example/" + name + ":1",
 						Ports: []v1alpha1.ContainerPort{{ContainerPort: e.port, Protocol: e.protocol}}}},
@@ -156,7 +156,7 @@ func modelComponents(t *testing.T, cfg Config, team string, teamIndex int) ([]pe
 		return []v1alpha1.Container{c}
 	}
 	parent := Challenge{
-		Metadata: ObjectMeta{Name: name, Namespace: "ctf", UID: fmt.Sprintf("00000000-0000-0000-0001-%012d", teamIndex), Generation: 1},
+		Metadata: ChallengeMeta{Name: name, Namespace: "ctf", UID: fmt.Sprintf("00000000-0000-0000-0001-%012d", teamIndex), Generation: 1},
 		Spec: v1alpha1.ChallengeSpec{Owner: team, Template: &v1alpha1.DefinitionSpec{Pods: []v1alpha1.PodTemplate{
 			{Name: "web", Containers: container("app", 8080), Expose: []v1alpha1.Expose{{Port: 8080, Type: v1alpha1.ExposeHTTP}},
 				Internal: []v1alpha1.InternalPort{{Port: 8080, From: []string{"bot"}}}},

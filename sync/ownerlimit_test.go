@@ -20,9 +20,11 @@ import (
 // relate and selects them as Metacontroller does (by name, by label), sends the sync or finalize
 // request, and applies the answer (children created, deleted with their Pods lingering
 // Terminating for one more request, the status written). Between syncs, what players, the
-// platform and organizers do: create Challenges, delete and stop them, lose and restore the
-// definition, point a Challenge at a missing one, lose a Pod, and change the owner label as far
-// as the admission policy challenge-hook-owner-label lets them (admitsOwnerLabel).
+// platform and organizers do: create Challenges, delete and stop them, use them (a last-activity
+// stamp) or let time pass (those unused for the definition's idleTimeout stop, and start again
+// when used), lose and restore the definition, point a Challenge at a missing one, lose a Pod, and
+// change the owner label as far as the admission policy challenge-hook-owner-label lets them
+// (admitsOwnerLabel).
 type ownerWorld struct {
 	t          *testing.T
 	controller mcsim.Controller
@@ -33,6 +35,9 @@ type ownerWorld struct {
 	challenges []*worldChallenge
 	created    int
 	log        []string // what happened, for a failure's message
+	// idleStops and restartsAfterIdle count the answers that stopped an instance for idleness and
+	// that ran (or queued) one after such a stop.
+	idleStops, restartsAfterIdle int
 }
 
 type worldChallenge struct {
@@ -69,8 +74,9 @@ func (w *ownerWorld) restoreDefinition() {
 				"name": "web", "image": "registry.ctf.example/web-sqli:1.4.2",
 				"ports": []any{map[string]any{"name": "http", "containerPort": 8080}},
 			}},
-			"expose":  []any{map[string]any{"port": 8080, "type": "NodePort"}},
-			"timeout": "30m",
+			"expose":      []any{map[string]any{"port": 8080, "type": "NodePort"}},
+			"timeout":     "30m",
+			"idleTimeout": "1m",
 		},
 	}
 }
@@ -172,6 +178,12 @@ func (w *ownerWorld) sync(c *worldChallenge) {
 	}
 	require.NoError(w.t, json.Unmarshal(next, &applied))
 	w.logf("sync %s: %s %s workloadKept=%v, Pods %d", c.name, resp.Status.Phase, resp.Status.Reason, resp.Status.WorkloadKept, len(pods(applied.Children, true)))
+	previous, _ := c.parent["status"].(map[string]any)
+	if wasIdle := previous["reason"] == v1alpha1.ReasonIdle; resp.Status.Reason == v1alpha1.ReasonIdle && !wasIdle {
+		w.idleStops++
+	} else if wasIdle && resp.Status.Phase != v1alpha1.PhaseStopped && resp.Status.Phase != v1alpha1.PhaseExpired {
+		w.restartsAfterIdle++
+	}
 	if resp.Finalized {
 		w.challenges = slices.DeleteFunc(w.challenges, func(o *worldChallenge) bool { return o == c })
 		return
@@ -240,8 +252,17 @@ func (w *ownerWorld) step(prePolicy bool) {
 		}
 		w.create(label)
 		w.logf("create %s labelled %v", w.challenges[len(w.challenges)-1].name, deref(label))
-	case n < 70:
+	case n < 64:
 		w.sync(pick())
+	case n < 67:
+		// Time passes: instances nobody uses go idle (idleTimeout 1m), and later expire.
+		w.now = w.now.Add(time.Duration(5+w.rand.IntN(56)) * time.Second)
+		w.logf("the clock is %s", w.now.Format(time.TimeOnly))
+	case n < 70:
+		// Someone uses an instance: its stamp moves on, which starts an idle one again.
+		c := pick()
+		c.meta()["annotations"] = map[string]any{AnnotationLastActivity: w.now.Format(time.RFC3339)}
+		w.logf("%s used at %s", c.name, w.now.Format(time.TimeOnly))
 	case n < 74:
 		if w.definition != nil {
 			w.definition = nil
@@ -313,7 +334,7 @@ func deref(s *string) string {
 }
 
 // TestOwnerNeverHoldsMoreThanTheLimit: with --max-instances-per-owner, whatever happens to an
-// owner's Challenges (deleted, stopped, relabelled as far as admission allows, their definition
+// owner's Challenges (deleted, stopped, idle and used again, relabelled as far as admission allows, their definition
 // deleted or a Challenge pointed at a missing one before it was ever Ready, a Pod lost), the owner
 // never has more running Pods than the limit, the moment any answer is applied. Syncs are one at a
 // time, each seeing the statuses written before it (two syncs at the same moment may admit one
@@ -321,6 +342,12 @@ func deref(s *string) string {
 // owner label or with another owner's, as the API server admitted them before the policy: they
 // run nothing.
 func TestOwnerNeverHoldsMoreThanTheLimit(t *testing.T) {
+	idleStops, restartsAfterIdle := 0, 0
+	defer func() {
+		t.Logf("over every seed: %d idle stops, %d answers that ran or queued an instance after one", idleStops, restartsAfterIdle)
+		require.Positive(t, idleStops, "no instance went idle: the scenario never exercised the idle clock")
+		require.Positive(t, restartsAfterIdle, "no idle instance started again")
+	}()
 	for seed := range uint64(12) {
 		limit := 1 + int(seed%2)
 		prePolicy := seed%3 == 0
@@ -337,6 +364,8 @@ func TestOwnerNeverHoldsMoreThanTheLimit(t *testing.T) {
 				}
 			}
 			require.Equal(t, limit, most, "the owner never reached the limit: the scenario ran nothing\n%s", joinLast(w.log, 40))
+			idleStops += w.idleStops
+			restartsAfterIdle += w.restartsAfterIdle
 		})
 	}
 }

@@ -60,7 +60,7 @@ func (in *instance) ownerLabelProblem() *problem {
 //
 // A Challenge that ends lets go of its place only once its own sync has answered for the end:
 // Metacontroller deletes the children an answer leaves out before it writes the answer's status,
-// so a status Terminating (being deleted), Stopped (spec.stopped) or Expired means its Pod is
+// so a status Terminating (being deleted), Stopped (spec.stopped, or idle) or Expired means its Pod is
 // already being deleted. Freeing the place at the deletion, the stop or the deadline itself would
 // let the first queued Pod start while the ending one still runs (measured by TestOwnerQueue: a
 // third Pod for half a second).
@@ -76,6 +76,7 @@ func holdsPlace(c Challenge) bool {
 	switch phase := c.Status.Phase; {
 	case c.Metadata.DeletionTimestamp != "" && (phase == v1alpha1.PhaseTerminating || phase == v1alpha1.PhaseDeleted),
 		c.Spec.Stopped && phase == v1alpha1.PhaseStopped,
+		phase == v1alpha1.PhaseStopped && c.Status.Reason == v1alpha1.ReasonIdle,
 		phase == v1alpha1.PhaseExpired:
 		return false
 	case phase == v1alpha1.PhaseError && unbuildableReason(c.Status.Reason):

@@ -37,7 +37,7 @@ func TestInternalPortsOnlyOnAClusterIPServiceOfTheirOwn(t *testing.T) {
 		},
 	}}
 	parent := Challenge{
-		Metadata: ObjectMeta{Name: "pivot-team3", Namespace: "ctf", UID: "uid-pivot-team3"},
+		Metadata: ChallengeMeta{Name: "pivot-team3", Namespace: "ctf", UID: "uid-pivot-team3"},
 		Spec:     v1alpha1.ChallengeSpec{Owner: "team-3", Template: &template},
 	}
 	req, resp := requestWithEveryPod(t, Request{Parent: parent}, goldenNow, goldenConfig(t))

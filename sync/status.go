@@ -15,6 +15,7 @@ const (
 	ConditionReady        = "Ready"
 	ConditionExpiringSoon = "ExpiringSoon"
 	ConditionExpired      = "Expired"
+	ConditionIdleSoon     = "IdleSoon"
 )
 
 // status is what every answer before deletion says: the verdict, the instance id, the endpoints,
@@ -25,6 +26,10 @@ func (in *instance) status(v verdict, endpoints []v1alpha1.Endpoint) v1alpha1.Ch
 	if v.phase == v1alpha1.PhaseRunning && readyAt == "" {
 		readyAt = formatTime(in.now)
 	}
+	var lastActivityAt string
+	if in.idle.timeout > 0 && runsIdleClock(v) {
+		lastActivityAt = formatTime(in.idle.last)
+	}
 	return v1alpha1.ChallengeStatus{
 		Phase:              v.phase,
 		Reason:             v.reason,
@@ -34,6 +39,7 @@ func (in *instance) status(v verdict, endpoints []v1alpha1.Endpoint) v1alpha1.Ch
 		StartedAt:          formatTime(in.started),
 		ReadyAt:            readyAt,
 		ExpiresAt:          formatTime(in.expires),
+		LastActivityAt:     lastActivityAt,
 		Conditions:         instanceConditions(in, v),
 		ObservedGeneration: in.parent.Metadata.Generation,
 	}
@@ -88,10 +94,14 @@ func readyCondition(v verdict) metav1.Condition {
 }
 
 // instanceConditions are the conditions of every answer before deletion: Ready from the verdict,
-// ExpiringSoon and Expired from the deadline.
+// ExpiringSoon and Expired from the deadline, and IdleSoon from the idle clock when the template
+// has one.
 func instanceConditions(in *instance, v verdict) []metav1.Condition {
-	return conditions(in.parent.Status.Conditions, in.parent.Metadata.Generation, in.now,
-		readyCondition(v), expiringSoonCondition(in.expires, in.now, in.cfg.ExpiryWarning, in.expired), expiredCondition(in.expires, in.expired))
+	current := []metav1.Condition{readyCondition(v), expiringSoonCondition(in.expires, in.now, in.cfg.ExpiryWarning, in.expired), expiredCondition(in.expires, in.expired)}
+	if in.idle.timeout > 0 {
+		current = append(current, idleSoonCondition(in, v))
+	}
+	return conditions(in.parent.Status.Conditions, in.parent.Metadata.Generation, in.now, current...)
 }
 
 // expiringSoonCondition is True during the last warning before the deadline, so that a UI can

@@ -21,7 +21,8 @@ func Sync(req Request, now time.Time, cfg Config) Response {
 }
 
 // syncChallenge resolves the instance once, then answers by its state: being deleted, past its
-// deadline, stopped, unbuildable (a problem), waiting for a place (its owner's limit), or healthy.
+// deadline, stopped, unbuildable (a problem), idle, waiting for a place (its owner's limit), or
+// healthy.
 func syncChallenge(req Request, now time.Time, cfg Config) Response {
 	in := resolve(req, now, cfg)
 	switch {
@@ -34,6 +35,9 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 		return in.stop()
 	case in.problem != nil:
 		return in.keepChildren()
+	case in.idle.idle:
+		// Before the queue: an idle instance holds no place, and waits for nothing but use.
+		return in.stopIdle()
 	case in.queue.waiting:
 		return in.waitInQueue(in.queue)
 	}
@@ -42,11 +46,12 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 
 // run answers for a healthy instance: its phase from the observed children, the endpoints known so
 // far, and every child that should exist. Metacontroller wakes the hook at the expiry warning, at
-// expiry, or earlier when the progress deadline comes first.
+// expiry, or earlier when the progress deadline or the idle clock (its warning, its stop) comes
+// first.
 func (in *instance) run() Response {
 	eps, missing, refused := endpoints(in)
 	v, progress := in.observe(eps, missing, refused)
-	return Response{Status: in.status(v, eps), Children: in.desiredChildren(), ResyncAfterSeconds: in.nextWake(progress)}
+	return Response{Status: in.status(v, eps), Children: in.desiredChildren(), ResyncAfterSeconds: in.nextWake(earliest(progress, in.nextIdleWake()))}
 }
 
 // expire answers past the deadline: no workload, so Metacontroller deletes the Pod and everything

@@ -150,7 +150,7 @@ func TestTCPServicePortsAreDerivedFromTheUID(t *testing.T) {
 		return c
 	}
 	instanceOf := func(uid string) *instance {
-		return &instance{parent: Challenge{Metadata: ObjectMeta{Name: "pwn", Namespace: "ctf", UID: uid}}}
+		return &instance{parent: Challenge{Metadata: ChallengeMeta{Name: "pwn", Namespace: "ctf", UID: uid}}}
 	}
 	tcp := component(v1alpha1.Expose{Port: 1337, Type: v1alpha1.ExposeTCP})
 	seen := map[int32]bool{}

@@ -177,14 +177,20 @@ func validateWorkloads(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.
 	return errs
 }
 
-// validateLifetime checks the template's timeout and maxLifetime: durations, the timeout no longer
-// than the cap.
+// minIdleTimeout is the shortest idleTimeout (the CRD says so too).
+const minIdleTimeout = 10 * time.Second
+
+// validateLifetime checks the template's timeout, maxLifetime and idleTimeout: durations, the
+// timeout no longer than the cap, the idle timeout not too short to see use.
 func validateLifetime(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	timeout := validDuration(spec.Timeout, fldPath.Child("timeout"), &errs)
 	maxLifetime := validDuration(spec.MaxLifetime, fldPath.Child("maxLifetime"), &errs)
 	if timeout > 0 && maxLifetime > 0 && timeout > maxLifetime {
 		errs = append(errs, field.Invalid(fldPath.Child("timeout"), spec.Timeout, "longer than maxLifetime "+spec.MaxLifetime))
+	}
+	if idle := validDuration(spec.IdleTimeout, fldPath.Child("idleTimeout"), &errs); idle > 0 && idle < minIdleTimeout {
+		errs = append(errs, field.Invalid(fldPath.Child("idleTimeout"), spec.IdleTimeout, "shorter than "+minIdleTimeout.String()+": a stamper writes at most once in a while, and a shorter idle stop would stop instances in use"))
 	}
 	return errs
 }

@@ -90,6 +90,8 @@ func TestValidateDefinition(t *testing.T) {
 		}, `spec.expose[0].from[0].podLabels[app]: Invalid value: "admin bot"`},
 		{"bad timeout", func(d *v1alpha1.DefinitionSpec) { d.Timeout = "30 minutes" }, `spec.timeout: Invalid value: "30 minutes": not a positive duration`},
 		{"timeout above maxLifetime", func(d *v1alpha1.DefinitionSpec) { d.Timeout = "3h" }, `spec.timeout: Invalid value: "3h": longer than maxLifetime 2h`},
+		{"idleTimeout not a duration", func(d *v1alpha1.DefinitionSpec) { d.IdleTimeout = "soon" }, `spec.idleTimeout: Invalid value: "soon"`},
+		{"idleTimeout too short to see use", func(d *v1alpha1.DefinitionSpec) { d.IdleTimeout = "5s" }, `spec.idleTimeout: Invalid value: "5s": shorter than 10s`},
 		{"flag with value and dynamic", func(d *v1alpha1.DefinitionSpec) { d.Flag.Value = "CTF{x}" }, "spec.flag: Invalid value: set exactly one of value and dynamic: true"},
 		{"flag delivered nowhere", func(d *v1alpha1.DefinitionSpec) { d.Flag.Env = "" }, "spec.flag: Required value: set env, path or both"},
 		{"flag path relative", func(d *v1alpha1.DefinitionSpec) { d.Flag.Path = "flag.txt" }, `spec.flag.path: Invalid value: "flag.txt": must be a clean absolute file path`},

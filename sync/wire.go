@@ -26,6 +26,10 @@ const (
 	// AnnotationRestartedAt on the Pod is the Challenge's spec.restartedAt: a new value changes the
 	// Pod, and Metacontroller (updateStrategy Recreate) replaces it.
 	AnnotationRestartedAt = LabelPrefix + "restarted-at"
+	// AnnotationLastActivity on the Challenge is the last time someone used the instance, RFC 3339,
+	// written by whoever sees its traffic (the TCP gateway's stamper, the platform); with an
+	// idleTimeout, an instance without activity for that long is stopped (see idle.go).
+	AnnotationLastActivity = LabelPrefix + "last-activity"
 
 	// LastAppliedAnnotation is where Metacontroller keeps the child exactly as a hook last returned it.
 	LastAppliedAnnotation = wire.LastAppliedAnnotation
@@ -188,9 +192,27 @@ type ObservedPod struct {
 type Challenge struct {
 	APIVersion string                   `json:"apiVersion,omitempty"`
 	Kind       string                   `json:"kind,omitempty"`
-	Metadata   ObjectMeta               `json:"metadata"`
+	Metadata   ChallengeMeta            `json:"metadata"`
 	Spec       v1alpha1.ChallengeSpec   `json:"spec"`
 	Status     v1alpha1.ChallengeStatus `json:"status"`
+}
+
+// ChallengeMeta is a Challenge's metadata and the one annotation the hook reads of it.
+type ChallengeMeta struct {
+	Name              string               `json:"name,omitempty"`
+	Namespace         string               `json:"namespace,omitempty"`
+	UID               string               `json:"uid,omitempty"`
+	Generation        int64                `json:"generation,omitempty"`
+	Labels            map[string]string    `json:"labels,omitempty"`
+	Annotations       ChallengeAnnotations `json:"annotations"`
+	CreationTimestamp string               `json:"creationTimestamp,omitempty"`
+	DeletionTimestamp string               `json:"deletionTimestamp,omitempty"`
+}
+
+// ChallengeAnnotations holds the Challenge's annotations the hook reads: its last activity (see
+// AnnotationLastActivity).
+type ChallengeAnnotations struct {
+	LastActivity string `json:"ctf.challenge-hook.dev/last-activity,omitempty"`
 }
 
 // ChallengeDefinition is a related definition as the hook reads it: the API's spec, lean metadata.

@@ -19,6 +19,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // +kubebuilder:printcolumn:name="Queue",type=integer,JSONPath=`.status.queuePosition`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoints[0].url`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`
+// +kubebuilder:printcolumn:name="Last Activity",type=date,JSONPath=`.status.lastActivityAt`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1
 // +kubebuilder:printcolumn:name="Definition",type=string,JSONPath=`.spec.definitionRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -142,9 +143,11 @@ const (
 	ReasonTCPGatewayNotConfigured    = "TCPGatewayNotConfigured"
 	ReasonQueued                     = "Queued"
 	ReasonStopped                    = "Stopped"
-	ReasonExpired                    = "Expired"
-	ReasonTerminating                = "Terminating"
-	ReasonDeleted                    = "Deleted"
+	// ReasonIdle: phase Stopped because nobody used the instance for its template's idleTimeout.
+	ReasonIdle        = "Idle"
+	ReasonExpired     = "Expired"
+	ReasonTerminating = "Terminating"
+	ReasonDeleted     = "Deleted"
 )
 
 // ChallengeStatus is computed by the hook on every sync.
@@ -178,6 +181,14 @@ type ChallengeStatus struct {
 	// +optional
 	// +kubebuilder:validation:Format=date-time
 	ExpiresAt string `json:"expiresAt,omitempty"`
+	// The last use of the instance the hook knows of, with an idleTimeout: its newest
+	// ctf.challenge-hook.dev/last-activity stamp, its start, restart or extension, whichever is
+	// latest; it never moves back. Absent while Queued or stopped by spec.stopped, when the idle
+	// clock does not run.
+	//
+	// +optional
+	// +kubebuilder:validation:Format=date-time
+	LastActivityAt string `json:"lastActivityAt,omitempty"`
 	// The instance's place in its owner's queue while Queued, 1 for the next to start.
 	//
 	// +optional
@@ -190,7 +201,7 @@ type ChallengeStatus struct {
 	//
 	// +optional
 	WorkloadKept bool `json:"workloadKept,omitempty"`
-	// Ready, ExpiringSoon and Expired.
+	// Ready, ExpiringSoon and Expired; IdleSoon with an idleTimeout.
 	//
 	// +optional
 	// +listType=map

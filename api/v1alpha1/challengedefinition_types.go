@@ -14,6 +14,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // +kubebuilder:metadata:labels="app.kubernetes.io/part-of=challenge-hook"
 // +kubebuilder:printcolumn:name="Timeout",type=string,JSONPath=`.spec.timeout`
 // +kubebuilder:printcolumn:name="MaxLifetime",type=string,JSONPath=`.spec.maxLifetime`
+// +kubebuilder:printcolumn:name="IdleTimeout",type=string,JSONPath=`.spec.idleTimeout`,priority=1
 // +kubebuilder:printcolumn:name="Expose",type=string,JSONPath=`.spec.expose[0].type`,description="How players reach the first exposed port."
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.containers[0].image`,priority=1
 // +kubebuilder:printcolumn:name="Egress",type=boolean,JSONPath=`.spec.egress`,priority=1
@@ -133,6 +134,17 @@ type DefinitionSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="maxLifetime must be a positive duration such as 2h"
 	MaxLifetime string `json:"maxLifetime,omitempty"`
+	// Stop an instance nobody used for this long, a Go duration such as 15m: phase Stopped, reason
+	// Idle, its Pod removed and everything else kept (host, port, token, flag), as with
+	// spec.stopped. Use is the Challenge's ctf.challenge-hook.dev/last-activity annotation (written
+	// by the TCP gateway's stamper or the platform), its start, a restart or an extension; a newer
+	// stamp starts it again. Absent: never stopped for idleness.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="idleTimeout must be a duration of at least 10s such as 15m"
+	IdleTimeout string `json:"idleTimeout,omitempty"`
 	// Allow internet egress, and DNS. Cluster-internal, private and link-local ranges stay blocked
 	// either way. Default false.
 	//

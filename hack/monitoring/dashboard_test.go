@@ -260,6 +260,15 @@ func panelChecks() map[string]panelCheck {
 			}
 			return single(unsynced)
 		}},
+		"Stopped for idleness/A": {want: func(m *moment) map[string]float64 {
+			idle := 0.0
+			for _, s := range m.statuses() {
+				if s.phase == "Stopped" && s.reason == "Idle" {
+					idle++
+				}
+			}
+			return single(idle)
+		}},
 		"Hook sync latency/A": hookLatency(0.5),
 		"Hook sync latency/B": hookLatency(0.9),
 		"Hook sync latency/C": hookLatency(0.99),

@@ -103,8 +103,12 @@ func newEventModel() eventModel {
 			m.readyAt = m.created + latency
 			// kube-state-metrics shows the status at the first scrape after it.
 			add((m.readyAt+scrapeInterval-1)/scrapeInterval*scrapeInterval, "Running", "Ready")
-			if i%9 == 7 {
+			switch i % 9 {
+			case 7:
 				add(m.readyAt+20*time.Minute, "Stopped", "Stopped")
+			case 5: // nobody used it for its idleTimeout, then a player came back
+				add(m.readyAt+12*time.Minute, "Stopped", "Idle")
+				add(m.readyAt+18*time.Minute, "Running", "Ready")
 			}
 		}
 		if len(m.statuses) > 0 {
