@@ -101,6 +101,7 @@ type Gateway struct {
 	admission *admission
 	targets   *targetCounter
 	pipes     *pipePool
+	poller    *poller // nil: every direction of a splice waits as a goroutine
 
 	mu         sync.Mutex
 	conns      map[*net.TCPConn]bool // every open connection, true for a player's, closed when the drain ends
@@ -159,6 +160,10 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 // lets the connections go on for the drain timeout, tells those left to reconnect, closes them and
 // returns.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	var err error
+	if g.poller, err = startPoller(); err != nil && !errors.Is(err, errNoPoller) {
+		g.logger.Warn("no poller for idle connections: each spliced connection holds two goroutines", slog.String("error", err.Error()))
+	}
 	served := make(chan struct{})
 	defer close(served)
 	go func() {
@@ -215,8 +220,13 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		<-drained
 	}
 	g.pipes.close()
+	g.poller.close()
 	return nil
 }
+
+// startPoller starts the poller of a gateway's idle directions (a variable: tests run gateways
+// without one).
+var startPoller = newPoller
 
 // endDrain tells every player still connected to reconnect (one line, within a second for all),
 // then closes every connection left.
@@ -253,6 +263,8 @@ func (g *Gateway) endDrain() {
 	for c := range conns {
 		c.Close()
 	}
+	// The directions parked waiting for bytes see their connections closed, and end.
+	g.poller.notifyAll()
 	g.logger.Info("drain timeout: told the players left to reconnect and closed their connections", slog.Int("players", players))
 }
 
@@ -286,8 +298,8 @@ type refusal struct {
 var refusalFull = refusal{reason: reasonTooManyConnections, line: "gateway full, try again later\n"}
 
 // handle serves one player's connection: its token, then the instance's connection, whose splice
-// goes on in goroutines of its own (with their small stacks: an idle connection costs them and
-// not this one's, grown by the token's work) until the connection ends.
+// goes on without this goroutine (see splice) until the connection ends: this one, its stack grown
+// by the token's work, ends once the splice began.
 func (g *Gateway) handle(player *net.TCPConn) {
 	var undo cleanups
 	splicing := false

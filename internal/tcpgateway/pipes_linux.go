@@ -98,21 +98,19 @@ func (pp *pipePool) close() {
 	}
 }
 
-// move waits until src has bytes, its end or an error, then splices what it has to dst through a
-// pipe of the pool. The wait holds no pipe: each time the source is readable the pipe is taken,
-// and given back when the splice finds nothing after all. It returns the bytes moved, whether src
-// ended, or an error; noPipe when the pool had none to lend (nothing moved, nothing waited for:
-// the caller waits and copies through a buffer). Waiting by splicing saves the peek of
-// waitReadable: a message costs a splice in, a splice out and the splice that finds nothing more,
-// as a read, a write and a read would.
-func (pp *pipePool) move(dst, src syscall.RawConn) (total int64, end, noPipe bool, err error) {
+// move splices what src has now to dst through a pipe of the pool, without waiting for more: the
+// pipe is taken when the first splice finds bytes, and given back when the source runs dry. It
+// returns the bytes moved, whether src ended, whether it ran dry (nothing more for now), or an
+// error; noPipe when the pool had none to lend (nothing moved: the caller copies through a
+// buffer). A message costs a splice in, a splice out and the splice that finds nothing more, as a
+// read, a write and a read would.
+func (pp *pipePool) move(dst, src syscall.RawConn) (total int64, end, dry, noPipe bool, err error) {
 	var p *pipe
 	defer func() {
 		if p != nil {
 			pp.put(p)
 		}
 	}()
-	waiting := true
 	for {
 		var n int
 		var spliceErr error
@@ -125,39 +123,32 @@ func (pp *pipePool) move(dst, src syscall.RawConn) (total int64, end, noPipe boo
 			for {
 				n, spliceErr = spliceBytes(p.w, int(fd))
 				if spliceErr != syscall.EINTR {
-					break
+					return true
 				}
 			}
-			if spliceErr == syscall.EAGAIN && waiting {
-				pp.put(p)
-				p = nil
-				return false
-			}
-			return true
 		})
 		switch {
 		case readErr != nil:
-			return total, false, false, readErr
+			return total, false, false, false, readErr
 		case p == nil:
-			return total, false, total == 0, nil
+			return total, false, false, true, nil
 		case spliceErr == syscall.EAGAIN:
 			// Nothing more for now: the pipe goes back while the source is quiet.
-			return total, false, false, nil
+			return total, false, true, false, nil
 		case spliceErr != nil:
-			return total, false, false, os.NewSyscallError("splice", spliceErr)
+			return total, false, false, false, os.NewSyscallError("splice", spliceErr)
 		case n == 0:
-			return total, true, false, nil
+			return total, true, false, false, nil
 		}
 		if err := pump(dst, p, n); err != nil {
 			pp.discard(p)
 			p = nil
-			return total, false, false, err
+			return total, false, false, false, err
 		}
 		total += int64(n)
 		if total >= roundBytes {
-			return total, false, false, nil
+			return total, false, false, false, nil
 		}
-		waiting = false
 	}
 }
 

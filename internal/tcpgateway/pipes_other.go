@@ -17,6 +17,6 @@ func (*pipePool) lent() int { return 0 }
 
 func (*pipePool) close() {}
 
-func (*pipePool) move(dst, src syscall.RawConn) (total int64, end, noPipe bool, err error) {
-	return 0, false, true, nil
+func (*pipePool) move(dst, src syscall.RawConn) (total int64, end, dry, noPipe bool, err error) {
+	return 0, false, false, true, nil
 }
