@@ -105,7 +105,9 @@ type Gateway struct {
 
 	mu         sync.Mutex
 	conns      map[*net.TCPConn]bool // every open connection, true for a player's, closed when the drain ends
-	wg         sync.WaitGroup
+	wg         sync.WaitGroup        // the players' connections, from accept to their end
+	tasks      chan task             // to the workers waiting for one (see work)
+	stopped    chan struct{}         // closed once Serve returns: the workers waiting end
 	drainEnded atomic.Bool
 }
 
@@ -151,6 +153,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 		targets:   newTargetCounter(cfg.MaxConnectionsPerToken),
 		pipes:     newPipePool(splicePipes),
 		conns:     map[*net.TCPConn]bool{},
+		tasks:     make(chan task),
+		stopped:   make(chan struct{}),
 	}
 	g.metrics = newMetrics(reg, func() float64 { return float64(g.admission.size()) })
 	return g, nil
@@ -203,10 +207,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		g.wg.Add(1)
-		go func() {
-			defer g.wg.Done()
-			g.handle(tcp)
-		}()
+		g.work(task{player: tcp})
 	}
 	drained := make(chan struct{})
 	go func() {
@@ -221,6 +222,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	g.pipes.close()
 	g.poller.close()
+	close(g.stopped)
 	return nil
 }
 
@@ -298,8 +300,8 @@ type refusal struct {
 var refusalFull = refusal{reason: reasonTooManyConnections, line: "gateway full, try again later\n"}
 
 // handle serves one player's connection: its token, then the instance's connection, whose splice
-// goes on without this goroutine (see splice) until the connection ends: this one, its stack grown
-// by the token's work, ends once the splice began.
+// goes on without this goroutine (see splice) until the connection ends: its worker goes on to
+// its next task once the splice began.
 func (g *Gateway) handle(player *net.TCPConn) {
 	var undo cleanups
 	splicing := false

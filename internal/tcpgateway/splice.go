@@ -142,7 +142,7 @@ func (d *direction) start() {
 		return
 	}
 	d.state.Store(directionRunning)
-	go d.run()
+	d.s.g.work(task{direction: d})
 }
 
 // run moves the source's bytes until it runs dry, then parks; or until the source's end (passed
@@ -196,7 +196,7 @@ func (d *direction) notify() {
 		switch d.state.Load() {
 		case directionParked:
 			if d.state.CompareAndSwap(directionParked, directionRunning) {
-				go d.run()
+				d.s.g.work(task{direction: d})
 				return
 			}
 		case directionRunning:
