@@ -4,6 +4,11 @@ package tcpgateway
 
 import "syscall"
 
+// pipe is none: the poller, which would carry one, does not exist either.
+type pipe struct{}
+
+func (*pipePool) pumpCarried(syscall.RawConn, *pipe, int) error { return nil }
+
 // pipePool lends no pipe where splice(2) does not exist: every copy goes through a buffer.
 type pipePool struct{}
 

@@ -70,10 +70,57 @@ func (p *poller) serve() {
 		}
 		p.mu.Unlock()
 		for i, d := range ready {
-			d.notify()
+			if d.claim() {
+				p.runInline(d)
+			}
 			ready[i] = nil
 		}
 		ready = ready[:0]
+	}
+}
+
+// runInline moves, on the poller's goroutine, what d's source has when that takes no wait: a
+// message the destination takes at once, after which the source is dry, costs no worker. Anything
+// else (more bytes, a full destination, the source's end or an error, no pipe free) goes on in a
+// worker from where this stopped: a worker may wait, the poller may not.
+func (p *poller) runInline(d *direction) {
+	pp := d.s.g.pipes
+	pipe := pp.get()
+	if pipe == nil {
+		d.s.g.work(task{direction: d})
+		return
+	}
+	for message := false; ; message = true {
+		n, err := spliceIn(d.rawSrc, pipe)
+		switch {
+		case err == syscall.EAGAIN:
+			pp.put(pipe)
+			if parked, _ := d.tryPark(); parked {
+				return
+			}
+			// Notified meanwhile, or not armed (the worker waits then).
+		case err != nil:
+			pp.put(pipe)
+			d.carried = carried{err: err}
+		case n == 0:
+			pp.put(pipe)
+			d.carried = carried{end: true}
+		case message:
+			d.carried = carried{pipe: pipe, n: n}
+		default:
+			left, err := pumpNow(d.rawDst, pipe, n)
+			d.count(int64(n - left))
+			if err != nil {
+				pp.discard(pipe)
+				d.carried = carried{err: err}
+			} else if left > 0 {
+				d.carried = carried{pipe: pipe, n: left}
+			} else {
+				continue
+			}
+		}
+		d.s.g.work(task{direction: d})
+		return
 	}
 }
 

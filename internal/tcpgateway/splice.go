@@ -120,8 +120,9 @@ type direction struct {
 	rawSrc, rawDst syscall.RawConn
 	moved          int64 // written by the goroutine running it, read by the last to end
 	state          atomic.Int32
-	id             uint64 // the poller's key, 0 until first armed
-	registered     bool   // its source is in the poller (touched by the goroutine running it)
+	id             uint64  // the poller's key, 0 until first armed
+	registered     bool    // its source is in the poller (touched by the goroutine running it)
+	carried        carried // what the poller's move left (touched by the goroutine running it)
 }
 
 func (d *direction) init(s *splicing, src, dst *net.TCPConn) {
@@ -146,32 +147,60 @@ func (d *direction) start() {
 }
 
 // run moves the source's bytes until it runs dry, then parks; or until the source's end (passed
-// on as the destination's half-close) or an error (which closes both sides), then ends.
+// on as the destination's half-close) or an error (which closes both sides), then ends. It starts
+// where the poller's move stopped (carried).
 func (d *direction) run() {
-	for {
-		n, end, dry, err := d.s.g.moveNow(d.dst, d.rawDst, d.rawSrc)
-		d.moved += n
-		if n > 0 {
-			d.s.lastActive.Store(time.Now().UnixNano())
-		}
-		if err == nil && end {
-			err = d.dst.CloseWrite()
-		}
+	end, err := d.resume()
+	for err == nil && !end {
+		var n int64
+		var dry bool
+		n, end, dry, err = d.s.g.moveNow(d.dst, d.rawDst, d.rawSrc)
+		d.count(n)
 		if err == nil && dry {
 			var parked bool
 			if parked, err = d.park(); parked {
 				return
 			}
 		}
-		if err != nil {
-			// A reset (or the watchdog) on one side ends both at once: the other direction may be
-			// waiting for a player who has nothing more to say.
-			d.s.closeBoth()
+	}
+	if err == nil {
+		err = d.dst.CloseWrite()
+	}
+	if err != nil {
+		// A reset (or the watchdog) on one side ends both at once: the other direction may be
+		// waiting for a player who has nothing more to say.
+		d.s.closeBoth()
+	}
+	d.end()
+}
+
+// carried is what the poller's move of a direction left to the worker that goes on with it.
+type carried struct {
+	pipe *pipe // holding n bytes for the destination
+	n    int
+	end  bool  // the source ended
+	err  error // the source's error (read once: the kernel forgets it)
+}
+
+// resume takes over what the poller's move left: it pumps the bytes left in a pipe, and returns
+// the source's end or error.
+func (d *direction) resume() (end bool, err error) {
+	c := d.carried
+	d.carried = carried{}
+	if c.pipe != nil {
+		if err := d.s.g.pipes.pumpCarried(d.rawDst, c.pipe, c.n); err != nil {
+			return false, err
 		}
-		if err != nil || end {
-			d.end()
-			return
-		}
+		d.count(int64(c.n))
+	}
+	return c.end, c.err
+}
+
+// count counts n bytes moved, and the connection active when there are any.
+func (d *direction) count(n int64) {
+	if n > 0 {
+		d.moved += n
+		d.s.lastActive.Store(time.Now().UnixNano())
 	}
 }
 
@@ -179,8 +208,18 @@ func (d *direction) run() {
 // was notified meanwhile (false: move again). Without the poller (another system, or out of
 // epoll watches) it waits here until the source is readable.
 func (d *direction) park() (parked bool, err error) {
-	if err := d.s.g.poller.arm(d); err != nil {
+	parked, armErr := d.tryPark()
+	if armErr != nil {
 		return false, waitReadable(d.rawSrc)
+	}
+	return parked, nil
+}
+
+// tryPark arms the direction in the poller: parked, unless it was notified meanwhile; an error
+// when it could not be armed.
+func (d *direction) tryPark() (parked bool, err error) {
+	if err := d.s.g.poller.arm(d); err != nil {
+		return false, err
 	}
 	if d.state.CompareAndSwap(directionRunning, directionParked) {
 		return true, nil
@@ -189,22 +228,29 @@ func (d *direction) park() (parked bool, err error) {
 	return false, nil
 }
 
-// notify runs a parked direction, or tells a running one to look again before it parks: its
-// source is readable, or closed.
+// notify runs a parked direction in a worker, or tells a running one to look again before it
+// parks: its source is readable, or closed.
 func (d *direction) notify() {
+	if d.claim() {
+		d.s.g.work(task{direction: d})
+	}
+}
+
+// claim makes a parked direction the caller's to run (true), or tells a running one to look again
+// before it parks (false).
+func (d *direction) claim() bool {
 	for {
 		switch d.state.Load() {
 		case directionParked:
 			if d.state.CompareAndSwap(directionParked, directionRunning) {
-				d.s.g.work(task{direction: d})
-				return
+				return true
 			}
 		case directionRunning:
 			if d.state.CompareAndSwap(directionRunning, directionNotified) {
-				return
+				return false
 			}
 		default:
-			return
+			return false
 		}
 	}
 }
