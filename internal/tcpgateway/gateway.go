@@ -106,7 +106,7 @@ type Gateway struct {
 	mu         sync.Mutex
 	conns      map[*net.TCPConn]bool // every open connection, true for a player's, closed when the drain ends
 	wg         sync.WaitGroup        // the players' connections, from accept to their end
-	tasks      chan task             // to the workers waiting for one (see work)
+	directions chan *direction       // to the workers waiting for one (see work)
 	stopped    chan struct{}         // closed once Serve returns: the workers waiting end
 	drainEnded atomic.Bool
 }
@@ -148,13 +148,13 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 		logger: logger,
 		// No TCP keep-alive towards instances (four setsockopt calls a connection): they are in the
 		// cluster, and the idle timeout ends a session that moves nothing.
-		dialer:    net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: -1},
-		admission: newAdmission(cfg.MaxConnections, cfg.MaxBadTokensPerMinute, cfg.MaxSources),
-		targets:   newTargetCounter(cfg.MaxConnectionsPerToken),
-		pipes:     newPipePool(splicePipes),
-		conns:     map[*net.TCPConn]bool{},
-		tasks:     make(chan task),
-		stopped:   make(chan struct{}),
+		dialer:     net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: -1},
+		admission:  newAdmission(cfg.MaxConnections, cfg.MaxBadTokensPerMinute, cfg.MaxSources),
+		targets:    newTargetCounter(cfg.MaxConnectionsPerToken),
+		pipes:      newPipePool(splicePipes),
+		conns:      map[*net.TCPConn]bool{},
+		directions: make(chan *direction),
+		stopped:    make(chan struct{}),
 	}
 	g.metrics = newMetrics(reg, func() float64 { return float64(g.admission.size()) })
 	return g, nil
@@ -207,7 +207,10 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		g.wg.Add(1)
-		g.work(task{player: tcp})
+		go func() {
+			defer g.wg.Done()
+			g.handle(tcp)
+		}()
 	}
 	drained := make(chan struct{})
 	go func() {
@@ -300,8 +303,8 @@ type refusal struct {
 var refusalFull = refusal{reason: reasonTooManyConnections, line: "gateway full, try again later\n"}
 
 // handle serves one player's connection: its token, then the instance's connection, whose splice
-// goes on without this goroutine (see splice) until the connection ends: its worker goes on to
-// its next task once the splice began.
+// goes on without this goroutine (see splice) until the connection ends: this one ends once the
+// splice began.
 func (g *Gateway) handle(player *net.TCPConn) {
 	var undo cleanups
 	splicing := false

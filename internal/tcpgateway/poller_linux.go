@@ -87,7 +87,7 @@ func (p *poller) runInline(d *direction) {
 	pp := d.s.g.pipes
 	pipe := pp.get()
 	if pipe == nil {
-		d.s.g.work(task{direction: d})
+		d.s.g.work(d)
 		return
 	}
 	for message := false; ; message = true {
@@ -119,7 +119,7 @@ func (p *poller) runInline(d *direction) {
 				continue
 			}
 		}
-		d.s.g.work(task{direction: d})
+		d.s.g.work(d)
 		return
 	}
 }

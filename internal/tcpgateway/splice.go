@@ -143,7 +143,7 @@ func (d *direction) start() {
 		return
 	}
 	d.state.Store(directionRunning)
-	d.s.g.work(task{direction: d})
+	d.s.g.work(d)
 }
 
 // run moves the source's bytes until it runs dry, then parks; or until the source's end (passed
@@ -232,7 +232,7 @@ func (d *direction) tryPark() (parked bool, err error) {
 // parks: its source is readable, or closed.
 func (d *direction) notify() {
 	if d.claim() {
-		d.s.g.work(task{direction: d})
+		d.s.g.work(d)
 	}
 }
 

@@ -1,49 +1,37 @@
 package tcpgateway
 
-import (
-	"net"
-	"time"
-)
+import "time"
 
-// workerIdle is how long a worker goroutine waits for its next task before it ends.
+// workerIdle is how long a worker goroutine waits for its next direction before it ends.
 const workerIdle = time.Second
 
-// task is a worker's task: a player's connection to serve, or a direction of a splice to run.
-type task struct {
-	player    *net.TCPConn
-	direction *direction
-}
-
-// work runs t on a worker that waits for one, or on a new worker when none waits: never later
-// than a goroutine of its own would. A worker's stack stays grown by the token's work, the dial
-// and the log line from one connection to the next, where a goroutine per task would grow a new
-// one each time (copied two or three times, in most of the runtime's cost per connection).
-func (g *Gateway) work(t task) {
+// work runs d on a worker that waits for one, or on a new worker when none waits: never later
+// than a goroutine of its own would. A worker's stack stays grown by the moves and the log line
+// of a connection's end from one direction to the next, where a goroutine per run would grow a
+// new one each time. (A player's connection is served by a goroutine of its own until its splice
+// begins: it may wait for its token for the whole token timeout, on the small stack a new
+// goroutine has, not on a worker's grown one.)
+func (g *Gateway) work(d *direction) {
 	select {
-	case g.tasks <- t:
+	case g.directions <- d:
 	default:
-		go g.worker(t)
+		go g.worker(d)
 	}
 }
 
-// worker runs t, then the tasks handed to it, until none comes for workerIdle or the gateway
-// stopped serving.
-func (g *Gateway) worker(t task) {
+// worker runs d, then the directions handed to it, until none comes for workerIdle or the
+// gateway stopped serving.
+func (g *Gateway) worker(d *direction) {
 	var idle *time.Timer
 	for {
-		if t.player != nil {
-			g.handle(t.player)
-			g.wg.Done()
-		} else {
-			t.direction.run()
-		}
+		d.run()
 		if idle == nil {
 			idle = time.NewTimer(workerIdle)
 		} else {
 			idle.Reset(workerIdle)
 		}
 		select {
-		case t = <-g.tasks:
+		case d = <-g.directions:
 		case <-idle.C:
 			return
 		case <-g.stopped:
