@@ -279,16 +279,17 @@ func isTemporary(err error) bool {
 	return errors.As(err, &t) && t.Temporary()
 }
 
-// track records c as open until the returned function is called.
-func (g *Gateway) track(c *net.TCPConn, isPlayer bool) func() {
+// track records c as open until untrack.
+func (g *Gateway) track(c *net.TCPConn, isPlayer bool) {
 	g.mu.Lock()
 	g.conns[c] = isPlayer
 	g.mu.Unlock()
-	return func() {
-		g.mu.Lock()
-		delete(g.conns, c)
-		g.mu.Unlock()
-	}
+}
+
+func (g *Gateway) untrack(c *net.TCPConn) {
+	g.mu.Lock()
+	delete(g.conns, c)
+	g.mu.Unlock()
 }
 
 // refusal is why a connection went no further: its metric reason, and the line the player reads
@@ -306,76 +307,96 @@ var refusalFull = refusal{reason: reasonTooManyConnections, line: "gateway full,
 // goes on without this goroutine (see splice) until the connection ends: this one ends once the
 // splice began.
 func (g *Gateway) handle(player *net.TCPConn) {
-	var undo cleanups
-	splicing := false
-	defer func() {
-		if !splicing {
-			undo.run()
-		}
-	}()
-	undo.add(func() { player.Close() })
-	undo.add(g.track(player, true))
+	c := &session{g: g, player: player, start: time.Now()}
+	g.track(player, true)
 	g.metrics.open.Inc()
-	undo.add(g.metrics.open.Dec)
-	start := time.Now()
-	tokenDeadline := start.Add(g.cfg.TokenTimeout)
+	tokenDeadline := c.start.Add(g.cfg.TokenTimeout)
 	player.SetDeadline(tokenDeadline)
-	log := connLog{logger: g.logger, player: addrPort(player.RemoteAddr())}
+	c.log = connLog{logger: g.logger, player: addrPort(player.RemoteAddr())}
 
-	source := sourceOf(log.player.Addr())
-	slot := g.admission.admit(player, source, time.Now())
-	if slot == nil {
-		g.metrics.accepted.WithLabelValues("tracked").Inc()
-		g.refuse(player, log, refusalFull)
+	source := sourceOf(c.log.player.Addr())
+	c.slot = g.admission.admit(player, source, time.Now())
+	if c.slot == nil {
+		g.metrics.acceptedTracked.Inc()
+		c.refuse(refusalFull)
 		return
 	}
-	undo.add(func() { g.admission.release(slot) })
-	tracked := "tracked"
-	if slot.entry == nil {
-		tracked = "untracked"
+	if c.slot.entry == nil {
+		g.metrics.acceptedUntracked.Inc()
+	} else {
+		g.metrics.acceptedTracked.Inc()
 	}
-	g.metrics.accepted.WithLabelValues(tracked).Inc()
 
-	target, lines, ref := g.present(player, slot, tokenDeadline)
+	target, lines, ref := g.present(player, c.slot, tokenDeadline)
 	if ref != nil {
-		g.refuse(player, log, *ref)
+		c.refuse(*ref)
 		return
 	}
-	undo.add(func() { g.targets.release(target.Service) })
-	log.instance = target.Service
+	c.target = target.Service
+	c.log.instance = target.Service
 
-	instance, ref := g.connect(player, target, lines, log)
+	c.instance, ref = g.connect(player, target, lines, c.log)
 	if ref != nil {
-		g.refuse(player, log, *ref)
+		c.refuse(*ref)
 		return
 	}
-	undo.add(func() { instance.Close() })
-	undo.add(g.track(instance, false))
+	g.track(c.instance, false)
 	player.SetDeadline(time.Time{})
 	g.metrics.spliced.Inc()
 	g.metrics.splicing.Inc()
-	undo.add(g.metrics.splicing.Dec)
-	splicing = true
+	c.splicing = true
 	g.wg.Add(1)
-	g.splice(player, instance, func(s spliced) {
-		defer g.wg.Done()
-		g.metrics.closed.WithLabelValues(s.reason).Inc()
-		log.log(slog.LevelInfo, "connection closed", slog.String("reason", s.reason),
-			slog.Float64("duration_s", time.Since(start).Seconds()),
-			slog.Int64("bytes_to_instance", s.toInstance), slog.Int64("bytes_to_player", s.toPlayer))
-		undo.run()
-	})
+	g.splice(c)
 }
 
-// cleanups are what a connection undoes when it ends, last added first.
-type cleanups []func()
+// session is one player's connection and what it holds, given back by end.
+type session struct {
+	g        *Gateway
+	player   *net.TCPConn
+	start    time.Time
+	log      connLog
+	slot     *pendingConn   // its admission slot, once admitted
+	target   netip.AddrPort // counted against its instance's cap, once valid
+	instance *net.TCPConn   // once connected
+	splicing bool
+	spliced  splicing // the splice, once splicing
+}
 
-func (c *cleanups) add(f func()) { *c = append(*c, f) }
+// refuse refuses the connection (see Gateway.refuse) and ends it.
+func (c *session) refuse(r refusal) {
+	c.g.refuse(c.player, c.log, r)
+	c.end()
+}
 
-func (c cleanups) run() {
-	for i := len(c) - 1; i >= 0; i-- {
-		c[i]()
+// closed counts and logs the end of a spliced connection, and ends it.
+func (c *session) closed(s spliced) {
+	defer c.g.wg.Done()
+	c.g.metrics.closed.WithLabelValues(s.reason).Inc()
+	c.log.log(slog.LevelInfo, "connection closed", slog.String("reason", s.reason),
+		slog.Float64("duration_s", time.Since(c.start).Seconds()),
+		slog.Int64("bytes_to_instance", s.toInstance), slog.Int64("bytes_to_player", s.toPlayer))
+	c.end()
+}
+
+// end gives back what the connection holds, last taken first.
+func (c *session) end() {
+	g := c.g
+	if c.splicing {
+		g.metrics.splicing.Dec()
 	}
+	if c.instance != nil {
+		g.untrack(c.instance)
+		c.instance.Close()
+	}
+	if c.target.IsValid() {
+		g.targets.release(c.target)
+	}
+	if c.slot != nil {
+		g.admission.release(c.slot)
+	}
+	g.metrics.open.Dec()
+	g.untrack(c.player)
+	c.player.Close()
 }
 
 // connLog logs about one connection, naming its player and, once known, its instance; the

@@ -26,7 +26,7 @@ type spliced struct {
 
 // splice copies bytes both ways until both sides closed (each half-close passed on), either side
 // reset, the connection was idle for the idle timeout, or the drain ended; then the last of the
-// two directions to end calls done with how it ended.
+// two directions to end tells the session how it ended.
 //
 // A direction runs in a goroutine only while its source has bytes: it moves what the source has
 // (with splice(2) through a pipe lent by the gateway's bounded pool, no copy in user space, or
@@ -34,8 +34,10 @@ type spliced struct {
 // the gateway's poller and its goroutine ends; the poller starts one again when the source is
 // readable. So an idle connection costs no goroutine and no pipe, only its two sockets and a few
 // hundred bytes, and the pipes in use never pass the pool's bound.
-func (g *Gateway) splice(player, instance *net.TCPConn, done func(spliced)) {
-	s := &splicing{g: g, player: player, instance: instance, done: done}
+func (g *Gateway) splice(c *session) {
+	s := &c.spliced
+	*s = splicing{g: g, player: c.player, instance: c.instance, conn: c}
+	player, instance := c.player, c.instance
 	s.lastActive.Store(time.Now().UnixNano())
 	s.left.Store(2)
 	tick := g.cfg.IdleTimeout / idleChecks
@@ -63,7 +65,7 @@ func (g *Gateway) splice(player, instance *net.TCPConn, done func(spliced)) {
 type splicing struct {
 	g                    *Gateway
 	player, instance     *net.TCPConn
-	done                 func(spliced)
+	conn                 *session
 	lastActive           atomic.Int64
 	idle                 atomic.Bool
 	left                 atomic.Int32 // directions still running
@@ -92,8 +94,8 @@ func (s *splicing) ended() {
 	s.stopped = true
 	s.watchdog.Stop()
 	s.mu.Unlock()
-	s.g.metrics.bytes.WithLabelValues(directionToInstance).Add(float64(s.toInstance.moved))
-	s.g.metrics.bytes.WithLabelValues(directionToPlayer).Add(float64(s.toPlayer.moved))
+	s.g.metrics.bytesToInstance.Add(float64(s.toInstance.moved))
+	s.g.metrics.bytesToPlayer.Add(float64(s.toPlayer.moved))
 	reason := closedByPeers
 	switch {
 	case s.idle.Load():
@@ -101,7 +103,7 @@ func (s *splicing) ended() {
 	case s.g.drainEnded.Load():
 		reason = closedShutdown
 	}
-	s.done(spliced{reason: reason, toInstance: s.toInstance.moved, toPlayer: s.toPlayer.moved})
+	s.conn.closed(spliced{reason: reason, toInstance: s.toInstance.moved, toPlayer: s.toPlayer.moved})
 }
 
 // The states of a direction. Exactly one goroutine runs a direction in the running and notified
