@@ -82,7 +82,8 @@ func (p *poller) serve() {
 // runInline moves, on the poller's goroutine, what d's source has when that takes no wait: a
 // message the destination takes at once, after which the source is dry, costs no worker. Anything
 // else (more bytes, a full destination, the source's end or an error, no pipe free) goes on in a
-// worker from where this stopped: a worker may wait, the poller may not.
+// worker from where this stopped: a worker may wait, the poller may not. The source's end is passed
+// on here too when the other direction still runs: the last to end, which logs, is a worker.
 func (p *poller) runInline(d *direction) {
 	pp := d.s.g.pipes
 	pipe := pp.get()
@@ -104,6 +105,9 @@ func (p *poller) runInline(d *direction) {
 			d.carried = carried{err: err}
 		case n == 0:
 			pp.put(pipe)
+			if d.endFirst() {
+				return
+			}
 			d.carried = carried{end: true}
 		case message:
 			d.carried = carried{pipe: pipe, n: n}

@@ -264,6 +264,22 @@ func (d *direction) end() {
 	d.s.ended()
 }
 
+// endFirst passes the source's end on (the destination's half-close) and ends the direction when
+// the other one still runs, so that this one reports nothing: false, having done nothing, when the
+// other one ended, or the half-close failed.
+func (d *direction) endFirst() bool {
+	if d.s.left.Load() < 2 || d.dst.CloseWrite() != nil {
+		return false
+	}
+	if !d.s.left.CompareAndSwap(2, 1) {
+		// The other one ended meanwhile: the worker reports, passing the end on again (harmless).
+		return false
+	}
+	d.state.Store(directionEnded)
+	d.s.g.poller.forget(d)
+	return true
+}
+
 // moveNow moves what src has now to dst, without waiting for more: the bytes moved, whether src
 // ended, whether it ran dry (nothing more for now), or an error.
 func (g *Gateway) moveNow(dst *net.TCPConn, rawDst, rawSrc syscall.RawConn) (n int64, end, dry bool, err error) {
