@@ -128,7 +128,7 @@ func serveTCPGateway(ctx context.Context, opts tcpGatewayOptions, stderr io.Writ
 	if err != nil {
 		return fmt.Errorf("tcp-gateway: %w", err)
 	}
-	ln, err := net.Listen("tcp", listen)
+	ln, err := tcpgateway.Listen(listen)
 	if err != nil {
 		return fmt.Errorf("tcp-gateway: --listen: %w", err)
 	}

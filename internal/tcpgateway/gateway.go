@@ -101,10 +101,13 @@ type Gateway struct {
 	admission *admission
 	targets   *targetCounter
 	pipes     *pipePool
+	poller    *poller // nil: every direction of a splice waits as a goroutine
 
 	mu         sync.Mutex
 	conns      map[*net.TCPConn]bool // every open connection, true for a player's, closed when the drain ends
-	wg         sync.WaitGroup
+	wg         sync.WaitGroup        // the players' connections, from accept to their end
+	directions chan *direction       // to the workers waiting for one (see work)
+	stopped    chan struct{}         // closed once Serve returns: the workers waiting end
 	drainEnded atomic.Bool
 }
 
@@ -145,11 +148,13 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 		logger: logger,
 		// No TCP keep-alive towards instances (four setsockopt calls a connection): they are in the
 		// cluster, and the idle timeout ends a session that moves nothing.
-		dialer:    net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: -1},
-		admission: newAdmission(cfg.MaxConnections, cfg.MaxBadTokensPerMinute, cfg.MaxSources),
-		targets:   newTargetCounter(cfg.MaxConnectionsPerToken),
-		pipes:     newPipePool(splicePipes),
-		conns:     map[*net.TCPConn]bool{},
+		dialer:     net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: -1},
+		admission:  newAdmission(cfg.MaxConnections, cfg.MaxBadTokensPerMinute, cfg.MaxSources),
+		targets:    newTargetCounter(cfg.MaxConnectionsPerToken),
+		pipes:      newPipePool(splicePipes),
+		conns:      map[*net.TCPConn]bool{},
+		directions: make(chan *direction),
+		stopped:    make(chan struct{}),
 	}
 	g.metrics = newMetrics(reg, func() float64 { return float64(g.admission.size()) })
 	return g, nil
@@ -159,6 +164,10 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 // lets the connections go on for the drain timeout, tells those left to reconnect, closes them and
 // returns.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	var err error
+	if g.poller, err = startPoller(); err != nil && !errors.Is(err, errNoPoller) {
+		g.logger.Warn("no poller for idle connections: each spliced connection holds two goroutines", slog.String("error", err.Error()))
+	}
 	served := make(chan struct{})
 	defer close(served)
 	go func() {
@@ -215,8 +224,14 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		<-drained
 	}
 	g.pipes.close()
+	g.poller.close()
+	close(g.stopped)
 	return nil
 }
+
+// startPoller starts the poller of a gateway's idle directions (a variable: tests run gateways
+// without one).
+var startPoller = newPoller
 
 // endDrain tells every player still connected to reconnect (one line, within a second for all),
 // then closes every connection left.
@@ -253,6 +268,8 @@ func (g *Gateway) endDrain() {
 	for c := range conns {
 		c.Close()
 	}
+	// The directions parked waiting for bytes see their connections closed, and end.
+	g.poller.notifyAll()
 	g.logger.Info("drain timeout: told the players left to reconnect and closed their connections", slog.Int("players", players))
 }
 
@@ -262,16 +279,17 @@ func isTemporary(err error) bool {
 	return errors.As(err, &t) && t.Temporary()
 }
 
-// track records c as open until the returned function is called.
-func (g *Gateway) track(c *net.TCPConn, isPlayer bool) func() {
+// track records c as open until untrack.
+func (g *Gateway) track(c *net.TCPConn, isPlayer bool) {
 	g.mu.Lock()
 	g.conns[c] = isPlayer
 	g.mu.Unlock()
-	return func() {
-		g.mu.Lock()
-		delete(g.conns, c)
-		g.mu.Unlock()
-	}
+}
+
+func (g *Gateway) untrack(c *net.TCPConn) {
+	g.mu.Lock()
+	delete(g.conns, c)
+	g.mu.Unlock()
 }
 
 // refusal is why a connection went no further: its metric reason, and the line the player reads
@@ -286,79 +304,99 @@ type refusal struct {
 var refusalFull = refusal{reason: reasonTooManyConnections, line: "gateway full, try again later\n"}
 
 // handle serves one player's connection: its token, then the instance's connection, whose splice
-// goes on in goroutines of its own (with their small stacks: an idle connection costs them and
-// not this one's, grown by the token's work) until the connection ends.
+// goes on without this goroutine (see splice) until the connection ends: this one ends once the
+// splice began.
 func (g *Gateway) handle(player *net.TCPConn) {
-	var undo cleanups
-	splicing := false
-	defer func() {
-		if !splicing {
-			undo.run()
-		}
-	}()
-	undo.add(func() { player.Close() })
-	undo.add(g.track(player, true))
+	c := &session{g: g, player: player, start: time.Now()}
+	g.track(player, true)
 	g.metrics.open.Inc()
-	undo.add(g.metrics.open.Dec)
-	start := time.Now()
-	tokenDeadline := start.Add(g.cfg.TokenTimeout)
+	tokenDeadline := c.start.Add(g.cfg.TokenTimeout)
 	player.SetDeadline(tokenDeadline)
-	log := connLog{logger: g.logger, player: addrPort(player.RemoteAddr())}
+	c.log = connLog{logger: g.logger, player: addrPort(player.RemoteAddr())}
 
-	source := sourceOf(log.player.Addr())
-	slot := g.admission.admit(player, source, time.Now())
-	if slot == nil {
-		g.metrics.accepted.WithLabelValues("tracked").Inc()
-		g.refuse(player, log, refusalFull)
+	source := sourceOf(c.log.player.Addr())
+	c.slot = g.admission.admit(player, source, time.Now())
+	if c.slot == nil {
+		g.metrics.acceptedTracked.Inc()
+		c.refuse(refusalFull)
 		return
 	}
-	undo.add(func() { g.admission.release(slot) })
-	tracked := "tracked"
-	if slot.entry == nil {
-		tracked = "untracked"
+	if c.slot.entry == nil {
+		g.metrics.acceptedUntracked.Inc()
+	} else {
+		g.metrics.acceptedTracked.Inc()
 	}
-	g.metrics.accepted.WithLabelValues(tracked).Inc()
 
-	target, lines, ref := g.present(player, slot, tokenDeadline)
+	target, lines, ref := g.present(player, c.slot, tokenDeadline)
 	if ref != nil {
-		g.refuse(player, log, *ref)
+		c.refuse(*ref)
 		return
 	}
-	undo.add(func() { g.targets.release(target.Service) })
-	log.instance = target.Service
+	c.target = target.Service
+	c.log.instance = target.Service
 
-	instance, ref := g.connect(player, target, lines, log)
+	c.instance, ref = g.connect(player, target, lines, c.log)
 	if ref != nil {
-		g.refuse(player, log, *ref)
+		c.refuse(*ref)
 		return
 	}
-	undo.add(func() { instance.Close() })
-	undo.add(g.track(instance, false))
+	g.track(c.instance, false)
 	player.SetDeadline(time.Time{})
 	g.metrics.spliced.Inc()
 	g.metrics.splicing.Inc()
-	undo.add(g.metrics.splicing.Dec)
-	splicing = true
+	c.splicing = true
 	g.wg.Add(1)
-	g.splice(player, instance, func(s spliced) {
-		defer g.wg.Done()
-		g.metrics.closed.WithLabelValues(s.reason).Inc()
-		log.log(slog.LevelInfo, "connection closed", slog.String("reason", s.reason),
-			slog.Float64("duration_s", time.Since(start).Seconds()),
-			slog.Int64("bytes_to_instance", s.toInstance), slog.Int64("bytes_to_player", s.toPlayer))
-		undo.run()
-	})
+	g.splice(c)
 }
 
-// cleanups are what a connection undoes when it ends, last added first.
-type cleanups []func()
+// session is one player's connection and what it holds, given back by end.
+type session struct {
+	g        *Gateway
+	player   *net.TCPConn
+	start    time.Time
+	log      connLog
+	slot     *pendingConn   // its admission slot, once admitted
+	target   netip.AddrPort // counted against its instance's cap, once valid
+	instance *net.TCPConn   // once connected
+	splicing bool
+	spliced  splicing // the splice, once splicing
+}
 
-func (c *cleanups) add(f func()) { *c = append(*c, f) }
+// refuse refuses the connection (see Gateway.refuse) and ends it.
+func (c *session) refuse(r refusal) {
+	c.g.refuse(c.player, c.log, r)
+	c.end()
+}
 
-func (c cleanups) run() {
-	for i := len(c) - 1; i >= 0; i-- {
-		c[i]()
+// closed counts and logs the end of a spliced connection, and ends it.
+func (c *session) closed(s spliced) {
+	defer c.g.wg.Done()
+	c.g.metrics.closed.WithLabelValues(s.reason).Inc()
+	c.log.log(slog.LevelInfo, "connection closed", slog.String("reason", s.reason),
+		slog.Float64("duration_s", time.Since(c.start).Seconds()),
+		slog.Int64("bytes_to_instance", s.toInstance), slog.Int64("bytes_to_player", s.toPlayer))
+	c.end()
+}
+
+// end gives back what the connection holds, last taken first.
+func (c *session) end() {
+	g := c.g
+	if c.splicing {
+		g.metrics.splicing.Dec()
 	}
+	if c.instance != nil {
+		g.untrack(c.instance)
+		c.instance.Close()
+	}
+	if c.target.IsValid() {
+		g.targets.release(c.target)
+	}
+	if c.slot != nil {
+		g.admission.release(c.slot)
+	}
+	g.metrics.open.Dec()
+	g.untrack(c.player)
+	c.player.Close()
 }
 
 // connLog logs about one connection, naming its player and, once known, its instance; the

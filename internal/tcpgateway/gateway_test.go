@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -685,11 +686,12 @@ func TestDrain(t *testing.T) {
 	waitFor(t, func() bool { return g.closed(closedShutdown) == 2 }, "the shutdown closes counted")
 }
 
-// TestIdleConnectionHoldsNoPipe: once quiet, a spliced connection holds its two sockets and no
-// splice pipe (two descriptors each way), so that RLIMIT_NOFILE, not pipes, bounds how many idle
-// players a gateway carries. Counted in this process: per connection the player's socket, the
-// gateway's two and the instance's.
-func TestIdleConnectionHoldsNoPipe(t *testing.T) {
+// TestIdleConnectionHoldsNoPipeNorGoroutine: once quiet, a spliced connection holds its two
+// sockets, no splice pipe (two descriptors each way) and no goroutine, so that RLIMIT_NOFILE, not
+// pipes, bounds how many idle players a gateway carries, and each costs little memory. Counted in
+// this process: per connection the player's socket, the gateway's two and the instance's, and the
+// instance's goroutine.
+func TestIdleConnectionHoldsNoPipeNorGoroutine(t *testing.T) {
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		t.Skip("no /proc/self/fd")
 	}
@@ -704,13 +706,13 @@ func TestIdleConnectionHoldsNoPipe(t *testing.T) {
 		require.NoError(t, err)
 		return len(entries)
 	}
-	// Descriptors of earlier tests' connections close as their goroutines end: count once the
-	// number holds still.
-	before := openFiles()
+	// Descriptors and goroutines of earlier tests' connections end a little later: count once
+	// both numbers hold still.
+	before, goroutines := openFiles(), runtime.NumGoroutine()
 	for settled := 0; settled < 5; {
 		time.Sleep(50 * time.Millisecond)
-		if now := openFiles(); now != before {
-			before, settled = now, 0
+		if now, nowGoroutines := openFiles(), runtime.NumGoroutine(); now != before || nowGoroutines != goroutines {
+			before, goroutines, settled = now, nowGoroutines, 0
 			continue
 		}
 		settled++
@@ -728,6 +730,30 @@ func TestIdleConnectionHoldsNoPipe(t *testing.T) {
 	waitFor(t, func() bool { return g.pipes.lent() == 0 }, "every pipe given back")
 	assert.Equal(t, 4*n+2*g.pipes.idle(), openFiles()-before, "descriptors of %d idle connections (4 sockets each) and the pool's idle pipes", n)
 	assert.LessOrEqual(t, g.pipes.idle(), splicePipes)
+	waitFor(t, func() bool { return runtime.NumGoroutine()-goroutines == n },
+		fmt.Sprintf("the goroutines of %d idle connections: the instance's %d, none of the gateway's", n, n))
+}
+
+// TestSpliceWithoutPoller: where the gateway has no poller (another system than Linux, or none
+// could be made), each direction waits as a goroutine: bytes both ways, the half-close and the
+// idle timeout work as with one.
+func TestSpliceWithoutPoller(t *testing.T) {
+	defer func(start func() (*poller, error)) { startPoller = start }(startPoller)
+	startPoller = func() (*poller, error) { return nil, errNoPoller }
+	instance := startBackend(t, echo)
+	silent := startBackend(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+	const idle = 400 * time.Millisecond
+	g := startGateway(t, func(c *Config) { c.IdleTimeout = idle })
+	p := connect(t, g.addr)
+	p.send(mint(t, tcptoken.Target{Service: instance.addr()}) + "\nx")
+	p.expect("x")
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+	sendAndHalfClose(t, p, payload)
+
+	p = connect(t, g.addr)
+	p.send(mint(t, tcptoken.Target{Service: silent.addr()}) + "\n")
+	assert.Empty(t, p.rest())
+	waitFor(t, func() bool { return g.closed(closedIdle) == 1 }, "the idle close counted")
 }
 
 // TestCopyWithoutPipes: with every pipe lent, copies go through a buffer: bulk bytes both ways and
@@ -742,13 +768,7 @@ func TestCopyWithoutPipes(t *testing.T) {
 	for i := range payload {
 		payload[i] = byte(i * 7)
 	}
-	go func() {
-		p.conn.Write(payload)
-		p.conn.CloseWrite()
-	}()
-	got, err := io.ReadAll(p.r)
-	require.NoError(t, err)
-	assert.True(t, bytes.Equal(payload, got), "%d bytes back of %d", len(got), len(payload))
+	sendAndHalfClose(t, p, payload)
 	assert.Equal(t, 0, g.pipes.lent()+g.pipes.idle(), "no pipe made")
 }
 

@@ -225,6 +225,19 @@ func (p *player) rest() string {
 	return string(b)
 }
 
+// sendAndHalfClose sends payload and the end of input from p, and expects the same bytes back
+// from an echo instance, then its end.
+func sendAndHalfClose(t testing.TB, p *player, payload []byte) {
+	t.Helper()
+	go func() {
+		p.conn.Write(payload)
+		p.conn.CloseWrite()
+	}()
+	got, err := io.ReadAll(p.r)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(payload, got), "%d bytes back of %d", len(got), len(payload))
+}
+
 // waitFor polls cond for up to 10 s: the gateway counts after it wrote.
 func waitFor(t testing.TB, cond func() bool, what string) {
 	t.Helper()

@@ -1,7 +1,6 @@
 package tcpgateway
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -51,11 +50,9 @@ func (g *Gateway) connect(player *net.TCPConn, target tcptoken.Target, lines *li
 	return instance, nil
 }
 
-// dial connects to the instance.
+// dial connects to the instance, within the dialer's timeout (the dial timeout).
 func (g *Gateway) dial(service netip.AddrPort) (*net.TCPConn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.DialTimeout)
-	defer cancel()
-	conn, err := g.dialer.DialContext(ctx, "tcp4", service.String())
+	conn, err := g.dialer.Dial("tcp4", service.String())
 	if err != nil {
 		return nil, err
 	}

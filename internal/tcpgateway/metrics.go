@@ -39,6 +39,10 @@ type Metrics struct {
 	splicing prometheus.Gauge
 	bytes    *prometheus.CounterVec
 	sources  prometheus.GaugeFunc
+
+	// The children counted for every connection, looked up once.
+	acceptedTracked, acceptedUntracked prometheus.Counter
+	bytesToInstance, bytesToPlayer     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, sources func() float64) *Metrics {
@@ -76,6 +80,8 @@ func newMetrics(reg prometheus.Registerer, sources func() float64) *Metrics {
 			Help: "Source addresses tracked for their debts (capped by --max-sources).",
 		}, sources),
 	}
+	m.acceptedTracked, m.acceptedUntracked = m.accepted.WithLabelValues("tracked"), m.accepted.WithLabelValues("untracked")
+	m.bytesToInstance, m.bytesToPlayer = m.bytes.WithLabelValues(directionToInstance), m.bytes.WithLabelValues(directionToPlayer)
 	reg.MustRegister(m.accepted, m.refused, m.spliced, m.closed, m.open, m.splicing, m.bytes, m.sources)
 	return m
 }

@@ -98,95 +98,114 @@ func (pp *pipePool) close() {
 	}
 }
 
-// move waits until src has bytes, its end or an error, then splices what it has to dst through a
-// pipe of the pool. The wait holds no pipe: each time the source is readable the pipe is taken,
-// and given back when the splice finds nothing after all. It returns the bytes moved, whether src
-// ended, or an error; noPipe when the pool had none to lend (nothing moved, nothing waited for:
-// the caller waits and copies through a buffer). Waiting by splicing saves the peek of
-// waitReadable: a message costs a splice in, a splice out and the splice that finds nothing more,
-// as a read, a write and a read would.
-func (pp *pipePool) move(dst, src syscall.RawConn) (total int64, end, noPipe bool, err error) {
-	var p *pipe
-	defer func() {
-		if p != nil {
-			pp.put(p)
-		}
-	}()
-	waiting := true
+// move splices what src has now to dst through a pipe of the pool, without waiting for more: the
+// pipe is lent for the call, and given back when the source runs dry or ends. It returns the bytes moved, whether src ended, whether it ran dry (nothing more for now), or an
+// error; noPipe when the pool had none to lend (nothing moved: the caller copies through a
+// buffer). A message costs a splice in, a splice out and the splice that finds nothing more, as a
+// read, a write and a read would.
+func (pp *pipePool) move(dst, src syscall.RawConn) (total int64, end, dry, noPipe bool, err error) {
+	p := pp.get()
+	if p == nil {
+		return 0, false, false, true, nil
+	}
 	for {
-		var n int
-		var spliceErr error
-		readErr := src.Read(func(fd uintptr) bool {
-			if p == nil {
-				if p = pp.get(); p == nil {
-					return true
-				}
-			}
-			for {
-				n, spliceErr = spliceBytes(p.w, int(fd))
-				if spliceErr != syscall.EINTR {
-					break
-				}
-			}
-			if spliceErr == syscall.EAGAIN && waiting {
-				pp.put(p)
-				p = nil
-				return false
-			}
-			return true
-		})
+		n, err := spliceIn(src, p)
 		switch {
-		case readErr != nil:
-			return total, false, false, readErr
-		case p == nil:
-			return total, false, total == 0, nil
-		case spliceErr == syscall.EAGAIN:
+		case err == syscall.EAGAIN:
 			// Nothing more for now: the pipe goes back while the source is quiet.
-			return total, false, false, nil
-		case spliceErr != nil:
-			return total, false, false, os.NewSyscallError("splice", spliceErr)
+			pp.put(p)
+			return total, false, true, false, nil
+		case err != nil:
+			pp.put(p)
+			return total, false, false, false, err
 		case n == 0:
-			return total, true, false, nil
+			pp.put(p)
+			return total, true, false, false, nil
 		}
 		if err := pump(dst, p, n); err != nil {
 			pp.discard(p)
-			p = nil
-			return total, false, false, err
+			return total, false, false, false, err
 		}
 		total += int64(n)
 		if total >= roundBytes {
-			return total, false, false, nil
+			pp.put(p)
+			return total, false, false, false, nil
 		}
-		waiting = false
 	}
+}
+
+// spliceIn splices what src has now into p, without waiting: the bytes, 0 at src's end, or an
+// error (syscall.EAGAIN: nothing now).
+func spliceIn(src syscall.RawConn, p *pipe) (n int, err error) {
+	var spliceErr error
+	if err := src.Read(func(fd uintptr) bool {
+		for {
+			n, spliceErr = spliceBytes(p.w, int(fd))
+			if spliceErr != syscall.EINTR {
+				return true
+			}
+		}
+	}); err != nil {
+		return 0, err
+	}
+	if spliceErr != nil && spliceErr != syscall.EAGAIN {
+		return 0, os.NewSyscallError("splice", spliceErr)
+	}
+	return n, spliceErr
+}
+
+// pumpNow splices the n bytes in p to dst as far as dst takes them without waiting: the bytes
+// left in p.
+func pumpNow(dst syscall.RawConn, p *pipe, n int) (left int, err error) {
+	var spliceErr error
+	if err := dst.Write(func(fd uintptr) bool {
+		_, spliceErr = spliceOut(int(fd), p, &n)
+		return true
+	}); err != nil {
+		return n, err
+	}
+	return n, spliceErr
+}
+
+// pumpCarried pumps the n bytes a pipe holds to dst, and gives the pipe back.
+func (pp *pipePool) pumpCarried(dst syscall.RawConn, p *pipe, n int) error {
+	if err := pump(dst, p, n); err != nil {
+		pp.discard(p)
+		return err
+	}
+	pp.put(p)
+	return nil
 }
 
 // pump splices the n bytes in p to dst, waiting while dst's buffer is full.
 func pump(dst syscall.RawConn, p *pipe, n int) error {
 	var spliceErr error
-	err := dst.Write(func(fd uintptr) bool {
-		for n > 0 {
-			written, err := spliceBytes(int(fd), p.r)
-			switch {
-			case err == syscall.EINTR:
-				continue
-			case err == syscall.EAGAIN:
-				return false
-			case err != nil:
-				spliceErr = err
-				return true
-			}
-			n -= written
-		}
-		return true
-	})
-	if err != nil {
+	if err := dst.Write(func(fd uintptr) bool {
+		var done bool
+		done, spliceErr = spliceOut(int(fd), p, &n)
+		return done || spliceErr != nil
+	}); err != nil {
 		return err
 	}
-	if spliceErr != nil {
-		return os.NewSyscallError("splice", spliceErr)
+	return spliceErr
+}
+
+// spliceOut splices the *n bytes in p to the socket fd: done once none is left, not done when the
+// socket takes no more for now, or an error.
+func spliceOut(fd int, p *pipe, n *int) (done bool, err error) {
+	for *n > 0 {
+		written, err := spliceBytes(fd, p.r)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return false, nil
+		case err != nil:
+			return false, os.NewSyscallError("splice", err)
+		}
+		*n -= written
 	}
-	return nil
+	return true, nil
 }
 
 // spliceBytes moves up to maxSpliceBytes from in to out without blocking on the pipe.
