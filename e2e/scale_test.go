@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -178,6 +179,23 @@ func TestScale(t *testing.T) {
 	for _, comp := range audit.allComponents() {
 		r.linef("  %-24s %s", comp, formatCounts(audit.requests(comp, steadyFrom, steadyTo), n))
 	}
+	var metacontrollerWrites, statusWrites int
+	for resource, count := range audit.writes("metacontroller", start, steadyFrom) {
+		metacontrollerWrites += count
+		if resource == "challenges/status" {
+			statusWrites += count
+		}
+	}
+	run := map[string]float64{
+		"challenges":                                float64(n),
+		"all_running_seconds":                       allRunning.Seconds(),
+		"hook_syncs_per_instance":                   float64(hookSyncs1-hookSyncs0) / float64(n),
+		"metacontroller_writes_per_instance":        float64(metacontrollerWrites) / float64(n),
+		"metacontroller_status_writes_per_instance": float64(statusWrites) / float64(n),
+		"cpu_hook_seconds":                          runCPU.seconds["challenge-hook"],
+		"cpu_metacontroller_seconds":                runCPU.seconds["metacontroller"],
+	}
+	compareWithBaseline(t, r, c.root, run, owners == n && shards == 1)
 	t.Log("\n" + r.String())
 
 	// A Metacontroller restart (a rollout, a lost leader) forgets every wake-up it was asked for:
@@ -745,4 +763,62 @@ func registerShards(ctx context.Context, t *testing.T, c *cluster) {
 		t.Fatal(err)
 	}
 	t.Logf("two shards: %s (shard 0) and %s (shard 1)", shared.controller.GetName(), shard1.GetName())
+}
+
+// baselineFile records a bench-cluster run that the next ones are compared with, in a block
+// ```text bench-cluster-baseline ... ``` of "name value" lines (the first, run, names it).
+const baselineFile = "docs/capacity.md"
+
+// compareWithBaseline adds to the report, for each figure of the recorded run, this run's and
+// the difference, so that a change that adds a sync or a write per instance shows in the figures
+// a developer reads; only for a run of the same shape (the same number of Challenges, one per
+// owner, one Metacontroller), else it says why not. Not a test: nothing fails.
+func compareWithBaseline(t *testing.T, r *report, root string, run map[string]float64, comparable bool) {
+	t.Helper()
+	content, err := os.ReadFile(filepath.Join(root, baselineFile))
+	if err != nil {
+		r.linef("baseline               none: %v", err)
+		return
+	}
+	_, block, found := strings.Cut(string(content), "```text bench-cluster-baseline\n")
+	block, _, closed := strings.Cut(block, "```")
+	if !found || !closed {
+		r.linef("baseline               none: %s has no bench-cluster-baseline block", baselineFile)
+		return
+	}
+	recorded := map[string]float64{}
+	var names []string
+	name := ""
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		key, value, _ := strings.Cut(strings.TrimSpace(line), " ")
+		value = strings.TrimSpace(value)
+		if key == "run" {
+			name = value
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			r.linef("baseline               unreadable line %q in %s", line, baselineFile)
+			return
+		}
+		recorded[key] = v
+		names = append(names, key)
+	}
+	if !comparable || recorded["challenges"] != run["challenges"] {
+		r.linef("baseline               not compared: %s records %v Challenges, one per owner, one Metacontroller (this run: %v Challenges)", name, recorded["challenges"], run["challenges"])
+		return
+	}
+	r.linef("against the baseline   %s (%s; better is lower for each):", name, baselineFile)
+	for _, key := range names {
+		now, ok := run[key]
+		if !ok || key == "challenges" {
+			continue
+		}
+		was := recorded[key]
+		verdict := "same"
+		if change := now - was; was != 0 && math.Abs(change)/was >= 0.02 {
+			verdict = fmt.Sprintf("%s by %.2f (%+.0f%%)", map[bool]string{true: "worse", false: "better"}[change > 0], math.Abs(change), 100*change/was)
+		}
+		r.linef("  %-42s %8.2f  was %8.2f  %s", key, now, was, verdict)
+	}
 }
