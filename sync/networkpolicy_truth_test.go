@@ -1,9 +1,3 @@
-// The fuzzing test binaries (hack/fuzz.sh) are built with the tag fuzzbuild and leave this file
-// out: cyclonus brings most of client-go and ginkgo into the test binary, and fuzzing instruments
-// every package of it. go test, go vet and staticcheck build it as usual.
-
-//go:build !fuzzbuild
-
 package sync
 
 import (

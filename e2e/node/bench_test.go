@@ -25,8 +25,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
@@ -515,27 +516,50 @@ var childGVRs = []schema.GroupVersionResource{
 
 func startRecorder(ctx context.Context, t *testing.T) *recorder {
 	r := &recorder{records: map[string]*instanceRecord{}, sampled: map[string]bool{}, pushed: map[string]bool{}, t: t}
-	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, nsCTF, nil)
-	_, _ = factory.ForResource(chalGVR).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	challenges := ctfInformer(chalGVR)
+	_, _ = challenges.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.challenge(obj) },
 		UpdateFunc: func(_, obj any) { r.challenge(obj) },
 		DeleteFunc: func(obj any) { r.challengeDeleted(obj) },
 	})
+	informers := map[schema.GroupVersionResource]cache.SharedIndexInformer{chalGVR: challenges}
 	for _, gvr := range childGVRs {
 		kind := gvr.Resource
-		_, _ = factory.ForResource(gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		informers[gvr] = ctfInformer(gvr)
+		_, _ = informers[gvr].AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { r.child(kind, obj, false) },
 			UpdateFunc: func(_, obj any) { r.child(kind, obj, false) },
 			DeleteFunc: func(obj any) { r.child(kind, obj, true) },
 		})
 	}
-	factory.Start(ctx.Done())
-	for gvr, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
+	for _, informer := range informers {
+		go informer.RunWithContext(ctx)
+	}
+	for gvr, informer := range informers {
+		if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 			t.Fatalf("informer of %s did not sync", gvr)
 		}
 	}
 	return r
+}
+
+// ctfInformer is an informer of gvr's objects in the ctf namespace, built as client-go's dynamic
+// informer builds one (the package dynamicinformer would bring every typed informer and lister of
+// client-go, some 120 packages, into what make test compiles and lints).
+func ctfInformer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	client := dyn.Resource(gvr).Namespace(nsCTF)
+	return cache.NewSharedIndexInformerWithOptions(
+		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (k8sruntime.Object, error) {
+				return client.List(ctx, opts)
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				return client.Watch(ctx, opts)
+			},
+		}, dyn),
+		&unstructured.Unstructured{},
+		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()},
+	)
 }
 
 func asUnstructured(obj any) *unstructured.Unstructured {
