@@ -93,12 +93,16 @@ func TestMonitoring(t *testing.T) {
 	}
 	stopped := byReference("stopped")
 	spec(stopped)["stopped"] = true
+	// Nobody uses it: Stopped, reason Idle, 10 s after it runs (the shortest idleTimeout).
+	idle := lifecycleChallenge("idle", "ghcr.io/example/pwn:1.0", "")
+	template(idle)["idleTimeout"] = "10s"
 	instances := []struct {
 		chal   *unstructured.Unstructured
 		phases []string // reached in this order
 	}{
 		{byReference("running"), []string{"Running"}},
 		{stopped, []string{"Stopped"}},
+		{idle, []string{"Running", "Stopped"}},
 		{lifecycleChallenge("failing", unpullableImage, ""), []string{"Error"}},
 		{lifecycleChallenge("expiring", "ghcr.io/example/pwn:1.0", "12s"), []string{"Running", "Expired"}},
 	}
