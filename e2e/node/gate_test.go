@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,10 +18,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
@@ -312,53 +309,28 @@ const policyGateTargetComponent = "manifests/components/policy-gate-target/targe
 // for the image (the hook binary under test), waits until both replicas run, and returns its
 // Service's address: what an organizer sets as CHALLENGE_HOOK_POLICY_GATE_TARGET.
 func installPolicyGateTarget(ctx context.Context) (string, error) {
-	data, err := os.ReadFile(filepath.Join(cfg.root, policyGateTargetComponent))
-	if err != nil {
-		return "", err
-	}
 	// The shipped namespace enforces Pod Security restricted: so does this one.
-	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: "challenge-hook", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
 	}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("create namespace challenge-hook: %w", err)
 	}
-	var service corev1.Service
-	var deployment appsv1.Deployment
-	for i, doc := range splitDocuments(string(data)) {
-		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			return "", fmt.Errorf("%s document %d: %w", policyGateTargetComponent, i+1, err)
+	var service *corev1.Service
+	var deployment *appsv1.Deployment
+	if _, err := createComponent(ctx, policyGateTargetComponent, func(obj any) {
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			c := &o.Spec.Template.Spec.Containers[0]
+			c.Image, c.ImagePullPolicy = policyGateImage, corev1.PullNever
+			deployment = o
+		case *corev1.Service:
+			service = o
 		}
-		switch meta.Kind {
-		case "ServiceAccount":
-			var o corev1.ServiceAccount
-			if err = yaml.UnmarshalStrict([]byte(doc), &o); err == nil {
-				_, err = kube.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-			}
-		case "Deployment":
-			if err = yaml.UnmarshalStrict([]byte(doc), &deployment); err == nil {
-				c := &deployment.Spec.Template.Spec.Containers[0]
-				c.Image, c.ImagePullPolicy = policyGateImage, corev1.PullNever
-				_, err = kube.AppsV1().Deployments(deployment.Namespace).Create(ctx, &deployment, metav1.CreateOptions{})
-			}
-		case "PodDisruptionBudget":
-			var o policyv1.PodDisruptionBudget
-			if err = yaml.UnmarshalStrict([]byte(doc), &o); err == nil {
-				_, err = kube.PolicyV1().PodDisruptionBudgets(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-			}
-		case "Service":
-			if err = yaml.UnmarshalStrict([]byte(doc), &service); err == nil {
-				_, err = kube.CoreV1().Services(service.Namespace).Create(ctx, &service, metav1.CreateOptions{})
-			}
-		default:
-			err = fmt.Errorf("a %s the test does not install", meta.Kind)
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("%s: %s: %w", policyGateTargetComponent, meta.Kind, err)
-		}
+	}); err != nil {
+		return "", err
 	}
-	if deployment.Name == "" || service.Name == "" {
+	if deployment == nil || service == nil {
 		return "", fmt.Errorf("%s has no Deployment or no Service", policyGateTargetComponent)
 	}
 	if err := e2eutil.WaitUntil(ctx, 2*time.Minute, "the policy gate target's replicas ready", func() (bool, error) {

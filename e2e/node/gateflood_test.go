@@ -206,40 +206,29 @@ func deletePodNow(ns, name string) {
 
 // nfqueueDrops is how many packets the kernel dropped because the policy agent's queues were full
 // (the queue_dropped column of /proc/net/netfilter/nfnetlink_queue, summed), when readable.
-func nfqueueDrops() (int64, bool) {
-	data, err := os.ReadFile("/proc/net/netfilter/nfnetlink_queue")
-	if err != nil {
-		return 0, false
-	}
-	var total int64
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 6 {
-			continue
-		}
-		n, err := strconv.ParseInt(fields[5], 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		total += n
-	}
-	return total, true
-}
+func nfqueueDrops() (int64, bool) { return columnSum("/proc/net/netfilter/nfnetlink_queue", 5, 10) }
 
 // softnetDrops is how many packets the node's CPUs dropped because their input backlog was full
 // (the second column of /proc/net/softnet_stat, in hex, summed), when readable.
-func softnetDrops() (int64, bool) {
-	data, err := os.ReadFile("/proc/net/softnet_stat")
+func softnetDrops() (int64, bool) { return columnSum("/proc/net/softnet_stat", 1, 16) }
+
+// columnSum sums one column (0-based, numbers in base) of a /proc table, a line per row; false
+// when the file or a row is unreadable.
+func columnSum(path string, column, base int) (int64, bool) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
 	}
 	var total int64
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		fields := strings.Fields(line)
-		if len(fields) < 2 {
+		if len(fields) == 0 {
+			continue // no rows (no queue bound)
+		}
+		if len(fields) <= column {
 			return 0, false
 		}
-		n, err := strconv.ParseInt(fields[1], 16, 64)
+		n, err := strconv.ParseInt(fields[column], base, 64)
 		if err != nil {
 			return 0, false
 		}

@@ -18,13 +18,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -554,4 +558,65 @@ func flagFor(t *testing.T, definition, owner, prefix string) string {
 		t.Fatalf("challenge-hook flag: %v: %s", err, stderr.String())
 	}
 	return strings.TrimSpace(out.String())
+}
+
+// createComponent creates the objects of a component's file as shipped, NetworkPolicies first,
+// after edit has changed what the test must (the image, ...), and counts them by kind. Objects
+// that exist already (an earlier test's) are left as they are.
+func createComponent(ctx context.Context, file string, edit func(obj any)) (map[string]int, error) {
+	data, err := os.ReadFile(filepath.Join(cfg.root, file))
+	if err != nil {
+		return nil, err
+	}
+	var docs []string
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		if strings.TrimSpace(doc) != "" {
+			docs = append(docs, doc)
+		}
+	}
+	isPolicy := func(doc string) bool { return strings.Contains(doc, "\nkind: NetworkPolicy\n") }
+	sort.SliceStable(docs, func(i, j int) bool { return isPolicy(docs[i]) && !isPolicy(docs[j]) })
+	kinds := map[string]int{}
+	for i, doc := range docs {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			return nil, fmt.Errorf("%s document %d: %w", file, i+1, err)
+		}
+		var obj any
+		switch meta.Kind {
+		case "ServiceAccount":
+			obj = &corev1.ServiceAccount{}
+		case "Deployment":
+			obj = &appsv1.Deployment{}
+		case "PodDisruptionBudget":
+			obj = &policyv1.PodDisruptionBudget{}
+		case "Service":
+			obj = &corev1.Service{}
+		case "NetworkPolicy":
+			obj = &networkingv1.NetworkPolicy{}
+		default:
+			return nil, fmt.Errorf("%s: a %s the test does not install", file, meta.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			return nil, fmt.Errorf("%s document %d: %w", file, i+1, err)
+		}
+		edit(obj)
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			_, err = kube.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *appsv1.Deployment:
+			_, err = kube.AppsV1().Deployments(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *policyv1.PodDisruptionBudget:
+			_, err = kube.PolicyV1().PodDisruptionBudgets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.Service:
+			_, err = kube.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *networkingv1.NetworkPolicy:
+			_, err = kube.NetworkingV1().NetworkPolicies(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("%s: create the %s: %w", file, meta.Kind, err)
+		}
+		kinds[meta.Kind]++
+	}
+	return kinds, nil
 }

@@ -12,8 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -23,13 +21,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
@@ -631,10 +626,6 @@ func installTCPGateway(ctx context.Context, t *testing.T) {
 	if _, err := kube.AppsV1().Deployments(tcpGatewayNamespace).Get(ctx, tcpGatewayName, metav1.GetOptions{}); err == nil {
 		return // an earlier test installed it
 	}
-	data, err := os.ReadFile(filepath.Join(cfg.root, tcpGatewayComponent))
-	if err != nil {
-		t.Fatal(err)
-	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: tcpGatewayKeySecret, Namespace: tcpGatewayNamespace},
 		StringData: map[string]string{"key": tcpGatewayKey},
@@ -647,28 +638,12 @@ func installTCPGateway(ctx context.Context, t *testing.T) {
 		[]byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The policy first, as the hook orders an instance's: the gateway's Pods never run without it
-	// (a token of a deleted instance names an address that only the policy keeps on this machine).
-	docs := splitDocuments(string(data))
-	sort.SliceStable(docs, func(i, j int) bool {
-		return strings.Contains(docs[i], "\nkind: NetworkPolicy\n") && !strings.Contains(docs[j], "\nkind: NetworkPolicy\n")
-	})
-	kinds := map[string]int{}
-	for i, doc := range docs {
-		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			t.Fatalf("%s document %d: %v", tcpGatewayComponent, i+1, err)
-		}
-		kinds[meta.Kind]++
-		var err error
-		switch meta.Kind {
-		case "ServiceAccount":
-			var o corev1.ServiceAccount
-			mustUnmarshal(t, doc, &o)
-			_, err = kube.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "Deployment":
-			var o appsv1.Deployment
-			mustUnmarshal(t, doc, &o)
+	// The policy first (createComponent), as the hook orders an instance's: the gateway's Pods
+	// never run without it (a token of a deleted instance names an address that only the policy
+	// keeps on this machine).
+	kinds, err := createComponent(ctx, tcpGatewayComponent, func(obj any) {
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
 			c := &o.Spec.Template.Spec.Containers[0]
 			c.Image, c.ImagePullPolicy = policyGateImage, corev1.PullNever
 			// Bad tokens and missing ones in a row, from the one source this test has: keep the
@@ -677,28 +652,14 @@ func installTCPGateway(ctx context.Context, t *testing.T) {
 			// wall, the NetworkPolicies, and TestTCPGateway shows that it holds on its own.
 			c.Args = append(c.Args, "--token-timeout="+tcpGatewayTokenTimeout.String(), "--max-bad-tokens-per-minute=1000", "--log-level=debug",
 				"--service-cidrs="+cfg.serviceCIDR+","+cfg.podCIDR)
-			_, err = kube.AppsV1().Deployments(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "PodDisruptionBudget":
-			var o policyv1.PodDisruptionBudget
-			mustUnmarshal(t, doc, &o)
-			_, err = kube.PolicyV1().PodDisruptionBudgets(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "Service":
-			var o corev1.Service
-			mustUnmarshal(t, doc, &o)
+		case *corev1.Service:
 			if o.Spec.Type == corev1.ServiceTypeLoadBalancer {
 				o.Spec.Ports[0].NodePort = tcpGatewayNodePort
 			}
-			_, err = kube.CoreV1().Services(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "NetworkPolicy":
-			var o networkingv1.NetworkPolicy
-			mustUnmarshal(t, doc, &o)
-			_, err = kube.NetworkingV1().NetworkPolicies(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-		default:
-			t.Fatalf("%s: a %s the test does not install", tcpGatewayComponent, meta.Kind)
 		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("create the gateway's %s: %v", meta.Kind, err)
-		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, kind := range []string{"ServiceAccount", "Deployment", "PodDisruptionBudget", "Service", "NetworkPolicy"} {
 		if kinds[kind] == 0 {
@@ -730,21 +691,4 @@ func installTCPGateway(ctx context.Context, t *testing.T) {
 		res, err := playGateway(tcpGatewayAddr(), "", "", 2*time.Second)
 		return err == nil && res.prompt == "token: ", nil
 	})
-}
-
-func splitDocuments(content string) []string {
-	var out []string
-	for _, doc := range strings.Split(content, "\n---\n") {
-		if strings.TrimSpace(doc) != "" {
-			out = append(out, doc)
-		}
-	}
-	return out
-}
-
-func mustUnmarshal(t *testing.T, doc string, into any) {
-	t.Helper()
-	if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
-		t.Fatalf("%s: %v", tcpGatewayComponent, err)
-	}
 }
