@@ -140,7 +140,7 @@ func serveTCPGateway(ctx context.Context, opts tcpGatewayOptions, stderr io.Writ
 	var ready atomic.Bool
 	ready.Store(true)
 	metricsServer := &http.Server{
-		Handler:           gatewayMetricsHandler(registry, &ready),
+		Handler:           gatewayMetricsHandler(registry, &ready, gateway.Activity),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
@@ -186,9 +186,21 @@ func readGatewayKey(path string) ([]byte, error) {
 	return key, nil
 }
 
-// gatewayMetricsHandler serves the metrics and the probes: /readyz fails once shutdown began.
-func gatewayMetricsHandler(registry *prometheus.Registry, ready *atomic.Bool) http.Handler {
+// gatewayMetricsHandler serves the metrics, the probes (/readyz fails once shutdown began) and the
+// instances' activity, which the activity stamper reads (see tcpgateway.ActivityReport).
+func gatewayMetricsHandler(registry *prometheus.Registry, ready *atomic.Bool, activity func(after time.Time) []tcpgateway.ServiceActivity) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /activity", func(w http.ResponseWriter, r *http.Request) {
+		var after time.Time
+		if since := r.URL.Query().Get("since"); since != "" {
+			var err error
+			if after, err = time.Parse(time.RFC3339Nano, since); err != nil {
+				respondJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf("since=%q: not an RFC 3339 time (e.g. 2026-11-27T13:40:01.5Z)", since)})
+				return
+			}
+		}
+		respondJSON(w, http.StatusOK, tcpgateway.ActivityReport{Services: activity(after)})
+	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		respondJSON(w, http.StatusOK, statusBody{Status: "ok"})

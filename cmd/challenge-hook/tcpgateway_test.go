@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -93,6 +94,23 @@ func TestTCPGatewayServes(t *testing.T) {
 		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
 		assert.Contains(t, string(body), want, path)
 	}
+	// The instance's banner moved bytes: its address is on /activity, for the activity stamper.
+	activityURL := "http://" + addrs.metrics + "/activity"
+	var report tcpgateway.ActivityReport
+	require.Eventually(t, func() bool {
+		report = getActivity(t, activityURL)
+		return len(report.Services) == 1
+	}, 5*time.Second, 10*time.Millisecond, "the instance's activity on /activity")
+	assert.Equal(t, instance.Addr().(*net.TCPAddr).AddrPort(), report.Services[0].Address)
+	assert.WithinDuration(t, time.Now(), report.Services[0].LastActivity, 10*time.Second)
+	assert.Empty(t, getActivity(t, activityURL+"?since="+report.Services[0].LastActivity.Format(time.RFC3339Nano)).Services, "nothing moved since")
+	resp, err := http.Get(activityURL + "?since=yesterday")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, string(body), "not an RFC 3339 time")
+
 	// A rollout: not ready at once, yet still accepting for the shutdown delay, so that the load
 	// balancer stops sending players before the listener closes.
 	cancel()
@@ -112,6 +130,18 @@ func TestTCPGatewayServes(t *testing.T) {
 		t.Fatal("tcp-gateway did not stop")
 	}
 	assert.NotContains(t, logs.String(), token)
+}
+
+// getActivity reads a gateway's GET /activity.
+func getActivity(t *testing.T, url string) tcpgateway.ActivityReport {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var report tcpgateway.ActivityReport
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&report))
+	return report
 }
 
 // waitForStatus polls url until it answers status, for up to 5 s.

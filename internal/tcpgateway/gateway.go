@@ -102,6 +102,7 @@ type Gateway struct {
 	targets   *targetCounter
 	pipes     *pipePool
 	poller    *poller // nil: every direction of a splice waits as a goroutine
+	activity  *activity
 
 	mu         sync.Mutex
 	conns      map[*net.TCPConn]bool // every open connection, true for a player's, closed when the drain ends
@@ -152,6 +153,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 		admission:  newAdmission(cfg.MaxConnections, cfg.MaxBadTokensPerMinute, cfg.MaxSources),
 		targets:    newTargetCounter(cfg.MaxConnectionsPerToken),
 		pipes:      newPipePool(splicePipes),
+		activity:   newActivity(),
 		conns:      map[*net.TCPConn]bool{},
 		directions: make(chan *direction),
 		stopped:    make(chan struct{}),

@@ -3,6 +3,7 @@ package tcpgateway
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -36,7 +37,7 @@ type spliced struct {
 // hundred bytes, and the pipes in use never pass the pool's bound.
 func (g *Gateway) splice(c *session) {
 	s := &c.spliced
-	*s = splicing{g: g, player: c.player, instance: c.instance, conn: c}
+	*s = splicing{g: g, player: c.player, instance: c.instance, conn: c, target: c.target}
 	player, instance := c.player, c.instance
 	s.lastActive.Store(time.Now().UnixNano())
 	s.left.Store(2)
@@ -55,6 +56,7 @@ func (g *Gateway) splice(c *session) {
 		s.mu.Unlock()
 	})
 	s.mu.Unlock()
+	g.activity.started(s)
 	s.toInstance.init(s, player, instance)
 	s.toPlayer.init(s, instance, player)
 	s.toInstance.start()
@@ -66,7 +68,9 @@ type splicing struct {
 	g                    *Gateway
 	player, instance     *net.TCPConn
 	conn                 *session
-	lastActive           atomic.Int64
+	target               netip.AddrPort // the instance's Service address, as its token names it
+	lastActive           atomic.Int64   // Unix ns of the splice's start or its last byte, for the idle watchdog
+	lastByte             atomic.Int64   // Unix ns of its last byte, 0 before the first: the instance's activity
 	idle                 atomic.Bool
 	left                 atomic.Int32 // directions still running
 	toPlayer, toInstance direction
@@ -94,6 +98,7 @@ func (s *splicing) ended() {
 	s.stopped = true
 	s.watchdog.Stop()
 	s.mu.Unlock()
+	s.g.activity.finished(s)
 	s.g.metrics.bytesToInstance.Add(float64(s.toInstance.moved))
 	s.g.metrics.bytesToPlayer.Add(float64(s.toPlayer.moved))
 	reason := closedByPeers
@@ -202,7 +207,9 @@ func (d *direction) resume() (end bool, err error) {
 func (d *direction) count(n int64) {
 	if n > 0 {
 		d.moved += n
-		d.s.lastActive.Store(time.Now().UnixNano())
+		now := time.Now().UnixNano()
+		d.s.lastActive.Store(now)
+		d.s.lastByte.Store(now)
 	}
 }
 
