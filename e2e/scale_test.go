@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -58,6 +59,14 @@ func TestScale(t *testing.T) {
 	}
 	if def == nil || chal == nil {
 		t.Fatal("README.md has no ChallengeDefinition and Challenge example")
+	}
+	var idleTimeout time.Duration
+	if v := os.Getenv("BENCH_IDLE_TIMEOUT"); v != "" {
+		var err error
+		if idleTimeout, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("BENCH_IDLE_TIMEOUT=%q: %v", v, err)
+		}
+		spec(def)["idleTimeout"] = idleTimeout.String()
 	}
 	createObject(ctx, t, c, ns, def)
 	owners := withOwnerLimit(t, n)
@@ -195,7 +204,12 @@ func TestScale(t *testing.T) {
 		"cpu_hook_seconds":                          runCPU.seconds["challenge-hook"],
 		"cpu_metacontroller_seconds":                runCPU.seconds["metacontroller"],
 	}
-	compareWithBaseline(t, r, c.root, run, owners == n && shards == 1)
+	if idleTimeout > 0 {
+		if window := time.Duration(envInt(t, "BENCH_STAMP_SECONDS", 60)) * time.Second; window > 0 {
+			measureStamping(ctx, t, c, r, cpu, auditLog, ns, slices.Sorted(maps.Keys(runningAt)), idleTimeout, window, plane/steady.Seconds())
+		}
+	}
+	compareWithBaseline(t, r, c.root, run, owners == n && shards == 1 && idleTimeout == 0)
 	t.Log("\n" + r.String())
 
 	// A Metacontroller restart (a rollout, a lost leader) forgets every wake-up it was asked for:

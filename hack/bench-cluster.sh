@@ -18,6 +18,11 @@
 #   BENCH_OWNERS          how many owners share the Challenges (default: one per Challenge)
 #   BENCH_MAX_INSTANCES_PER_OWNER  restart the hook with --max-instances-per-owner (default: off), to
 #                         measure the cost of relating each Challenge to its owner's
+#   BENCH_IDLE_TIMEOUT    the definition's idleTimeout (default: none); with it, after the steady window
+#                         (whose idle cost is then that of untouched instances with an idle clock), a
+#                         stamping window stamps every instance once as the activity stamper does, and
+#                         reports the control plane's CPU per stamp and per instance in use per second
+#   BENCH_STAMP_SECONDS   the stamping window (default 60)
 #   BENCH_RESTART         0: no Metacontroller restart at the end (default: restart it, and check that
 #                         every Challenge is synced again at once)
 # Runs alone: take the lock make e2e takes (flock /tmp/challenge-hook-e2e-plane.lock make bench-cluster).
