@@ -17,7 +17,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-func object(o map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: o} }
+func object(o map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: o}
+}
 
 // TestKube: the watches map a Service address (each ClusterIP with each port, IPv6 too) to the
 // Challenge its label names, in its namespace; a Service without the label is not watched; a

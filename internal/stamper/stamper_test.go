@@ -391,7 +391,9 @@ func TestAGatewayFailing(t *testing.T) {
 		set    func()
 	}{
 		{failStatus, func() { bad.set(http.StatusNotFound, "") }},
-		{failResponse, func() { bad.set(0, `{"services":[{"address":"not an address","lastActivity":"2026-11-27T13:40:00Z"}]}`) }},
+		{failResponse, func() {
+			bad.set(0, `{"services":[{"address":"not an address","lastActivity":"2026-11-27T13:40:00Z"}]}`)
+		}},
 		{failResponse, func() { bad.set(0, `<html>`) }},
 		{failRequest, func() { bad.Close() }},
 	} {
@@ -410,7 +412,9 @@ func TestAGatewayFailing(t *testing.T) {
 	assert.Contains(t, logs.String(), "127.0.0.2")
 
 	// The name does not resolve: counted and said, then resolved again.
-	s.lookup = func(context.Context, string) ([]string, error) { return nil, &net.DNSError{Err: "no such host", Name: "gateways.test", IsNotFound: true} }
+	s.lookup = func(context.Context, string) ([]string, error) {
+		return nil, &net.DNSError{Err: "no such host", Name: "gateways.test", IsNotFound: true}
+	}
 	s.Tick(ctx)
 	s.Tick(ctx)
 	assert.Equal(t, 2.0, testutil.ToFloat64(s.metrics.pollsFailed.WithLabelValues(failResolve)))
