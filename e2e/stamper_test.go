@@ -25,7 +25,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -39,8 +38,6 @@ const (
 	stamperName     = "challenge-hook-activity-stamper"
 	stamperUsername = "system:serviceaccount:challenge-hook:" + stamperName
 )
-
-var vapGVR = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}
 
 // TestActivityStamper: an organizer's overlay of manifests/ with the components tcp-gateway and
 // activity-stamper renders with kubectl kustomize, and the API server accepts every object the
@@ -69,31 +66,7 @@ func TestActivityStamper(t *testing.T) {
 // objects, deleted when the test ends.
 func installActivityStamper(ctx context.Context, t *testing.T, c *cluster) {
 	t.Helper()
-	kubectl := os.Getenv("E2E_KUBECTL")
-	if kubectl == "" {
-		t.Fatal("E2E_KUBECTL is not set: run the e2e tests with `make e2e`")
-	}
-	overlay := t.TempDir()
-	var paths []string
-	for _, dir := range []string{"manifests", "manifests/components/tcp-gateway", "manifests/components/activity-stamper"} {
-		rel, err := filepath.Rel(overlay, filepath.Join(c.root, dir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		paths = append(paths, rel)
-	}
-	kustomization := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s]\ncomponents: [%s, %s]\n", paths[0], paths[1], paths[2])
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", overlay).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize of an overlay with the tcp-gateway and activity-stamper components: %v", err)
-	}
-	objs, err := decodeYAMLObjects(rendered, "kubectl kustomize <overlay with tcp-gateway and activity-stamper>")
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := renderOverlay(ctx, t, c, "manifests/components/tcp-gateway", "manifests/components/activity-stamper")
 	created := map[string]bool{}
 	for _, obj := range objs {
 		client, err := c.resourceFor(obj)
@@ -124,19 +97,10 @@ func installActivityStamper(ctx context.Context, t *testing.T, c *cluster) {
 	}
 	// The policy, type-checked by the API server without a warning (an expression that reads a
 	// field the request lacks would be one).
-	policy := c.dyn.Resource(vapGVR)
-	var checked *unstructured.Unstructured
-	e2eutil.WaitFor(ctx, t, 30*time.Second, "the API server to type-check "+stamperName, func() (bool, error) {
-		got, err := policy.Get(ctx, stamperName, metav1.GetOptions{})
-		if err != nil {
-			return false, err
+	for _, obj := range objs {
+		if obj.GetKind() == "ValidatingAdmissionPolicy" && obj.GetName() == stamperName {
+			waitTypeChecked(ctx, t, c, "manifests/components/activity-stamper/policy.yaml", obj)
 		}
-		observed, _, _ := unstructured.NestedInt64(got.Object, "status", "observedGeneration")
-		checked = got
-		return observed == got.GetGeneration(), nil
-	})
-	if warnings, _, _ := unstructured.NestedSlice(checked.Object, "status", "typeChecking", "expressionWarnings"); len(warnings) > 0 {
-		t.Errorf("%s: type-checking warnings: %v", stamperName, warnings)
 	}
 	e2eutil.WaitFor(ctx, t, 60*time.Second, "the stamper's Pod to be admitted", func() (bool, error) {
 		pods, err := c.dyn.Resource(podGVR).Namespace("challenge-hook").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + stamperName})

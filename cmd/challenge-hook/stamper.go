@@ -8,8 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -67,29 +65,12 @@ func parseActivityStamperFlags(args []string, stderr io.Writer) (activityStamper
 	fs.StringVar(&opts.metricsListen, "metrics-listen", opts.metricsListen, "`address` serving GET /metrics, /healthz and /readyz (ready once the watches of Services and Challenges have listed)")
 	fs.StringVar(&opts.kubeconfig, "kubeconfig", "", "`file` of the API server's address and credential (default: the Pod's ServiceAccount, in the cluster)")
 	flagfunc.Var(fs, "api-qps", fmt.Sprint(opts.apiQPS), "`number` of API requests a second at most (bursts of twice as many): stamps are coalesced to one per instance per quarter of its idleTimeout, so 2,000 instances in use with a 15m idleTimeout write about 9 a second", flagfunc.PositiveInt(&opts.apiQPS))
-	fs.Func("log-level", "`level` of the JSON logs: debug (every stamp), info, warn or error (default info)", func(v string) error {
-		level, ok := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[strings.ToLower(v)]
-		if !ok {
-			return errors.New("expected debug, info, warn or error")
-		}
-		opts.logLevel = level
-		return nil
-	})
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stderr, "Usage: challenge-hook activity-stamper [flags]\n\n"+
-			"The activity stamper: polls every TCP gateway's GET /activity and writes what it saw, at most once per\n"+
-			"instance per quarter of its idleTimeout, as the Challenge annotation "+stamper.AnnotationLastActivity+",\n"+
-			"which the hook's idle clock reads. Needs challenges get, list, watch and patch, and services list and watch.\n\nFlags:")
-		fs.SetOutput(stderr)
-		fs.PrintDefaults()
+	logLevelVar(fs, &opts.logLevel, "debug (every stamp), info, warn or error")
+	if err := parseSubcommandFlags(fs, args, stderr, "Usage: challenge-hook activity-stamper [flags]\n\n"+
+		"The activity stamper: polls every TCP gateway's GET /activity and writes what it saw, at most once per\n"+
+		"instance per quarter of its idleTimeout, as the Challenge annotation "+stamper.AnnotationLastActivity+",\n"+
+		"which the hook's idle clock reads. Needs challenges get, list, watch and patch, and services list and watch."); err != nil {
 		return activityStamperOptions{}, err
-	}
-	if err != nil {
-		return activityStamperOptions{}, err
-	}
-	if fs.NArg() > 0 {
-		return activityStamperOptions{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return opts, nil
 }
@@ -122,13 +103,7 @@ func serveActivityStamper(ctx context.Context, opts activityStamperOptions, stde
 		return fmt.Errorf("activity-stamper: --metrics-listen: %w", err)
 	}
 	var ready atomic.Bool
-	metricsServer := &http.Server{
-		Handler:           gatewayMetricsHandler(registry, &ready),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	go metricsServer.Serve(metricsLn)
-	defer metricsServer.Close()
+	defer serveMetrics(metricsLn, gatewayMetricsHandler(registry, &ready), logger)()
 	logger.Info("listening", slog.String("metrics_addr", metricsLn.Addr().String()), slog.String("gateways", opts.cfg.Gateways),
 		slog.String("api_server", config.Host))
 
