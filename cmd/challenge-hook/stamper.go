@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/challenge-hook/challenge-hook/internal/flagfunc"
 	"github.com/challenge-hook/challenge-hook/internal/stamper"
@@ -78,6 +79,9 @@ func parseActivityStamperFlags(args []string, stderr io.Writer) (activityStamper
 // serveActivityStamper runs the stamper and its metrics listener until ctx ends.
 func serveActivityStamper(ctx context.Context, opts activityStamperOptions, stderr io.Writer) error {
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
+	// client-go logs through klog (a watch that fails, say, for want of a right): the same JSON
+	// lines. The process is the stamper's alone, so setting klog's logger touches nothing else.
+	klog.SetSlogLogger(logger)
 	config, err := kubeConfig(opts.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("activity-stamper: %w", err)
