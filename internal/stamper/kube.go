@@ -200,6 +200,7 @@ func challengeOf(u *unstructured.Unstructured) Challenge {
 	}
 	return Challenge{
 		Key:             types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()},
+		UID:             u.GetUID(),
 		ResourceVersion: u.GetResourceVersion(),
 		Stamp:           u.GetAnnotations()[AnnotationLastActivity],
 		LastActivityAt:  at("lastActivityAt"),

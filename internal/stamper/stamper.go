@@ -43,7 +43,9 @@ const maxClockSkew = time.Minute
 
 // Challenge is what the stamper reads of a Challenge.
 type Challenge struct {
-	Key             types.NamespacedName
+	Key types.NamespacedName
+	// UID tells a Challenge from a later one of the same name.
+	UID             types.UID
 	ResourceVersion string
 	// Stamp is the annotation as written ("" without one).
 	Stamp string
@@ -87,11 +89,11 @@ type Stamper struct {
 	metrics *Metrics
 
 	// Only Run's goroutine touches what follows.
-	cursors map[string]time.Time               // gateway address -> its newest lastActivity seen
-	failing map[string]string                  // gateway address (or "" for its name) -> its last error, while it fails
-	pending map[netip.AddrPort]time.Time       // Service address -> the latest activity seen, not yet stamped
-	written map[types.NamespacedName]time.Time // the stamp last written, until the watch shows it
-	warned  map[types.NamespacedName]string    // the stamp reported as ahead of the clock
+	cursors map[string]time.Time                  // gateway address -> its newest lastActivity seen
+	failing map[string]string                     // gateway address (or "" for its name) -> its last error, while it fails
+	pending map[netip.AddrPort]time.Time          // Service address -> the latest activity seen, not yet stamped
+	written map[types.NamespacedName]writtenStamp // the stamp last written, until the watch shows it
+	warned  map[types.NamespacedName]string       // the stamp reported as ahead of the clock
 }
 
 // Options are what a Stamper is built with beside its Config; nil fields take the real thing.
@@ -114,7 +116,7 @@ func New(cfg Config, cluster Cluster, logger *slog.Logger, metrics *Metrics, opt
 		cfg: cfg, cluster: cluster, lookup: opts.Lookup, now: opts.Now, logger: logger, metrics: metrics,
 		fetcher: newFetcher(cfg.Timeout),
 		cursors: map[string]time.Time{}, failing: map[string]string{},
-		pending: map[netip.AddrPort]time.Time{}, written: map[types.NamespacedName]time.Time{},
+		pending: map[netip.AddrPort]time.Time{}, written: map[types.NamespacedName]writtenStamp{},
 		warned: map[types.NamespacedName]string{},
 	}
 	if s.lookup == nil {
@@ -294,7 +296,11 @@ func (s *Stamper) stamp(ctx context.Context) {
 // placed (written, or nothing new), so that it is forgotten.
 func (s *Stamper) stampOne(ctx context.Context, c Challenge, activity time.Time) (placed bool) {
 	for attempt := 0; ; attempt++ {
-		d := decide(c, s.written[c.Key], activity, s.now())
+		var written time.Time
+		if w := s.written[c.Key]; w.uid == c.UID {
+			written = w.stamp // not one of an earlier Challenge of the same name
+		}
+		d := decide(c, written, activity, s.now())
 		if d.ahead != "" && s.warned[c.Key] != d.ahead {
 			s.warned[c.Key] = d.ahead
 			s.logger.Warn("a Challenge's last-activity stamp is ahead of this clock: no stamp may move it back, so the instance idles although used; "+
@@ -304,12 +310,12 @@ func (s *Stamper) stampOne(ctx context.Context, c Challenge, activity time.Time)
 		if !d.write {
 			return d.placed
 		}
-		written, err := s.cluster.Stamp(ctx, c.Key, c.ResourceVersion, formatStamp(d.stamp))
+		stamped, err := s.cluster.Stamp(ctx, c.Key, c.ResourceVersion, formatStamp(d.stamp))
 		if err == nil {
 			s.metrics.written.Inc()
-			s.written[c.Key] = d.stamp
+			s.written[c.Key] = writtenStamp{c.UID, d.stamp}
 			s.logger.Debug("stamped", slog.String("challenge", c.Key.String()), slog.String("stamp", formatStamp(d.stamp)),
-				slog.String("resource_version", written.ResourceVersion))
+				slog.String("resource_version", stamped.ResourceVersion))
 			return true
 		}
 		reason := refusalReason(err)
@@ -340,6 +346,12 @@ func (s *Stamper) stampOne(ctx context.Context, c Challenge, activity time.Time)
 			return false
 		}
 	}
+}
+
+// writtenStamp is a stamp the stamper wrote, and the Challenge it wrote it on.
+type writtenStamp struct {
+	uid   types.UID
+	stamp time.Time
 }
 
 // decision is what decide says of one Challenge.

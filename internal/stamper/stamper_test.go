@@ -140,7 +140,8 @@ func (f *fakeCluster) add(key types.NamespacedName, idleTimeout time.Duration, l
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.version++
-	f.challenges[key] = &Challenge{Key: key, ResourceVersion: fmt.Sprint(f.version), LastActivityAt: last, IdleAt: last.Add(idleTimeout)}
+	f.challenges[key] = &Challenge{Key: key, UID: types.UID(fmt.Sprint("uid-", f.version)), ResourceVersion: fmt.Sprint(f.version),
+		LastActivityAt: last, IdleAt: last.Add(idleTimeout)}
 	f.idleTimeout[key] = idleTimeout
 	for _, a := range addresses {
 		f.services[netip.MustParseAddrPort(a)] = key
@@ -505,4 +506,25 @@ func TestGatewayClockAhead(t *testing.T) {
 	s.Tick(context.Background())
 	assert.Equal(t, []string{"ctf/web-team42=2026-11-27T13:42:00Z"}, cluster.written())
 	assert.Contains(t, logs.String(), "ahead of this clock")
+}
+
+// TestRecreatedChallenge: a Challenge deleted and created again under the same name between two
+// polls is a new instance: what the stamper wrote on the old one does not hold back its stamps,
+// even when the new one started before that stamp by the API server's clock (a few seconds of
+// skew with the stamper's).
+func TestRecreatedChallenge(t *testing.T) {
+	gw := newFakeGateway(t)
+	cluster := newFakeCluster()
+	cluster.add(web, 4*time.Minute, t0, "10.96.12.7:1337")
+	s, clk, _, _ := newTestStamper(t, hostPort(gw), cluster, nil)
+	clk.now = t0.Add(5 * time.Minute)
+	gw.used("10.96.12.7:1337", t0.Add(5*time.Minute))
+	s.Tick(context.Background())
+	require.Equal(t, []string{"ctf/web-team42=2026-11-27T13:45:00Z"}, cluster.written())
+
+	cluster.add(web, 4*time.Minute, t0.Add(4*time.Minute+55*time.Second), "10.96.12.7:1337") // deleted, created again
+	clk.now = t0.Add(5*time.Minute + 56*time.Second)
+	gw.used("10.96.12.7:1337", clk.now)
+	s.Tick(context.Background())
+	assert.Equal(t, []string{"ctf/web-team42=2026-11-27T13:45:00Z", "ctf/web-team42=2026-11-27T13:45:56Z"}, cluster.written())
 }
