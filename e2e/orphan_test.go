@@ -129,26 +129,33 @@ func applyAdmissionPolicy(ctx context.Context, t *testing.T, c *cluster, file st
 		t.Fatalf("%s has no ValidatingAdmissionPolicy", file)
 	}
 	for _, policy := range policies {
-		client, err := c.resourceFor(policy)
+		waitTypeChecked(ctx, t, c, file, policy)
+	}
+}
+
+// waitTypeChecked waits until the API server has type-checked a ValidatingAdmissionPolicy (of
+// file), failing on any warning.
+func waitTypeChecked(ctx context.Context, t *testing.T, c *cluster, file string, policy *unstructured.Unstructured) {
+	t.Helper()
+	client, err := c.resourceFor(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checked *unstructured.Unstructured
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "the API server to type-check "+policy.GetName(), func() (bool, error) {
+		got, err := client.Get(ctx, policy.GetName(), metav1.GetOptions{})
 		if err != nil {
-			t.Fatal(err)
+			return false, err
 		}
-		var checked *unstructured.Unstructured
-		e2eutil.WaitFor(ctx, t, 30*time.Second, "the API server to type-check "+policy.GetName(), func() (bool, error) {
-			got, err := client.Get(ctx, policy.GetName(), metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			observed, _, _ := unstructured.NestedInt64(got.Object, "status", "observedGeneration")
-			checked = got
-			return observed == got.GetGeneration(), nil
-		})
-		if warnings, _, _ := unstructured.NestedSlice(checked.Object, "status", "typeChecking", "expressionWarnings"); len(warnings) > 0 {
-			t.Errorf("%s: %s: type-checking warnings: %v", file, policy.GetName(), warnings)
-		}
-		if conditions, _, _ := unstructured.NestedSlice(checked.Object, "status", "conditions"); len(conditions) > 0 {
-			t.Logf("%s conditions: %v", policy.GetName(), conditions)
-		}
+		observed, _, _ := unstructured.NestedInt64(got.Object, "status", "observedGeneration")
+		checked = got
+		return observed == got.GetGeneration(), nil
+	})
+	if warnings, _, _ := unstructured.NestedSlice(checked.Object, "status", "typeChecking", "expressionWarnings"); len(warnings) > 0 {
+		t.Errorf("%s: %s: type-checking warnings: %v", file, policy.GetName(), warnings)
+	}
+	if conditions, _, _ := unstructured.NestedSlice(checked.Object, "status", "conditions"); len(conditions) > 0 {
+		t.Logf("%s conditions: %v", policy.GetName(), conditions)
 	}
 }
 

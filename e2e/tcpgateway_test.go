@@ -230,33 +230,9 @@ func TestTCPExposureUnderMetacontroller(t *testing.T) {
 // under another name); the gateway's two Pods are admitted in the hook's namespace, which enforces
 // Pod Security "restricted", and mount no ServiceAccount token.
 func TestTCPGatewayComponentInstall(t *testing.T) {
-	kubectl := os.Getenv("E2E_KUBECTL")
-	if kubectl == "" {
-		t.Fatal("E2E_KUBECTL is not set: run the e2e tests with `make e2e`")
-	}
 	c := newCluster(t)
 	ctx := e2eutil.TestContext(t)
-	overlay := t.TempDir()
-	base, err := filepath.Rel(overlay, filepath.Join(c.root, "manifests"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	component, err := filepath.Rel(overlay, filepath.Join(c.root, "manifests/components/tcp-gateway"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kustomization := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s]\ncomponents: [%s]\n", base, component)
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", overlay).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize of an overlay with the tcp-gateway component: %v", err)
-	}
-	objs, err := decodeYAMLObjects(rendered, "kubectl kustomize <overlay with tcp-gateway>")
-	if err != nil {
-		t.Fatal(err)
-	}
+	objs := renderOverlay(ctx, t, c, "manifests/components/tcp-gateway")
 	const gateway = "challenge-hook-tcp-gateway"
 	created := map[string]bool{}
 	for _, obj := range objs {
@@ -305,4 +281,41 @@ func TestTCPGatewayComponentInstall(t *testing.T) {
 		}
 		return true, nil
 	})
+}
+
+// renderOverlay is what kubectl kustomize renders of an organizer's overlay: manifests/ with the
+// given components (directories relative to the repository root).
+func renderOverlay(ctx context.Context, t *testing.T, c *cluster, components ...string) []*unstructured.Unstructured {
+	t.Helper()
+	kubectl := os.Getenv("E2E_KUBECTL")
+	if kubectl == "" {
+		t.Fatal("E2E_KUBECTL is not set: run the e2e tests with `make e2e`")
+	}
+	overlay := t.TempDir()
+	relative := func(dir string) string {
+		rel, err := filepath.Rel(overlay, filepath.Join(c.root, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rel
+	}
+	var paths []string
+	for _, component := range components {
+		paths = append(paths, relative(component))
+	}
+	kustomization := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s]\ncomponents: [%s]\n",
+		relative("manifests"), strings.Join(paths, ", "))
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	source := "kubectl kustomize <overlay with " + strings.Join(components, ", ") + ">"
+	rendered, err := exec.CommandContext(ctx, kubectl, "kustomize", overlay).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", source, err)
+	}
+	objs, err := decodeYAMLObjects(rendered, source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }

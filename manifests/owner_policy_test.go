@@ -44,27 +44,48 @@ func ownerPolicy(t *testing.T) (admissionregistrationv1.ValidatingAdmissionPolic
 	return *policy, *binding
 }
 
-// admitsOwner evaluates the policy's variables and validations, in order, as the API server's
-// admission does (with the CEL library it compiles them with, cel-go at k8s.io/apiserver's
-// version), for a request of operation on object (and oldObject, for an UPDATE). It returns
-// whether every validation holds, and the message of the first that does not.
+// admitsOwner evaluates the policy for a request of operation on object (and oldObject, for an
+// UPDATE), as admits does.
 func admitsOwner(t *testing.T, policy admissionregistrationv1.ValidatingAdmissionPolicy, operation string, object, oldObject map[string]any) (bool, string) {
+	t.Helper()
+	matched, admitted, message := admits(t, policy, map[string]any{"operation": operation}, object, oldObject)
+	require.True(t, matched, "the policy has no match conditions")
+	return admitted, message
+}
+
+// admits evaluates the policy's match conditions, variables and validations, in order, as the API
+// server's admission does (with the CEL library it compiles them with, cel-go at
+// k8s.io/apiserver's version), for request (operation, userInfo, subResource...) on object (nil
+// for a DELETE) and oldObject (nil for a CREATE). It returns whether the policy matched the
+// request, whether every validation holds, and the message of the first that does not.
+func admits(t *testing.T, policy admissionregistrationv1.ValidatingAdmissionPolicy, request, object, oldObject map[string]any) (matched, admitted bool, message string) {
 	t.Helper()
 	env, err := cel.NewEnv(
 		cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType),
 		cel.Variable("request", cel.DynType), cel.Variable("variables", cel.DynType))
 	require.NoError(t, err)
+	// A missing object is null, as the API server passes it.
+	var obj, old any
+	if object != nil {
+		obj = object
+	}
+	if oldObject != nil {
+		old = oldObject
+	}
 	eval := func(expression string, vars map[string]any) any {
 		t.Helper()
 		ast, issues := env.Compile(expression)
 		require.NoError(t, issues.Err(), expression)
 		program, err := env.Program(ast)
 		require.NoError(t, err)
-		out, _, err := program.Eval(map[string]any{
-			"object": object, "oldObject": oldObject, "request": map[string]any{"operation": operation}, "variables": vars,
-		})
-		require.NoError(t, err, "%s on %s", expression, operation)
+		out, _, err := program.Eval(map[string]any{"object": obj, "oldObject": old, "request": request, "variables": vars})
+		require.NoError(t, err, "%s on %v", expression, request)
 		return out.Value()
+	}
+	for _, condition := range policy.Spec.MatchConditions {
+		if eval(condition.Expression, nil) != true {
+			return false, true, ""
+		}
 	}
 	vars := map[string]any{}
 	for _, v := range policy.Spec.Variables {
@@ -76,10 +97,10 @@ func admitsOwner(t *testing.T, policy admissionregistrationv1.ValidatingAdmissio
 			if v.MessageExpression != "" {
 				message = fmt.Sprint(eval(v.MessageExpression, vars))
 			}
-			return false, message
+			return true, false, message
 		}
 	}
-	return true, ""
+	return true, true, ""
 }
 
 // challengeWith is a Challenge of spec.owner team-42 with labels (none when nil) and finalizers.

@@ -26,9 +26,9 @@ func (in *instance) status(v verdict, endpoints []v1alpha1.Endpoint) v1alpha1.Ch
 	if v.phase == v1alpha1.PhaseRunning && readyAt == "" {
 		readyAt = formatTime(in.now)
 	}
-	var lastActivityAt string
+	var lastActivityAt, idleAt string
 	if in.idle.timeout > 0 && runsIdleClock(v) {
-		lastActivityAt = formatTime(in.idle.last)
+		lastActivityAt, idleAt = formatTime(in.idle.last), formatTime(in.idle.at)
 	}
 	return v1alpha1.ChallengeStatus{
 		Phase:              v.phase,
@@ -40,6 +40,7 @@ func (in *instance) status(v verdict, endpoints []v1alpha1.Endpoint) v1alpha1.Ch
 		ReadyAt:            readyAt,
 		ExpiresAt:          formatTime(in.expires),
 		LastActivityAt:     lastActivityAt,
+		IdleAt:             idleAt,
 		Conditions:         instanceConditions(in, v),
 		ObservedGeneration: in.parent.Metadata.Generation,
 	}

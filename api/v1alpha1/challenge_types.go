@@ -2,8 +2,8 @@ package v1alpha1
 
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-// The Expires column is a string, not a date: kubectl prints a future date column as "<invalid>"
-// (it renders dates as an age), and an instance's expiry is in the future while it matters.
+// The Expires and Idle At columns are strings, not dates: kubectl prints a future date column as "<invalid>"
+// (it renders dates as an age), and an instance's expiry and idle stop are in the future while they matter.
 // The rule on metadata.name has no fieldPath: controller-gen declares metadata as a bare object,
 // in which the API server finds no path .metadata.name.
 
@@ -21,6 +21,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`
 // +kubebuilder:printcolumn:name="Last Activity",type=date,JSONPath=`.status.lastActivityAt`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1
+// +kubebuilder:printcolumn:name="Idle At",type=string,JSONPath=`.status.idleAt`,priority=1
 // +kubebuilder:printcolumn:name="Definition",type=string,JSONPath=`.spec.definitionRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label of at most 63 characters (lowercase letters, digits and '-', starting with a letter): the instance's Service is named after it"
@@ -189,6 +190,14 @@ type ChallengeStatus struct {
 	// +optional
 	// +kubebuilder:validation:Format=date-time
 	LastActivityAt string `json:"lastActivityAt,omitempty"`
+	// When the instance stops for idleness unless it is used before: lastActivityAt plus the
+	// template's idleTimeout. Present exactly when lastActivityAt is, and moves only with it, so
+	// that a UI can say "stopping at 12:40 unless used" and a stamper knows how long a stamp
+	// holds.
+	//
+	// +optional
+	// +kubebuilder:validation:Format=date-time
+	IdleAt string `json:"idleAt,omitempty"`
 	// The instance's place in its owner's queue while Queued, 1 for the next to start.
 	//
 	// +optional

@@ -10,14 +10,12 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/challenge-hook/challenge-hook/internal/flagfunc"
 	"github.com/challenge-hook/challenge-hook/internal/tcpgateway"
@@ -71,28 +69,11 @@ func parseTCPGatewayFlags(args []string, stderr io.Writer) (tcpGatewayOptions, e
 	flagfunc.Var(fs, "idle-timeout", cfg.IdleTimeout.String(), "close a spliced connection that moved no byte either way for this `duration` (closed within 1.25 times it)", flagfunc.PositiveDuration(&cfg.IdleTimeout))
 	flagfunc.Var(fs, "shutdown-delay", cfg.ShutdownDelay.String(), "on SIGTERM, fail /readyz at once but go on accepting for this `duration`, so that the load balancer stops sending new players first (the component: 15s)", flagfunc.NonNegativeDuration(&cfg.ShutdownDelay))
 	flagfunc.Var(fs, "drain-timeout", cfg.DrainTimeout.String(), "after the shutdown delay, stop accepting and let connections go on this `duration`, then tell those left to reconnect and close them (keep shutdown delay + drain timeout under the Pod's terminationGracePeriodSeconds)", flagfunc.NonNegativeDuration(&cfg.DrainTimeout))
-	fs.Func("log-level", "`level` of the JSON logs: debug (every refusal), info (every spliced connection's end), warn or error (default info)", func(v string) error {
-		level, ok := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[strings.ToLower(v)]
-		if !ok {
-			return errors.New("expected debug, info, warn or error")
-		}
-		logLevel = level
-		return nil
-	})
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stderr, "Usage: challenge-hook tcp-gateway --key-file <file> [flags]\n\n"+
-			"The TCP gateway: players connect with nc, send their instance's token at the prompt \""+tcpgateway.Prompt+"\"\n"+
-			"and are spliced to their instance. Holds no Kubernetes credential: the token says where to go.\n\nFlags:")
-		fs.SetOutput(stderr)
-		fs.PrintDefaults()
+	logLevelVar(fs, &logLevel, "debug (every refusal), info (every spliced connection's end), warn or error")
+	if err := parseSubcommandFlags(fs, args, stderr, "Usage: challenge-hook tcp-gateway --key-file <file> [flags]\n\n"+
+		"The TCP gateway: players connect with nc, send their instance's token at the prompt \""+tcpgateway.Prompt+"\"\n"+
+		"and are spliced to their instance. Holds no Kubernetes credential: the token says where to go."); err != nil {
 		return tcpGatewayOptions{}, err
-	}
-	if err != nil {
-		return tcpGatewayOptions{}, err
-	}
-	if fs.NArg() > 0 {
-		return tcpGatewayOptions{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if keyFile == "" {
 		return tcpGatewayOptions{}, errors.New("--key-file is required: the gateway key, the same Secret the hook mints tokens with (in the component: " + defaultGatewayKeyFile + ")")
@@ -103,9 +84,11 @@ func parseTCPGatewayFlags(args []string, stderr io.Writer) (tcpGatewayOptions, e
 	for _, cidr := range serviceCIDRs {
 		cfg.ServiceCIDRs = append(cfg.ServiceCIDRs, netip.MustParsePrefix(cidr))
 	}
-	if cfg.Key, err = readGatewayKey(keyFile); err != nil {
+	key, err := readGatewayKey(keyFile)
+	if err != nil {
 		return tcpGatewayOptions{}, err
 	}
+	cfg.Key = key
 	return tcpGatewayOptions{cfg: cfg, listen: listen, metricsListen: metricsListen, logLevel: logLevel}, nil
 }
 
@@ -139,13 +122,7 @@ func serveTCPGateway(ctx context.Context, opts tcpGatewayOptions, stderr io.Writ
 	}
 	var ready atomic.Bool
 	ready.Store(true)
-	metricsServer := &http.Server{
-		Handler:           gatewayMetricsHandler(registry, &ready, gateway.Activity),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	go metricsServer.Serve(metricsLn)
-	defer metricsServer.Close()
+	defer serveMetrics(metricsLn, gatewayMetricsHandler(registry, &ready, gateway.Activity), logger)()
 	stopReady := context.AfterFunc(ctx, func() { ready.Store(false) })
 	defer stopReady()
 	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("metrics_addr", metricsLn.Addr().String()))
@@ -186,10 +163,10 @@ func readGatewayKey(path string) ([]byte, error) {
 	return key, nil
 }
 
-// gatewayMetricsHandler serves the metrics, the probes (/readyz fails once shutdown began) and the
-// instances' activity, which the activity stamper reads (see tcpgateway.ActivityReport).
+// gatewayMetricsHandler serves the metrics and probes and the instances' activity, which the
+// activity stamper reads (see tcpgateway.ActivityReport).
 func gatewayMetricsHandler(registry *prometheus.Registry, ready *atomic.Bool, activity func(after time.Time) []tcpgateway.ServiceActivity) http.Handler {
-	mux := http.NewServeMux()
+	mux := metricsAndProbes(registry, ready)
 	mux.HandleFunc("GET /activity", func(w http.ResponseWriter, r *http.Request) {
 		var after time.Time
 		if since := r.URL.Query().Get("since"); since != "" {
@@ -200,17 +177,6 @@ func gatewayMetricsHandler(registry *prometheus.Registry, ready *atomic.Bool, ac
 			}
 		}
 		respondJSON(w, http.StatusOK, tcpgateway.ActivityReport{Services: activity(after)})
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		respondJSON(w, http.StatusOK, statusBody{Status: "ok"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !ready.Load() {
-			respondJSON(w, http.StatusServiceUnavailable, statusBody{Status: "not ready"})
-			return
-		}
-		respondJSON(w, http.StatusOK, statusBody{Status: "ok"})
 	})
 	return mux
 }

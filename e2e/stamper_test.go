@@ -1,0 +1,426 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
+)
+
+// The activity stamper's identity, as manifests/components/activity-stamper ships it.
+const (
+	stamperName     = "challenge-hook-activity-stamper"
+	stamperUsername = "system:serviceaccount:challenge-hook:" + stamperName
+)
+
+// TestActivityStamper: an organizer's overlay of manifests/ with the components tcp-gateway and
+// activity-stamper renders with kubectl kustomize, and the API server accepts every object the
+// stamper's component adds (its admission policy type-checked without a warning), its Pod admitted
+// under Pod Security "restricted" with its ServiceAccount's token. Then, as the stamper's
+// ServiceAccount (impersonated), the API server lets it move an instance's last-activity stamp
+// forward and refuses it every other change; and the stamper process itself, reading a gateway's
+// GET /activity on 127.0.0.1 and writing as that ServiceAccount, keeps an instance whose
+// idleTimeout is 30s Running while the gateway reports activity, and lets it stop once it does
+// not.
+func TestActivityStamper(t *testing.T) {
+	c := newCluster(t)
+	ctx := e2eutil.TestContext(t)
+	installActivityStamper(ctx, t, c)
+	ns := c.createNamespace(ctx, t, "stamper", podSecurityRestricted)
+	def := validDefinition("web")
+	spec(def)["idleTimeout"] = idleTimeout.String()
+	createObject(ctx, t, c, ns, def)
+	stamper := impersonating(t, stamperUsername)
+
+	t.Run("admission", func(t *testing.T) { stamperAdmission(ctx, t, c, stamper, ns) })
+	t.Run("process", func(t *testing.T) { stamperProcess(ctx, t, c, ns) })
+}
+
+// installActivityStamper renders the overlay and creates the activity-stamper component's
+// objects, deleted when the test ends.
+func installActivityStamper(ctx context.Context, t *testing.T, c *cluster) {
+	t.Helper()
+	objs := renderOverlay(ctx, t, c, "manifests/components/tcp-gateway", "manifests/components/activity-stamper")
+	created := map[string]bool{}
+	for _, obj := range objs {
+		client, err := c.resourceFor(obj)
+		if err != nil {
+			t.Fatalf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		switch {
+		case obj.GetKind() == "Namespace" && obj.GetName() == "challenge-hook":
+			if err := e2eutil.CreateOrUpdate(ctx, client, obj); err != nil {
+				t.Fatal(err)
+			}
+		case strings.HasPrefix(obj.GetName(), stamperName) || obj.GetName() == "challenge-hook-tcp-gateway-activity":
+			if err := e2eutil.CreateOrUpdate(ctx, client, obj); err != nil {
+				t.Fatalf("create %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+			}
+			created[obj.GetKind()+" "+obj.GetName()] = true
+			t.Cleanup(func() {
+				_ = client.Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{})
+			})
+		}
+	}
+	for _, want := range []string{"ServiceAccount " + stamperName, "ClusterRole " + stamperName, "ClusterRoleBinding " + stamperName,
+		"Deployment " + stamperName, "NetworkPolicy " + stamperName, "Service challenge-hook-tcp-gateway-activity",
+		"NetworkPolicy challenge-hook-tcp-gateway-activity", "ValidatingAdmissionPolicy " + stamperName, "ValidatingAdmissionPolicyBinding " + stamperName} {
+		if !created[want] {
+			t.Errorf("the component adds no %s (it added %v)", want, slices.Sorted(maps.Keys(created)))
+		}
+	}
+	// The policy, type-checked by the API server without a warning (an expression that reads a
+	// field the request lacks would be one).
+	for _, obj := range objs {
+		if obj.GetKind() == "ValidatingAdmissionPolicy" && obj.GetName() == stamperName {
+			waitTypeChecked(ctx, t, c, "manifests/components/activity-stamper/policy.yaml", obj)
+		}
+	}
+	e2eutil.WaitFor(ctx, t, 60*time.Second, "the stamper's Pod to be admitted", func() (bool, error) {
+		pods, err := c.dyn.Resource(podGVR).Namespace("challenge-hook").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + stamperName})
+		if err != nil || len(pods.Items) != 1 {
+			return false, err
+		}
+		pod := pods.Items[0]
+		if sa, _, _ := unstructured.NestedString(pod.Object, "spec", "serviceAccountName"); sa != stamperName {
+			t.Errorf("the stamper's Pod runs as ServiceAccount %q", sa)
+		}
+		if mount, _, _ := unstructured.NestedBool(pod.Object, "spec", "automountServiceAccountToken"); !mount {
+			t.Errorf("the stamper's Pod mounts no ServiceAccount token: it has no credential to stamp with")
+		}
+		return true, nil
+	})
+}
+
+// impersonating is a client of the API server that acts as username, and a kubeconfig file that
+// does the same, for a process.
+func impersonating(t *testing.T, username string) dynamic.Interface {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	if err != nil {
+		t.Fatalf("load kubeconfig: %v", err)
+	}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: username}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("impersonating client: %v", err)
+	}
+	return dyn
+}
+
+// impersonatingKubeconfig writes a kubeconfig of the suite's API server whose user acts as
+// username (kubectl's --as).
+func impersonatingKubeconfig(t *testing.T, username string) string {
+	t.Helper()
+	config, err := clientcmd.LoadFromFile(os.Getenv("KUBECONFIG"))
+	if err != nil {
+		t.Fatalf("load kubeconfig: %v", err)
+	}
+	if err := clientcmd.ResolveLocalPaths(config); err != nil {
+		t.Fatal(err)
+	}
+	current, ok := config.Contexts[config.CurrentContext]
+	if !ok || config.AuthInfos[current.AuthInfo] == nil {
+		t.Fatalf("the kubeconfig %s has no user in its current context", os.Getenv("KUBECONFIG"))
+	}
+	config.AuthInfos[current.AuthInfo].Impersonate = username
+	file := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*config, file); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// stamperAdmission: the stamper's ServiceAccount moves a Challenge's stamp forward, and the API
+// server refuses it everything else: RBAC its create, delete and status writes; the admission
+// policy a label, the spec, another annotation, a finalizer, a stamp going back, removed or that
+// is no time. Each refusal leaves the Challenge as it was, and says why.
+func stamperAdmission(ctx context.Context, t *testing.T, c *cluster, stamper dynamic.Interface, ns string) {
+	chal := platformChallenge("stamped", "web", "team-stamped", "")
+	chal.SetAnnotations(map[string]string{"example.org/note": "kept"})
+	createObject(ctx, t, c, ns, chal)
+	finalizer := shared.finalizer()
+	e2eutil.WaitFor(ctx, t, time.Minute, "Metacontroller's finalizer on the Challenge", func() (bool, error) {
+		u, err := c.dyn.Resource(chalGVR).Namespace(ns).Get(ctx, "stamped", metav1.GetOptions{})
+		return err == nil && slices.Contains(u.GetFinalizers(), finalizer), err
+	})
+	challenges := stamper.Resource(chalGVR).Namespace(ns)
+	stampAt := func(at string) []byte {
+		return fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, lastActivityAnnotation, at)
+	}
+	// The first stamp: accepted once the RBAC authorizer knows the binding.
+	first := time.Now().UTC().Truncate(time.Second)
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "the stamper's first stamp to be accepted", func() (bool, error) {
+		_, err := challenges.Patch(ctx, "stamped", types.MergePatchType, stampAt(first.Format(time.RFC3339)), metav1.PatchOptions{})
+		return err == nil, err
+	})
+	// Every refusal below is the policy's once it is in force: a stamp going back is the probe.
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "the admission policy to refuse a stamp going back", func() (bool, error) {
+		_, err := challenges.Patch(ctx, "stamped", types.MergePatchType, stampAt(first.Add(-time.Hour).Format(time.RFC3339)),
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil, nil
+	})
+	before, err := c.dyn.Resource(chalGVR).Namespace(ns).Get(ctx, "stamped", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := first.Add(time.Minute).Format(time.RFC3339)
+	if _, err := challenges.Patch(ctx, "stamped", types.MergePatchType, stampAt(forward), metav1.PatchOptions{}); err != nil {
+		t.Errorf("a stamp forward refused: %v", err)
+	}
+	for _, refused := range []struct {
+		what  string
+		do    func() error
+		check func(error) bool
+		says  string
+	}{
+		{"a label", patch(challenges, `{"metadata":{"labels":{"team":"blue"}}}`), apierrors.IsForbidden, "may not change a Challenge's labels"},
+		{"the owner label", patch(challenges, `{"metadata":{"labels":{"ctf.challenge-hook.dev/owner":"team-7"}}}`), isRefusal, "label"},
+		{"the spec", patch(challenges, `{"spec":{"stopped":true}}`), apierrors.IsForbidden, "may not change a Challenge's spec"},
+		{"another annotation", patch(challenges, `{"metadata":{"annotations":{"example.org/note":"changed"}}}`), apierrors.IsForbidden, "and no other"},
+		{"another annotation added with a stamp", patch(challenges, fmt.Sprintf(`{"metadata":{"annotations":{"example.org/new":"x",%q:%q}}}`,
+			lastActivityAnnotation, first.Add(2*time.Minute).Format(time.RFC3339))), apierrors.IsForbidden, "and no other"},
+		{"a finalizer added", patch(challenges, fmt.Sprintf(`{"metadata":{"finalizers":[%q,"example.org/hold"]}}`, finalizer)),
+			apierrors.IsForbidden, "may not change a Challenge's finalizers"},
+		{"a stamp going back", patch(challenges, string(stampAt(first.Format(time.RFC3339)))), apierrors.IsInvalid, "never goes back"},
+		{"a stamp that is no time", patch(challenges, string(stampAt("now"))), apierrors.IsInvalid, "must be an RFC 3339 time"},
+		{"the stamp removed", patch(challenges, fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, lastActivityAnnotation)), apierrors.IsInvalid, "must be an RFC 3339 time"},
+		{"its status", func() error {
+			_, err := challenges.Patch(ctx, "stamped", types.MergePatchType, []byte(`{"status":{"phase":"Stopped"}}`), metav1.PatchOptions{}, "status")
+			return err
+		}, apierrors.IsForbidden, "cannot patch resource \"challenges/status\""},
+		{"a deletion", func() error { return challenges.Delete(ctx, "stamped", metav1.DeleteOptions{}) }, apierrors.IsForbidden, "cannot delete resource"},
+		{"a Challenge of its own", func() error {
+			_, err := challenges.Create(ctx, platformChallenge("stamper-made", "web", "team-x", ""), metav1.CreateOptions{})
+			return err
+		}, apierrors.IsForbidden, "cannot create resource"},
+		{"a Secret", func() error {
+			_, err := stamper.Resource(secretGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+			return err
+		}, apierrors.IsForbidden, "cannot list resource \"secrets\""},
+	} {
+		err := refused.do()
+		switch {
+		case err == nil:
+			t.Errorf("%s: accepted, want refused", refused.what)
+		case !refused.check(err) || !strings.Contains(err.Error(), refused.says):
+			t.Errorf("%s: %v, want refused saying %q", refused.what, err, refused.says)
+		default:
+			t.Logf("%s: refused: %v", refused.what, err)
+		}
+	}
+	after, err := c.dyn.Resource(chalGVR).Namespace(ns).Get(ctx, "stamped", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.GetAnnotations()[lastActivityAnnotation]; got != forward {
+		t.Errorf("the stamp is %q, want the forward stamp %s", got, forward)
+	}
+	if after.GetAnnotations()["example.org/note"] != "kept" || !maps.Equal(after.GetLabels(), before.GetLabels()) ||
+		!slices.Equal(after.GetFinalizers(), before.GetFinalizers()) || fmt.Sprint(after.Object["spec"]) != fmt.Sprint(before.Object["spec"]) {
+		t.Errorf("a refused change landed: before %v, after %v", before.Object["metadata"], after.Object["metadata"])
+	}
+}
+
+// patch is a merge patch of the Challenge "stamped" with body.
+func patch(challenges dynamic.ResourceInterface, body string) func() error {
+	return func() error {
+		_, err := challenges.Patch(context.Background(), "stamped", types.MergePatchType, []byte(body), metav1.PatchOptions{})
+		return err
+	}
+}
+
+// isRefusal: refused by admission, whichever policy spoke first (the owner-label policy refuses a
+// relabel too).
+func isRefusal(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) }
+
+// fakeActivity serves GET /activity as a gateway does, for one Service address: while active,
+// bytes move through it now; after, its last activity stays when it stopped.
+type fakeActivity struct {
+	mu      sync.Mutex
+	address string
+	active  bool
+	last    time.Time
+	polls   int
+}
+
+func (f *fakeActivity) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.polls++
+	if f.active {
+		f.last = time.Now()
+	}
+	type entry struct {
+		Address      string    `json:"address"`
+		LastActivity time.Time `json:"lastActivity"`
+	}
+	out := struct {
+		Services []entry `json:"services"`
+	}{Services: []entry{}}
+	since, _ := time.Parse(time.RFC3339Nano, r.URL.Query().Get("since"))
+	if !f.last.IsZero() && f.last.After(since) {
+		out.Services = append(out.Services, entry{f.address, f.last})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func (f *fakeActivity) set(active bool) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.active = active
+	if !active {
+		f.last = time.Now()
+	}
+	return f.last
+}
+
+// stamperProcess: `challenge-hook activity-stamper`, as the stamper's ServiceAccount, polling a
+// fake gateway on 127.0.0.1 that reports activity on an instance's Service address (idleTimeout
+// 30s): the instance stays Running for 75 s, stamped at most once per quarter of its idleTimeout;
+// once the gateway reports nothing new, the instance stops (Stopped, Idle) within its idleTimeout.
+func stamperProcess(ctx context.Context, t *testing.T, c *cluster, ns string) {
+	createObject(ctx, t, c, ns, platformChallenge("used", "web", "team-used", ""))
+	chals := c.dyn.Resource(chalGVR).Namespace(ns)
+	state := func() (phase, reason string, obj *unstructured.Unstructured) {
+		u, err := chals.Get(ctx, "used", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		phase, _, _ = unstructured.NestedString(u.Object, "status", "phase")
+		reason, _, _ = unstructured.NestedString(u.Object, "status", "reason")
+		return phase, reason, u
+	}
+	e2eutil.WaitFor(ctx, t, 2*time.Minute, "used Running", func() (bool, error) {
+		phase, _, _ := state()
+		return phase == "Running", nil
+	})
+	services, err := c.dyn.Resource(serviceGVR).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "ctf.challenge-hook.dev/challenge=used"})
+	if err != nil || len(services.Items) != 1 {
+		t.Fatalf("the instance's Service: %v, %d found", err, len(services.Items))
+	}
+	clusterIP, _, _ := unstructured.NestedString(services.Items[0].Object, "spec", "clusterIP")
+	ports, _, _ := unstructured.NestedSlice(services.Items[0].Object, "spec", "ports")
+	port, _, _ := unstructured.NestedInt64(ports[0].(map[string]any), "port")
+	gateway := &fakeActivity{address: fmt.Sprintf("%s:%d", clusterIP, port), active: true}
+	server := httptest.NewServer(gateway)
+	defer server.Close()
+
+	bin := os.Getenv("E2E_HOOK_BIN")
+	if bin == "" {
+		bin = filepath.Join(c.root, "bin", "challenge-hook")
+	}
+	logs := &lockedBuffer{}
+	cmd := exec.Command(bin, "activity-stamper", "--kubeconfig="+impersonatingKubeconfig(t, stamperUsername),
+		"--gateways="+strings.TrimPrefix(server.URL, "http://"), "--interval=1s", "--metrics-listen=127.0.0.1:0", "--log-level=debug")
+	dieWithParent(cmd)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	proc, err := e2eutil.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		proc.Stop(syscall.SIGTERM, 10*time.Second)
+		if t.Failed() {
+			t.Logf("activity-stamper log:\n%s", tail(logs.String(), 8192))
+		}
+	}()
+
+	// 75 s of activity: Running all along.
+	begin := time.Now()
+	for time.Since(begin) < 75*time.Second {
+		select {
+		case <-proc.Exited():
+			t.Fatalf("the stamper exited: %v\n%s", proc.Err(), logs.String())
+		default:
+		}
+		if phase, reason, u := state(); phase != "Running" {
+			t.Fatalf("%s into the gateway's activity, the instance (idleTimeout %s) is %s/%s: stamp %q, lastActivityAt %v",
+				time.Since(begin).Round(time.Second), idleTimeout, phase, reason, u.GetAnnotations()[lastActivityAnnotation], u.Object["status"])
+		}
+		time.Sleep(time.Second)
+	}
+	stamps := stamperMetric(t, logs.String(), "challenge_hook_activity_stamper_stamps_written_total")
+	_, _, u := state()
+	t.Logf("Running for %s while the gateway reported activity: %v stamps written (a quarter of the idleTimeout is %s), the last %s",
+		time.Since(begin).Round(time.Second), stamps, idleTimeout/4, u.GetAnnotations()[lastActivityAnnotation])
+	if maxStamps := float64(time.Since(begin)/(idleTimeout/4) + 1); stamps > maxStamps || stamps < 2 {
+		t.Errorf("%v stamps in %s, want from 2 to %v (one per quarter of the idleTimeout)", stamps, time.Since(begin).Round(time.Second), maxStamps)
+	}
+
+	// The players leave: the instance stops within its idleTimeout of their last byte.
+	lastByte := gateway.set(false)
+	e2eutil.WaitFor(ctx, t, idleTimeout+20*time.Second, "used Stopped/Idle once the gateway reports no activity", func() (bool, error) {
+		phase, reason, _ := state()
+		return phase == "Stopped" && reason == "Idle", nil
+	})
+	stoppedAfter := time.Since(lastByte)
+	t.Logf("Stopped/Idle %.1fs after the last activity the gateway reported (idleTimeout %s)", stoppedAfter.Seconds(), idleTimeout)
+	if stoppedAfter > idleTimeout+5*time.Second {
+		t.Errorf("stopped %.1fs after the last activity, want within the idleTimeout (%s) and a sync", stoppedAfter.Seconds(), idleTimeout)
+	}
+	for _, reason := range []string{"Forbidden", "Invalid"} {
+		if n := stamperMetric(t, logs.String(), `challenge_hook_activity_stamper_stamps_refused_total{reason="`+reason+`"}`); n > 0 {
+			t.Errorf("%v stamps refused (%s)", n, reason)
+		}
+	}
+	if n := stamperMetric(t, logs.String(), `challenge_hook_activity_stamper_gateway_polls_failed_total{reason="request"}`); n > 0 {
+		t.Errorf("%v polls of the gateway failed", n)
+	}
+}
+
+// stamperMetric reads a series of the stamper's /metrics (its address is in its "listening" log
+// line); 0 when it has none.
+func stamperMetric(t *testing.T, logs, series string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`"metrics_addr":"([^"]+)"`).FindStringSubmatch(logs)
+	if m == nil {
+		t.Fatalf("the stamper logged no metrics address:\n%s", logs)
+	}
+	resp, err := http.Get("http://" + m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body := new(strings.Builder)
+	if _, err := io.Copy(body, resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(body.String()) {
+		if value, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			n, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,43 @@
+package stamper
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the stamper's series.
+type Metrics struct {
+	written     prometheus.Counter
+	refused     *prometheus.CounterVec
+	polls       prometheus.Counter
+	pollsFailed *prometheus.CounterVec
+	gateways    prometheus.Gauge
+}
+
+// NewMetrics registers the stamper's series on registry.
+func NewMetrics(registry prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		written: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "challenge_hook_activity_stamper_stamps_written_total",
+			Help: "Last-activity stamps written to Challenges.",
+		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "challenge_hook_activity_stamper_stamps_refused_total",
+			Help: "Stamps the API server did not write, by its reason (Conflict: written meanwhile, read again; Forbidden, Invalid: RBAC or the admission policy; NotFound: deleted).",
+		}, []string{"reason"}),
+		polls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "challenge_hook_activity_stamper_gateway_polls_total",
+			Help: "Polls of a gateway's GET /activity.",
+		}),
+		pollsFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "challenge_hook_activity_stamper_gateway_polls_failed_total",
+			Help: "Polls that failed, by reason: resolve (the gateways' name), request (no answer), status (not 200), response (not the activity).",
+		}, []string{"reason"}),
+		gateways: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "challenge_hook_activity_stamper_gateways",
+			Help: "Gateway Pods the gateways' name resolved to at the last poll.",
+		}),
+	}
+	registry.MustRegister(m.written, m.refused, m.polls, m.pollsFailed, m.gateways)
+	for _, reason := range []string{failResolve, failRequest, failStatus, failResponse} {
+		m.pollsFailed.WithLabelValues(reason)
+	}
+	return m
+}

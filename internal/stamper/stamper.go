@@ -1,0 +1,425 @@
+// Package stamper is the activity stamper (`challenge-hook activity-stamper`): it reads what the
+// TCP gateways saw (GET /activity on each gateway Pod's metrics port) and writes it, coalesced, as
+// the Challenge annotation ctf.challenge-hook.dev/last-activity, which the hook's idle clock reads.
+// The gateways face the internet and hold no Kubernetes credential; the stamper holds the one
+// credential that turns their traffic into stamps, and an admission policy lets it change that one
+// annotation, forward in time, and nothing else.
+//
+// Coalescing: a Challenge is stamped only when it shows status.idleAt (its idle clock runs), and
+// only when the activity seen is later than what the Challenge already knows (its stamp, its
+// status.lastActivityAt) by at least a quarter of its idleTimeout (idleAt - lastActivityAt). So an
+// instance in use costs at most one write per quarter of its idleTimeout, and is stamped at least
+// three quarters of it before its idle stop: one in use never stops for idleness.
+package stamper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// AnnotationLastActivity is the Challenge annotation the stamper writes: the hook's
+// sync.AnnotationLastActivity (the same name; this package does not import the hook's).
+const AnnotationLastActivity = "ctf.challenge-hook.dev/last-activity"
+
+// Retention is how long a gateway remembers a Service's last activity, and how long the stamper
+// keeps activity it could not place yet (a Service or Challenge its caches do not hold yet).
+const Retention = 10 * time.Minute
+
+// maxClockSkew is how far ahead of the stamper's clock a gateway's time may be: the hook ignores a
+// stamp more than a minute ahead of its own clock, so the stamper never writes one ahead of its
+// own, and reports a gateway whose clock is further off.
+const maxClockSkew = time.Minute
+
+// Challenge is what the stamper reads of a Challenge.
+type Challenge struct {
+	Key types.NamespacedName
+	// UID tells a Challenge from a later one of the same name.
+	UID             types.UID
+	ResourceVersion string
+	// Stamp is the annotation as written ("" without one).
+	Stamp string
+	// LastActivityAt and IdleAt are the status' (zero when absent or unreadable).
+	LastActivityAt, IdleAt time.Time
+}
+
+// Cluster is the stamper's view of the cluster: the Services and Challenges it watches, and its
+// one write.
+type Cluster interface {
+	// ChallengeAt is the Challenge whose Service serves address (ClusterIP:port, as a token names it).
+	ChallengeAt(address netip.AddrPort) (types.NamespacedName, bool)
+	// Challenge is the Challenge as last seen by the watch.
+	Challenge(key types.NamespacedName) (Challenge, bool)
+	// Get reads the Challenge from the API server.
+	Get(ctx context.Context, key types.NamespacedName) (Challenge, error)
+	// Stamp sets the annotation to value, if the Challenge is still at resourceVersion, and
+	// returns the Challenge as written.
+	Stamp(ctx context.Context, key types.NamespacedName, resourceVersion, value string) (Challenge, error)
+}
+
+// Config is the stamper's configuration.
+type Config struct {
+	// Gateways is host:port: host resolves (every poll) to the gateway Pods' addresses, the port
+	// is their metrics port, which serves GET /activity.
+	Gateways string
+	// Interval is the time between two polls of every gateway.
+	Interval time.Duration
+	// Timeout bounds one gateway's answer.
+	Timeout time.Duration
+}
+
+// Stamper polls the gateways and stamps the Challenges. Run it once.
+type Stamper struct {
+	cfg     Config
+	cluster Cluster
+	lookup  func(ctx context.Context, host string) ([]string, error)
+	fetcher fetcher
+	now     func() time.Time
+	logger  *slog.Logger
+	metrics *Metrics
+
+	// Only Run's goroutine touches what follows.
+	cursors map[string]time.Time                  // gateway address -> its newest lastActivity seen
+	failing map[string]string                     // gateway address (or "" for its name) -> its last error, while it fails
+	pending map[netip.AddrPort]time.Time          // Service address -> the latest activity seen, not yet stamped
+	written map[types.NamespacedName]writtenStamp // the stamp last written, until the watch shows it
+	warned  map[types.NamespacedName]string       // the stamp reported as ahead of the clock
+}
+
+// Options are what a Stamper is built with beside its Config; nil fields take the real thing.
+type Options struct {
+	// Lookup resolves the gateways' host name (default: the system resolver).
+	Lookup func(ctx context.Context, host string) ([]string, error)
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// New builds a Stamper.
+func New(cfg Config, cluster Cluster, logger *slog.Logger, metrics *Metrics, opts Options) (*Stamper, error) {
+	if _, _, err := net.SplitHostPort(cfg.Gateways); err != nil {
+		return nil, fmt.Errorf("the gateways %q: want host:port: %w", cfg.Gateways, err)
+	}
+	if cfg.Interval <= 0 || cfg.Timeout <= 0 {
+		return nil, errors.New("the poll interval and timeout must be positive")
+	}
+	s := &Stamper{
+		cfg: cfg, cluster: cluster, lookup: opts.Lookup, now: opts.Now, logger: logger, metrics: metrics,
+		fetcher: newFetcher(cfg.Timeout),
+		cursors: map[string]time.Time{}, failing: map[string]string{},
+		pending: map[netip.AddrPort]time.Time{}, written: map[types.NamespacedName]writtenStamp{},
+		warned: map[types.NamespacedName]string{},
+	}
+	if s.lookup == nil {
+		s.lookup = net.DefaultResolver.LookupHost
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
+}
+
+// Run polls every gateway at once and then every Interval, and stamps, until ctx ends.
+func (s *Stamper) Run(ctx context.Context) {
+	ticker := time.NewTicker(s.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		s.Tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// Tick is one round: poll the gateways, then stamp what is due.
+func (s *Stamper) Tick(ctx context.Context) {
+	s.poll(ctx)
+	s.stamp(ctx)
+}
+
+// gatewayAddresses resolves the gateways' name to host:port of each gateway Pod, sorted.
+func (s *Stamper) gatewayAddresses(ctx context.Context) ([]string, error) {
+	host, port, _ := net.SplitHostPort(s.cfg.Gateways)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	ips, err := s.lookup(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	addresses := make([]string, 0, len(ips))
+	for _, ip := range ips {
+		addresses = append(addresses, net.JoinHostPort(ip, port))
+	}
+	slices.Sort(addresses)
+	return slices.Compact(addresses), nil
+}
+
+// poll asks every gateway for its activity since the last answer, at once, and keeps the latest
+// activity of each Service address in pending.
+func (s *Stamper) poll(ctx context.Context) {
+	addresses, err := s.gatewayAddresses(ctx)
+	if err != nil {
+		s.metrics.pollsFailed.WithLabelValues(failResolve).Inc()
+		s.report("", fmt.Sprintf("resolve the gateways' name %s: %v: check the headless Service challenge-hook-tcp-gateway-activity "+
+			"(manifests/components/activity-stamper) and the stamper's --gateways", s.cfg.Gateways, err))
+		return
+	}
+	s.recovered("")
+	s.metrics.gateways.Set(float64(len(addresses)))
+	if len(addresses) == 0 {
+		return
+	}
+	type answer struct {
+		services []serviceActivity
+		err      *fetchError
+	}
+	answers := make([]answer, len(addresses))
+	var wg sync.WaitGroup
+	for i, address := range addresses {
+		wg.Go(func() {
+			services, err := s.fetcher.fetch(ctx, address, s.cursors[address])
+			answers[i] = answer{services, err}
+		})
+	}
+	wg.Wait()
+	now := s.now()
+	for i, address := range addresses {
+		a := answers[i]
+		s.metrics.polls.Inc()
+		if a.err != nil {
+			s.metrics.pollsFailed.WithLabelValues(a.err.reason).Inc()
+			s.report(address, fmt.Sprintf("poll the gateway %s: %v", address, a.err))
+			continue
+		}
+		s.recovered(address)
+		cursor := s.cursors[address]
+		for _, service := range a.services {
+			if service.at.After(cursor) {
+				cursor = service.at
+			}
+			at := service.at
+			if at.After(now.Add(maxClockSkew)) {
+				s.logger.Warn("a gateway reports activity ahead of this clock: fix the nodes' clocks (NTP); the stamp is written at this clock's time",
+					slog.String("gateway", address), slog.String("address", service.address.String()),
+					slog.Time("last_activity", service.at), slog.Time("now", now))
+			}
+			at = earliest(at, now)
+			if at.After(s.pending[service.address]) {
+				s.pending[service.address] = at
+			}
+		}
+		s.cursors[address] = cursor
+	}
+	// Gateways no longer resolved (a Pod replaced) lose their cursor; a new Pod starts afresh.
+	for address := range s.cursors {
+		if !slices.Contains(addresses, address) {
+			delete(s.cursors, address)
+			delete(s.failing, address)
+		}
+	}
+}
+
+// report logs a gateway's failure when it starts or changes, not on every poll.
+func (s *Stamper) report(gateway, message string) {
+	if s.failing[gateway] == message {
+		return
+	}
+	s.failing[gateway] = message
+	s.logger.Error(message, slog.String("gateway", gateway))
+}
+
+// recovered logs the end of a gateway's failure.
+func (s *Stamper) recovered(gateway string) {
+	if _, ok := s.failing[gateway]; ok {
+		delete(s.failing, gateway)
+		what := "the gateway answers again"
+		if gateway == "" {
+			what = "the gateways' name resolves again"
+		}
+		s.logger.Info(what, slog.String("gateway", gateway))
+	}
+}
+
+// stamp writes the stamps that are due, and forgets the activity that is placed or too old.
+func (s *Stamper) stamp(ctx context.Context) {
+	now := s.now()
+	activity := map[types.NamespacedName]time.Time{}
+	addresses := map[types.NamespacedName][]netip.AddrPort{}
+	for address, at := range s.pending {
+		if now.Sub(at) > Retention {
+			delete(s.pending, address) // never placed: not an instance's Service, or one long gone
+			continue
+		}
+		key, ok := s.cluster.ChallengeAt(address)
+		if !ok {
+			continue // the Service may not be in the cache yet
+		}
+		activity[key] = latest(activity[key], at)
+		addresses[key] = append(addresses[key], address)
+	}
+	for key := range s.written {
+		if _, ok := s.cluster.Challenge(key); !ok {
+			delete(s.written, key)
+			delete(s.warned, key)
+		}
+	}
+	keys := make([]types.NamespacedName, 0, len(activity))
+	for key := range activity {
+		keys = append(keys, key)
+	}
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	for _, key := range keys {
+		c, ok := s.cluster.Challenge(key)
+		if !ok {
+			continue
+		}
+		if s.stampOne(ctx, c, activity[key]) {
+			for _, address := range addresses[key] {
+				delete(s.pending, address)
+			}
+		}
+	}
+}
+
+// stampOne writes the stamp of one Challenge when it is due; it says whether the activity is
+// placed (written, or nothing new), so that it is forgotten.
+func (s *Stamper) stampOne(ctx context.Context, c Challenge, activity time.Time) (placed bool) {
+	for attempt := 0; ; attempt++ {
+		var written time.Time
+		if w := s.written[c.Key]; w.uid == c.UID {
+			written = w.stamp // not one of an earlier Challenge of the same name
+		}
+		d := decide(c, written, activity, s.now())
+		if d.ahead != "" && s.warned[c.Key] != d.ahead {
+			s.warned[c.Key] = d.ahead
+			s.logger.Warn("a Challenge's last-activity stamp is ahead of this clock: no stamp may move it back, so the instance idles although used; "+
+				"have the platform remove the annotation or set it to the current time",
+				slog.String("challenge", c.Key.String()), slog.String("stamp", d.ahead))
+		}
+		if !d.write {
+			return d.placed
+		}
+		stamped, err := s.cluster.Stamp(ctx, c.Key, c.ResourceVersion, formatStamp(d.stamp))
+		if err == nil {
+			s.metrics.written.Inc()
+			s.written[c.Key] = writtenStamp{c.UID, d.stamp}
+			s.logger.Debug("stamped", slog.String("challenge", c.Key.String()), slog.String("stamp", formatStamp(d.stamp)),
+				slog.String("resource_version", stamped.ResourceVersion))
+			return true
+		}
+		reason := refusalReason(err)
+		s.metrics.refused.WithLabelValues(reason).Inc()
+		delete(s.written, c.Key)
+		switch {
+		case apierrors.IsNotFound(err):
+			return true // deleted: nothing to stamp
+		case apierrors.IsConflict(err) && attempt == 0:
+			// Written meanwhile (Metacontroller's status, another stamp): read it and decide again.
+			fresh, err := s.cluster.Get(ctx, c.Key)
+			if err != nil {
+				s.logger.Warn("read a Challenge again after a conflict", slog.String("challenge", c.Key.String()), slog.Any("error", err))
+				return false
+			}
+			c = fresh
+			continue
+		case apierrors.IsConflict(err):
+			return false // the next round reads it again
+		case apierrors.IsForbidden(err), apierrors.IsInvalid(err):
+			s.logger.Error("the API server refused a stamp: the stamper may change the annotation "+AnnotationLastActivity+" of Challenges alone, forward in time; "+
+				"check the ClusterRole and the ValidatingAdmissionPolicy challenge-hook-activity-stamper (manifests/components/activity-stamper), "+
+				"and who else writes the annotation",
+				slog.String("challenge", c.Key.String()), slog.String("stamp", formatStamp(d.stamp)), slog.String("reason", reason), slog.Any("error", err))
+			return false
+		default:
+			s.logger.Error("write a stamp", slog.String("challenge", c.Key.String()), slog.Any("error", err))
+			return false
+		}
+	}
+}
+
+// writtenStamp is a stamp the stamper wrote, and the Challenge it wrote it on.
+type writtenStamp struct {
+	uid   types.UID
+	stamp time.Time
+}
+
+// decision is what decide says of one Challenge.
+type decision struct {
+	stamp  time.Time
+	write  bool
+	placed bool   // nothing left to write for this activity
+	ahead  string // the Challenge's stamp, when it is ahead of the clock
+}
+
+// decide: write activity (to the second) as the stamp when the Challenge's idle clock runs
+// (status.idleAt) and activity is later than everything the Challenge knows (its stamp, its
+// status.lastActivityAt, the stamp last written) by a quarter of its idleTimeout; never a stamp
+// before the one it has.
+func decide(c Challenge, written, activity, now time.Time) decision {
+	current, err := time.Parse(time.RFC3339, c.Stamp)
+	if err != nil {
+		current = time.Time{} // none, or unreadable: the hook ignores it, the admission policy lets any valid stamp replace it
+	}
+	var d decision
+	if current.After(now.Add(maxClockSkew)) {
+		d.ahead = c.Stamp
+	}
+	known := latest(current, c.LastActivityAt, written)
+	if !activity.After(known) {
+		d.placed = true
+		return d
+	}
+	if c.IdleAt.IsZero() || c.LastActivityAt.IsZero() || !c.IdleAt.After(c.LastActivityAt) {
+		return d // the idle clock does not run (Queued, stopped, no idleTimeout): nothing to stamp yet
+	}
+	quarter := c.IdleAt.Sub(c.LastActivityAt) / 4
+	stamp := activity.Truncate(time.Second)
+	if activity.Sub(known) < quarter || stamp.Before(current) {
+		return d
+	}
+	d.stamp, d.write = stamp, true
+	return d
+}
+
+// formatStamp is a stamp as the annotation holds it: RFC 3339, UTC, to the second.
+func formatStamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// refusalReason is the metric label of a failed write: the API server's reason.
+func refusalReason(err error) string {
+	switch reason := apierrors.ReasonForError(err); reason {
+	case "":
+		return "Error"
+	default:
+		return string(reason)
+	}
+}
+
+// latest is the latest of times.
+func latest(times ...time.Time) time.Time {
+	var t time.Time
+	for _, c := range times {
+		if c.After(t) {
+			t = c
+		}
+	}
+	return t
+}
+
+// earliest is the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
