@@ -26,15 +26,18 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/challenge-hook/challenge-hook/internal/tcpgateway"
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
-// AnnotationLastActivity is the Challenge annotation the stamper writes: the hook's
-// sync.AnnotationLastActivity (the same name; this package does not import the hook's).
-const AnnotationLastActivity = "ctf.challenge-hook.dev/last-activity"
+// AnnotationLastActivity is the Challenge annotation the stamper writes, which the hook's idle
+// clock reads.
+const AnnotationLastActivity = hooksync.AnnotationLastActivity
 
 // Retention is how long a gateway remembers a Service's last activity, and how long the stamper
 // keeps activity it could not place yet (a Service or Challenge its caches do not hold yet).
-const Retention = 10 * time.Minute
+const Retention = tcpgateway.ActivityRetention
 
 // maxClockSkew is how far ahead of the stamper's clock a gateway's time may be: the hook ignores a
 // stamp more than a minute ahead of its own clock, so the stamper never writes one ahead of its
