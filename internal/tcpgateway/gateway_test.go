@@ -528,7 +528,9 @@ func TestHalfClosePassedOn(t *testing.T) {
 func TestInstanceNotReachable(t *testing.T) {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	require.NoError(t, err)
-	stopped := ln.Addr().(*net.TCPAddr).AddrPort()
+	// A port free a moment ago, on a loopback address no test listens on: another test's listener
+	// on 127.0.0.1 that took the port meanwhile (accepting, and saying nothing) cannot answer.
+	stopped := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.3"), ln.Addr().(*net.TCPAddr).AddrPort().Port())
 	ln.Close()
 	g := startGateway(t, nil)
 	p := connect(t, g.addr)
