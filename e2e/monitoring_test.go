@@ -161,38 +161,9 @@ func TestMonitoring(t *testing.T) {
 		}
 		served[source] = samples
 	}
-	content, err := os.ReadFile(filepath.Join(shared.root, referencedSeriesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	checked := 0
-	for _, line := range strings.Split(string(content), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 2 || strings.HasPrefix(fields[0], "#") {
-			continue
-		}
-		source, name, matchers := fields[0], fields[1], fields[2:]
-		if source == "prometheus" {
-			t.Logf("%s is made by Prometheus' scrape, not served by a program: not checked here", name)
-			continue
-		}
-		samples, ok := served[source]
-		if !ok {
-			t.Errorf("%s: %s is said to come from %q, which this test does not scrape", referencedSeriesFile, name, source)
-			continue
-		}
-		checked++
-		// Each matcher comes from some query: each must match some sample (not all the same one:
-		// phase="Creating" and phase="Running" are two queries).
-		if !anySample(samples, name, "") {
-			t.Errorf("%s serves no series %s, which the alerts or the dashboard select (%s)", source, name, referencedSeriesFile)
-		}
-		for _, m := range matchers {
-			if !anySample(samples, name, m) {
-				t.Errorf("%s serves no series %s with %s, which the alerts or the dashboard select (%s)", source, name, m, referencedSeriesFile)
-			}
-		}
-	}
+	// The activity stamper's series are read from the stamper process TestActivityStamper runs.
+	t.Log("the activity stamper's series are checked by TestActivityStamper, against the stamper it runs")
+	checked := checkReferencedSeries(t, served, map[string]string{"activity-stamper": "TestActivityStamper"})
 	if checked == 0 {
 		t.Errorf("%s names no series", referencedSeriesFile)
 	}
@@ -414,6 +385,50 @@ func (s metricSample) has(want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// checkReferencedSeries checks every line of referenced-series.txt whose program's samples are in
+// served: the program serves the series, and each label value the queries match exactly. The
+// lines of the programs in elsewhere (program: the test that checks them) are left to that test,
+// and Prometheus's own series (up) are not served by a program. It returns how many it checked.
+func checkReferencedSeries(t *testing.T, served map[string][]metricSample, elsewhere map[string]string) int {
+	t.Helper()
+	content, err := os.ReadFile(filepath.Join(shared.root, referencedSeriesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, line := range strings.Split(string(content), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		source, name, matchers := fields[0], fields[1], fields[2:]
+		if source == "prometheus" {
+			t.Logf("%s is made by Prometheus' scrape, not served by a program: not checked here", name)
+			continue
+		}
+		if _, ok := elsewhere[source]; ok {
+			continue
+		}
+		samples, ok := served[source]
+		if !ok {
+			t.Errorf("%s: %s is said to come from %q, which this test does not scrape", referencedSeriesFile, name, source)
+			continue
+		}
+		checked++
+		// Each matcher comes from some query: each must match some sample (not all the same one:
+		// phase="Creating" and phase="Running" are two queries).
+		if !anySample(samples, name, "") {
+			t.Errorf("%s serves no series %s, which the alerts or the dashboard select (%s)", source, name, referencedSeriesFile)
+		}
+		for _, m := range matchers {
+			if !anySample(samples, name, m) {
+				t.Errorf("%s serves no series %s with %s, which the alerts or the dashboard select (%s)", source, name, m, referencedSeriesFile)
+			}
+		}
+	}
+	return checked
 }
 
 // anySample says whether some sample of name carries matcher: "label" (any value), "label=value",

@@ -89,7 +89,7 @@ func installActivityStamper(ctx context.Context, t *testing.T, c *cluster) {
 		}
 	}
 	for _, want := range []string{"ServiceAccount " + stamperName, "ClusterRole " + stamperName, "ClusterRoleBinding " + stamperName,
-		"Deployment " + stamperName, "NetworkPolicy " + stamperName, "Service challenge-hook-tcp-gateway-activity",
+		"Deployment " + stamperName, "NetworkPolicy " + stamperName, "Service " + stamperName + "-metrics", "Service challenge-hook-tcp-gateway-activity",
 		"NetworkPolicy challenge-hook-tcp-gateway-activity", "ValidatingAdmissionPolicy " + stamperName, "ValidatingAdmissionPolicyBinding " + stamperName} {
 		if !created[want] {
 			t.Errorf("the component adds no %s (it added %v)", want, slices.Sorted(maps.Keys(created)))
@@ -394,17 +394,34 @@ func stamperProcess(ctx context.Context, t *testing.T, c *cluster, ns string) {
 	if n := stamperMetric(t, logs.String(), `challenge_hook_activity_stamper_gateway_polls_failed_total{reason="request"}`); n > 0 {
 		t.Errorf("%v polls of the gateway failed", n)
 	}
+
+	// Every series of the stamper that the monitoring component's alerts and dashboard select
+	// (hack/monitoring/referenced-series.txt), with the label values they match, as this stamper
+	// serves them; TestMonitoring checks the other programs' lines.
+	samples, err := scrape(ctx, "http://"+stamperMetricsAddr(t, logs.String())+"/metrics")
+	if err != nil {
+		t.Fatalf("scrape the stamper: %v", err)
+	}
+	if checkReferencedSeries(t, map[string][]metricSample{"activity-stamper": samples},
+		map[string]string{"kube-state-metrics": "TestMonitoring", "challenge-hook": "TestMonitoring", "metacontroller": "TestMonitoring"}) == 0 {
+		t.Errorf("%s names no series of the activity stamper", referencedSeriesFile)
+	}
 }
 
-// stamperMetric reads a series of the stamper's /metrics (its address is in its "listening" log
-// line); 0 when it has none.
-func stamperMetric(t *testing.T, logs, series string) float64 {
+// stamperMetricsAddr is the address of the stamper's /metrics, from its "listening" log line.
+func stamperMetricsAddr(t *testing.T, logs string) string {
 	t.Helper()
 	m := regexp.MustCompile(`"metrics_addr":"([^"]+)"`).FindStringSubmatch(logs)
 	if m == nil {
 		t.Fatalf("the stamper logged no metrics address:\n%s", logs)
 	}
-	resp, err := http.Get("http://" + m[1] + "/metrics")
+	return m[1]
+}
+
+// stamperMetric reads a series of the stamper's /metrics; 0 when it has none.
+func stamperMetric(t *testing.T, logs, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + stamperMetricsAddr(t, logs) + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

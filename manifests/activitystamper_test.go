@@ -28,7 +28,8 @@ type activityStamper struct {
 	role           rbacv1.ClusterRole
 	binding        rbacv1.ClusterRoleBinding
 	deployment     appsv1.Deployment
-	service        corev1.Service
+	service        corev1.Service                        // the headless one, of the gateway Pods
+	metricsService corev1.Service                        // the stamper's metrics
 	policies       map[string]networkingv1.NetworkPolicy // by name
 	admission      admissionregistrationv1.ValidatingAdmissionPolicy
 	admissionBind  admissionregistrationv1.ValidatingAdmissionPolicyBinding
@@ -74,7 +75,13 @@ func readActivityStamper(t *testing.T) activityStamper {
 			case "Deployment":
 				convert(t, object, &s.deployment)
 			case "Service":
-				convert(t, object, &s.service)
+				var service corev1.Service
+				convert(t, object, &service)
+				if service.Spec.ClusterIP == corev1.ClusterIPNone {
+					s.service = service
+				} else {
+					s.metricsService = service
+				}
 			case "NetworkPolicy":
 				var policy networkingv1.NetworkPolicy
 				convert(t, object, &policy)
@@ -86,7 +93,7 @@ func readActivityStamper(t *testing.T) activityStamper {
 			}
 		}
 	}
-	assert.Equal(t, map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "Service": 1,
+	assert.Equal(t, map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "Service": 2,
 		"NetworkPolicy": 2, "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1}, s.kinds)
 	return s
 }
@@ -179,6 +186,55 @@ func TestActivityStamperRunsLikeTheOtherComponents(t *testing.T) {
 			assert.Equal(t, metricsPort, p.ContainerPort, "the Service's target port is the gateway's metrics port")
 		}
 	}
+}
+
+// TestActivityStamperMetricsAreScraped: a ClusterIP Service carries the stamper's metrics port
+// (--metrics-listen) alone, to the stamper's Pods alone, and the monitoring component's
+// ServiceMonitor for the stamper selects that Service, and no other of the component, on that
+// port; the stamper's NetworkPolicy admits Prometheus to it (TestActivityStamperPolicies).
+func TestActivityStamperMetricsAreScraped(t *testing.T) {
+	s := readActivityStamper(t)
+	gw := readTCPGateway(t)
+	container := s.deployment.Spec.Template.Spec.Containers[0]
+	metricsPort := port(t, flagValue(container.Args, "metrics-listen"))
+	require.Len(t, container.Ports, 1)
+	assert.Equal(t, corev1.ContainerPort{Name: "metrics", ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP}, container.Ports[0])
+
+	service := s.metricsService
+	require.NotEmpty(t, service.Name, "the component has no metrics Service")
+	assert.Equal(t, s.deployment.Namespace, service.Namespace)
+	assert.Equal(t, corev1.ServiceTypeClusterIP, service.Spec.Type)
+	selector := labels.SelectorFromSet(service.Spec.Selector)
+	assert.True(t, selector.Matches(labels.Set(s.deployment.Spec.Template.Labels)), "the metrics Service does not select the stamper's Pods")
+	assert.False(t, selector.Matches(labels.Set(gw.deployment.Spec.Template.Labels)), "the metrics Service selects the gateway's Pods")
+	require.Len(t, service.Spec.Ports, 1)
+	assert.Equal(t, "metrics", service.Spec.Ports[0].Name)
+	assert.Equal(t, metricsPort, service.Spec.Ports[0].Port)
+	assert.Equal(t, "metrics", service.Spec.Ports[0].TargetPort.String())
+
+	docs, err := readYAMLDocuments(filepath.Join("components/monitoring", "scrape.yaml"))
+	require.NoError(t, err)
+	var monitors int
+	for _, doc := range docs {
+		object := doc.(map[string]any)
+		if object["kind"] != "ServiceMonitor" {
+			continue
+		}
+		var monitor serviceMonitor
+		convert(t, object, &monitor)
+		selector, err := metav1.LabelSelectorAsSelector(&monitor.Spec.Selector)
+		require.NoError(t, err)
+		assert.False(t, selector.Matches(labels.Set(s.service.Labels)), "ServiceMonitor %s scrapes the gateways' headless Service", monitor.Metadata.Name)
+		if !selector.Matches(labels.Set(service.Labels)) {
+			continue
+		}
+		monitors++
+		assert.Equal(t, service.Namespace, monitor.Metadata.Namespace, "ServiceMonitor %s looks in another namespace", monitor.Metadata.Name)
+		require.Len(t, monitor.Spec.Endpoints, 1, monitor.Metadata.Name)
+		assert.Equal(t, service.Spec.Ports[0].Name, monitor.Spec.Endpoints[0].Port, monitor.Metadata.Name)
+		assert.Nil(t, monitor.Spec.Endpoints[0].TargetPort, "%s scrapes a port by number", monitor.Metadata.Name)
+	}
+	assert.Equal(t, 1, monitors, "one ServiceMonitor selects the stamper's metrics Service")
 }
 
 // TestActivityStamperPolicies: the stamper's Pods, and no other Pod, reach the gateway Pods'

@@ -169,16 +169,7 @@ func TestNothingIsServedWithoutACredential(t *testing.T) {
 	for i, object := range objects {
 		switch object["kind"] {
 		case "ServiceMonitor":
-			var monitor struct {
-				Metadata metav1.ObjectMeta `json:"metadata"`
-				Spec     struct {
-					Selector  metav1.LabelSelector `json:"selector"`
-					Endpoints []struct {
-						Port       string `json:"port"`
-						TargetPort any    `json:"targetPort"`
-					} `json:"endpoints"`
-				} `json:"spec"`
-			}
+			var monitor serviceMonitor
 			convert(t, object, &monitor)
 			selector, err := metav1.LabelSelectorAsSelector(&monitor.Spec.Selector)
 			require.NoError(t, err)
@@ -224,6 +215,18 @@ func TestNothingIsServedWithoutACredential(t *testing.T) {
 	}
 	assert.Equal(t, 1, monitors, "one ServiceMonitor for the hook")
 	assert.Equal(t, 2, hookPolicies, "the hook's own NetworkPolicy and the monitoring component's")
+}
+
+// serviceMonitor is the part of a Prometheus Operator ServiceMonitor the tests read.
+type serviceMonitor struct {
+	Metadata metav1.ObjectMeta `json:"metadata"`
+	Spec     struct {
+		Selector  metav1.LabelSelector `json:"selector"`
+		Endpoints []struct {
+			Port       string `json:"port"`
+			TargetPort any    `json:"targetPort"`
+		} `json:"endpoints"`
+	} `json:"spec"`
 }
 
 // TestKubeStateMetricsAdmitsOnlyPrometheus: the monitoring component's kube-state-metrics serves

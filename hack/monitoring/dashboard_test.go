@@ -303,6 +303,31 @@ func panelChecks() map[string]panelCheck {
 		"Metacontroller calls to the hook/A": {labels: []string{"code"}, want: func(m *moment) map[string]float64 {
 			return rates(m, map[string]float64{"200": float64(hookSyncsPerStep)}, nil)
 		}},
+		"Activity stamper/A": {want: func(m *moment) map[string]float64 {
+			if r, ok := rateFrom(m, 0, stamperStampsPerStep); ok {
+				return single(r)
+			}
+			return nil
+		}},
+		"Activity stamper/B": {labels: []string{"reason"}, want: func(m *moment) map[string]float64 {
+			perStep := map[string]float64{}
+			for _, reason := range stamperRefusalReasons {
+				perStep[reason] = 0
+			}
+			perStep["Conflict"] = 1
+			out := rates(m, perStep, nil)
+			if _, ok := out["Forbidden"]; ok && m.t > stamperForbiddenFrom {
+				out["Forbidden"], _ = rateFrom(m, stamperForbiddenFrom, stamperForbiddenPerStep)
+			}
+			return out
+		}},
+		"Activity stamper/C": {labels: []string{"reason"}, want: func(m *moment) map[string]float64 {
+			perStep := map[string]float64{}
+			for _, reason := range stamperPollFailures {
+				perStep[reason] = 0
+			}
+			return rates(m, perStep, nil)
+		}},
 		"Metacontroller calls to the hook/B": {want: func(m *moment) map[string]float64 {
 			if _, ok := rateFrom(m, 0, 1); !ok {
 				return nil

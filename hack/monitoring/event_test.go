@@ -12,8 +12,8 @@ import (
 )
 
 // A synthetic event, of the shape make e2e records: the series kube-state-metrics serves for each
-// Challenge (challenge-metrics.yaml; e2e/monitoring_test.go checks the running one), the hook's
-// and Metacontroller's, with the labels a ServiceMonitor's scrape adds, one sample every 30 s
+// Challenge (challenge-metrics.yaml; e2e/monitoring_test.go checks the running one), the hook's,
+// the activity stamper's and Metacontroller's, with the labels a ServiceMonitor's scrape adds, one sample every 30 s
 // for two hours from Unix 0. Its model (which instance is in which phase when) is what the
 // dashboard's numbers are checked against.
 const (
@@ -124,6 +124,7 @@ func newEventModel() eventModel {
 const (
 	kubeStateMetricsTarget = `job="challenge-hook-kube-state-metrics", instance="10.0.0.12:8080", container="kube-state-metrics", endpoint="http-metrics", pod="challenge-hook-kube-state-metrics-5d8c7b9f6-k2l9p", service="challenge-hook-kube-state-metrics"`
 	hookTarget             = `job="challenge-hook", instance="10.0.0.20:8080", namespace="challenge-hook", container="challenge-hook", endpoint="http", pod="challenge-hook-6b7c9d5f4-x2x7k", service="challenge-hook"`
+	stamperTarget          = `job="challenge-hook-activity-stamper-metrics", instance="10.0.0.40:8082", namespace="challenge-hook", container="activity-stamper", endpoint="metrics", pod="challenge-hook-activity-stamper-7d9f8c6b5-k2m4p", service="challenge-hook-activity-stamper-metrics"`
 	metacontrollerTarget   = `job="metacontroller-metrics", instance="10.0.0.30:9999", namespace="metacontroller", endpoint="metrics", pod="metacontroller-0", service="metacontroller-metrics"`
 	metacontrollerHook     = `controller_name="challenge-hook", controller_type="CompositeController", method="post", url="http://challenge-hook.challenge-hook:80/sync"`
 	metacontrollerQueue    = `name="CompositeController-challenge-hook", controller="CompositeController-challenge-hook"`
@@ -136,6 +137,19 @@ const (
 	hookSyncsPerStep = 40
 	// From 50 minutes on, 1 of the hook's /sync answers per step is a 429 (--max-concurrent-requests).
 	overloadFrom = 50 * time.Minute
+	// The activity stamper writes stamperStampsPerStep stamps and reads one Challenge again after a
+	// Conflict per step; from stamperForbiddenFrom on, stamperForbiddenPerStep stamps per step are
+	// refused as Forbidden (a ClusterRole edited). Its polls of the gateways never fail. It serves
+	// every reason of both counters from its start, at 0.
+	stamperStampsPerStep    = 6
+	stamperForbiddenFrom    = 90 * time.Minute
+	stamperForbiddenPerStep = 2
+)
+
+// The reasons the stamper serves from its start (internal/stamper/metrics.go).
+var (
+	stamperRefusalReasons = []string{"Conflict", "Forbidden", "Invalid", "NotFound"}
+	stamperPollFailures   = []string{"resolve", "request", "status", "response"}
 )
 
 var (
@@ -227,6 +241,21 @@ func (e eventModel) loadText() string {
 			overloaded := strconv.Itoa(1 + int((t-overloadFrom)/scrapeInterval))
 			set("challenge_hook_http_requests_total", hookTarget+`, route="/sync", code="429"`, step, overloaded)
 			set("challenge_hook_sync_errors_total", hookTarget+`, reason="overloaded"`, step, overloaded)
+		}
+		set("up", stamperTarget, step, "1")
+		set("challenge_hook_activity_stamper_stamps_written_total", stamperTarget, step, counter(stamperStampsPerStep))
+		for _, reason := range stamperRefusalReasons {
+			refused := 0
+			switch {
+			case reason == "Conflict":
+				refused = step
+			case reason == "Forbidden" && t > stamperForbiddenFrom:
+				refused = stamperForbiddenPerStep * int((t-stamperForbiddenFrom)/scrapeInterval)
+			}
+			set("challenge_hook_activity_stamper_stamps_refused_total", stamperTarget+fmt.Sprintf(`, reason=%q`, reason), step, strconv.Itoa(refused))
+		}
+		for _, reason := range stamperPollFailures {
+			set("challenge_hook_activity_stamper_gateway_polls_failed_total", stamperTarget+fmt.Sprintf(`, reason=%q`, reason), step, "0")
 		}
 		set("challenge_hook_sync_errors_total", hookTarget+`, reason="ImagePullBackOff"`, step, counter(3))
 		set("challenge_hook_sync_errors_total", hookTarget+`, reason="CrashLoopBackOff"`, step, counter(1))

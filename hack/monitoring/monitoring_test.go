@@ -29,7 +29,8 @@ const (
 	repoRoot  = "../.."
 	component = repoRoot + "/manifests/components/monitoring"
 	// referencedSeriesFile lists every series the alerts and the dashboard select, with the
-	// labels they match on; e2e/monitoring_test.go checks each against the running programs.
+	// labels they match on; e2e/monitoring_test.go (the activity stamper's: e2e/stamper_test.go)
+	// checks each against the running programs.
 	referencedSeriesFile = "referenced-series.txt"
 )
 
@@ -37,6 +38,7 @@ const (
 const (
 	fromKubeStateMetrics = "kube-state-metrics"
 	fromHook             = "challenge-hook"
+	fromActivityStamper  = "activity-stamper" // manifests/components/activity-stamper
 	fromMetacontroller   = "metacontroller"
 	fromPrometheus       = "prometheus" // made by the scrape itself, not served by a program
 )
@@ -52,8 +54,9 @@ type series struct {
 }
 
 // knownSeries is every series the alerts and the dashboard may select: those the Challenge
-// configuration makes kube-state-metrics serve, those the hook's code registers, those
-// Metacontroller v4.17.2 serves (metacontroller-v4.17.2.txt), and Prometheus's `up`.
+// configuration makes kube-state-metrics serve, those the hook's and the activity stamper's code
+// registers, those Metacontroller v4.17.2 serves (metacontroller-v4.17.2.txt), and Prometheus's
+// `up`.
 func knownSeries(t *testing.T) map[string]series {
 	t.Helper()
 	known := map[string]series{"up": {source: fromPrometheus}}
@@ -66,8 +69,11 @@ func knownSeries(t *testing.T) map[string]series {
 	for name, labels := range kubeStateMetricsSeries(t) {
 		add(name, series{fromKubeStateMetrics, labels})
 	}
-	for name, labels := range hookSeries(t) {
+	for name, labels := range registeredSeries(t, "cmd/challenge-hook/metrics.go") {
 		add(name, series{fromHook, labels})
+	}
+	for name, labels := range registeredSeries(t, "internal/stamper/metrics.go") {
+		add(name, series{fromActivityStamper, labels})
 	}
 	for name, labels := range metacontrollerSeries(t) {
 		add(name, series{fromMetacontroller, labels})
@@ -207,12 +213,14 @@ func kubeStateMetricsSeries(t *testing.T) map[string][]string {
 	return out
 }
 
-// hookSeries reads the series the hook registers from its source (cmd/challenge-hook/metrics.go):
-// every prometheus.{Counter,Gauge,Histogram}Opts literal's Name, with the label names of the
-// New...Vec call around it; a histogram serves _bucket (with le), _sum and _count.
-func hookSeries(t *testing.T) map[string][]string {
+// registeredSeries reads the series a program registers from its source (a file, from the
+// repository's root: the hook's cmd/challenge-hook/metrics.go, the activity stamper's
+// internal/stamper/metrics.go): every prometheus.{Counter,Gauge,Histogram}Opts literal's Name, with
+// the label names of the New...Vec call around it; a histogram serves _bucket (with le), _sum and
+// _count.
+func registeredSeries(t *testing.T, source string) map[string][]string {
 	t.Helper()
-	path := filepath.Join(repoRoot, "cmd", "challenge-hook", "metrics.go")
+	path := filepath.Join(repoRoot, filepath.FromSlash(source))
 	file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
 	if err != nil {
 		t.Fatalf("parse %s: %v", path, err)
@@ -508,7 +516,8 @@ func TestQueriesSelectExistingSeries(t *testing.T) {
 	b.WriteString("# Every series the alerts and the dashboard of manifests/components/monitoring select:\n" +
 		"# <program serving it> <series> <label the queries match on>[=<value of an exact match>]...\n" +
 		"# Written by `make update` (go test -update in hack/monitoring); make e2e checks each line\n" +
-		"# against the running programs (e2e/monitoring_test.go).\n")
+		"# against the running programs (e2e/monitoring_test.go; the activity stamper's lines,\n" +
+		"# e2e/stamper_test.go).\n")
 	for _, name := range slices.Sorted(maps.Keys(referenced)) {
 		s := known[name]
 		line := []string{s.source, name}

@@ -1,6 +1,9 @@
 package stamper
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // Metrics are the stamper's series.
 type Metrics struct {
@@ -36,8 +39,13 @@ func NewMetrics(registry prometheus.Registerer) *Metrics {
 		}),
 	}
 	registry.MustRegister(m.written, m.refused, m.polls, m.pollsFailed, m.gateways)
+	// Every reason an alert or a panel reads is served from the start, at 0: a counter that first
+	// appears at 1 has no increase() for Prometheus, so a first refusal would go unseen.
 	for _, reason := range []string{failResolve, failRequest, failStatus, failResponse} {
 		m.pollsFailed.WithLabelValues(reason)
+	}
+	for _, reason := range []metav1.StatusReason{metav1.StatusReasonConflict, metav1.StatusReasonForbidden, metav1.StatusReasonInvalid, metav1.StatusReasonNotFound} {
+		m.refused.WithLabelValues(string(reason))
 	}
 	return m
 }
