@@ -153,6 +153,14 @@ func TestScale(t *testing.T) {
 			sinceStart(audit.last(comp, "create", start, steadyFrom), start),
 			sinceStart(audit.last(comp, "", start, steadyFrom), start), formatCounts(byResource, n))
 	}
+	// Metacontroller's client allows --client-go-qps requests a second, reads included (a status
+	// write GETs the Challenge first): its requests per instance bound a burst's time.
+	mcRequests := 0
+	for _, count := range audit.requests("metacontroller", start, start.Add(allRunning)) {
+		mcRequests += count
+	}
+	r.linef("Metacontroller's requests until all Running: %.2f per instance, %.1f a second (its client's --client-go-qps bounds it): %s",
+		float64(mcRequests)/float64(n), float64(mcRequests)/allRunning.Seconds(), formatCounts(audit.requests("metacontroller", start, start.Add(allRunning)), n))
 	r.linef("CPU seconds until all Running (%.0fs):  %s", allRunning.Seconds(), runCPU.format())
 	r.linef("CPU seconds in the steady window:       %s", steadyCPU.format())
 	plane := 0.0
@@ -201,6 +209,7 @@ func TestScale(t *testing.T) {
 		"hook_syncs_per_instance":                   float64(hookSyncs1-hookSyncs0) / float64(n),
 		"metacontroller_writes_per_instance":        float64(metacontrollerWrites) / float64(n),
 		"metacontroller_status_writes_per_instance": float64(statusWrites) / float64(n),
+		"metacontroller_requests_per_instance":      float64(mcRequests) / float64(n),
 		"cpu_hook_seconds":                          runCPU.seconds["challenge-hook"],
 		"cpu_metacontroller_seconds":                runCPU.seconds["metacontroller"],
 	}
