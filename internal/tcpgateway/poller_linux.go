@@ -10,9 +10,10 @@ import (
 )
 
 // poller holds the parked directions of spliced connections: an epoll instance of the gateway's
-// own, in which each direction's source is registered once, edge-triggered, the first time it runs
-// dry, and a goroutine that runs the directions whose source became readable. The epoll descriptor itself
-// waits in Go's poller, so the goroutine holds no thread while nothing is readable.
+// own, in which each direction's source is registered once, edge-triggered, when its splice
+// begins, and a goroutine that runs the directions whose source became readable. The epoll
+// descriptor itself waits in Go's poller, so the goroutine holds no thread while nothing is
+// readable.
 type poller struct {
 	file *os.File
 	raw  syscall.RawConn

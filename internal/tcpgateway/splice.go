@@ -275,7 +275,7 @@ func (d *direction) endFirst() bool {
 		return false
 	}
 	if !d.s.left.CompareAndSwap(2, 1) {
-		// The other one ended meanwhile: the worker reports, passing the end on again (harmless).
+		// The other one ended meanwhile: the worker reports (its end passed on already).
 		return false
 	}
 	d.state.Store(directionEnded)
