@@ -51,24 +51,8 @@ func (g *Gateway) connect(player *net.TCPConn, target tcptoken.Target, lines *li
 }
 
 // dial connects to the instance, within the dialer's timeout (the dial timeout).
-//
-// The connection is started (connectEarly, a raw non-blocking connect(2)) on the dialer's socket
-// before the dialer's own connect(2): when the instance answered meanwhile, as it does within the
-// call on loopback and on a node's own instances, the dialer's connect finds the socket connected
-// and goes on at once, where it would park the goroutine until the poller reported the socket
-// writable, then ask the kernel for the connect's result (getsockopt SO_ERROR). Otherwise it
-// waits as before, within the same timeout, and an error is the one the dialer would return.
 func (g *Gateway) dial(service netip.AddrPort) (*net.TCPConn, error) {
-	dialer, control := g.dialer, g.dialer.Control
-	dialer.Control = func(network, address string, c syscall.RawConn) error {
-		if control != nil {
-			if err := control(network, address, c); err != nil {
-				return err
-			}
-		}
-		return connectEarly(c, service)
-	}
-	conn, err := dialer.Dial("tcp4", service.String())
+	conn, err := g.dialer.Dial("tcp4", service.String())
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ package tcpgateway
 
 import (
 	"net"
-	"net/netip"
 	"os"
 	"syscall"
 	"unsafe"
@@ -56,33 +55,4 @@ func closeWrite(c *net.TCPConn, raw syscall.RawConn) error {
 		return err
 	}
 	return shutdownErr
-}
-
-// connectEarly starts the connection of the dialer's socket to service (IPv4) before the dialer
-// does: see Gateway.dial. Only an error other than "in progress" is returned.
-func connectEarly(c syscall.RawConn, service netip.AddrPort) error {
-	addr := service.Addr().Unmap()
-	if !addr.Is4() {
-		return nil
-	}
-	sa := syscall.RawSockaddrInet4{Family: syscall.AF_INET, Addr: addr.As4()}
-	port := (*[2]byte)(unsafe.Pointer(&sa.Port)) // in network byte order
-	port[0], port[1] = byte(service.Port()>>8), byte(service.Port())
-	var connectErr error
-	if err := c.Control(func(fd uintptr) {
-		for {
-			_, _, e := syscall.RawSyscall(syscall.SYS_CONNECT, fd, uintptr(unsafe.Pointer(&sa)), unsafe.Sizeof(sa))
-			switch e {
-			case syscall.EINTR:
-				continue
-			case 0, syscall.EINPROGRESS, syscall.EALREADY:
-			default:
-				connectErr = os.NewSyscallError("connect", e)
-			}
-			return
-		}
-	}); err != nil {
-		return err
-	}
-	return connectErr
 }
