@@ -95,7 +95,12 @@ func parseTCPGatewayFlags(args []string, stderr io.Writer) (tcpGatewayOptions, e
 // serveTCPGateway runs the gateway and its metrics listener until ctx ends.
 func serveTCPGateway(ctx context.Context, opts tcpGatewayOptions, stderr io.Writer) error {
 	cfg, listen, metricsListen := opts.cfg, opts.listen, opts.metricsListen
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
+	// The line of each spliced connection waits up to tcpgateway.LogFlushDelay in a buffer, so that
+	// it costs no write(2) of its own; warnings and errors are written at once, and what is held
+	// on the way out.
+	logWriter := tcpgateway.NewLogWriter(stderr)
+	defer logWriter.Flush()
+	logger := slog.New(tcpgateway.NewFlushingHandler(slog.NewJSONHandler(logWriter, &slog.HandlerOptions{Level: opts.logLevel}), logWriter, slog.LevelWarn))
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var openFiles syscall.Rlimit
@@ -126,6 +131,7 @@ func serveTCPGateway(ctx context.Context, opts tcpGatewayOptions, stderr io.Writ
 	stopReady := context.AfterFunc(ctx, func() { ready.Store(false) })
 	defer stopReady()
 	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("metrics_addr", metricsLn.Addr().String()))
+	logWriter.Flush()
 	if err := gateway.Serve(ctx, ln); err != nil {
 		return fmt.Errorf("tcp-gateway: %w", err)
 	}

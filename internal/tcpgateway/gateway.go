@@ -107,7 +107,7 @@ type Gateway struct {
 	mu         sync.Mutex
 	conns      map[*net.TCPConn]bool // every open connection, true for a player's, closed when the drain ends
 	wg         sync.WaitGroup        // the players' connections, from accept to their end
-	directions chan *direction       // to the workers waiting for one (see work)
+	workerJobs chan job              // to the workers waiting for one (see work)
 	stopped    chan struct{}         // closed once Serve returns: the workers waiting end
 	drainEnded atomic.Bool
 }
@@ -155,7 +155,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 		pipes:      newPipePool(splicePipes),
 		activity:   newActivity(),
 		conns:      map[*net.TCPConn]bool{},
-		directions: make(chan *direction),
+		workerJobs: make(chan job),
 		stopped:    make(chan struct{}),
 	}
 	g.metrics = newMetrics(reg, func() float64 { return float64(g.admission.size()) })
@@ -209,10 +209,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		g.wg.Add(1)
-		go func() {
-			defer g.wg.Done()
-			g.handle(tcp)
-		}()
+		g.work(accepted{g: g, player: tcp})
 	}
 	drained := make(chan struct{})
 	go func() {
@@ -305,9 +302,9 @@ type refusal struct {
 // not at fault.
 var refusalFull = refusal{reason: reasonTooManyConnections, line: "gateway full, try again later\n"}
 
-// handle serves one player's connection: its token, then the instance's connection, whose splice
-// goes on without this goroutine (see splice) until the connection ends: this one ends once the
-// splice began.
+// handle serves one player's connection on a worker: its token, then the instance's connection,
+// whose splice goes on without this worker (see splice) until the connection ends: the worker is
+// free once the splice began.
 func (g *Gateway) handle(player *net.TCPConn) {
 	c := &session{g: g, player: player, start: time.Now()}
 	g.track(player, true)

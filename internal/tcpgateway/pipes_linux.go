@@ -210,8 +210,7 @@ func spliceOut(fd int, p *pipe, n *int) (done bool, err error) {
 
 // spliceBytes moves up to maxSpliceBytes from in to out without blocking on the pipe.
 func spliceBytes(out, in int) (int, error) {
-	n, err := syscall.Splice(in, nil, out, nil, maxSpliceBytes, unixSpliceFNonblock|unixSpliceFMove)
-	return int(n), err
+	return rawSplice(out, in, maxSpliceBytes, unixSpliceFNonblock|unixSpliceFMove)
 }
 
 // fSetPipeSize is fcntl(2)'s F_SETPIPE_SZ.

@@ -10,9 +10,10 @@ import (
 )
 
 // poller holds the parked directions of spliced connections: an epoll instance of the gateway's
-// own, in which each direction's source is armed once (EPOLLONESHOT) each time it runs dry, and a
-// goroutine that runs the directions whose source became readable. The epoll descriptor itself
-// waits in Go's poller, so the goroutine holds no thread while nothing is readable.
+// own, in which each direction's source is registered once, edge-triggered, when its splice
+// begins, and a goroutine that runs the directions whose source became readable. The epoll
+// descriptor itself waits in Go's poller, so the goroutine holds no thread while nothing is
+// readable.
 type poller struct {
 	file *os.File
 	raw  syscall.RawConn
@@ -53,7 +54,7 @@ func (p *poller) serve() {
 		var waitErr error
 		err := p.raw.Read(func(fd uintptr) bool {
 			for {
-				n, waitErr = syscall.EpollWait(int(fd), events, 0)
+				n, waitErr = rawEpollWaitNow(int(fd), events)
 				if waitErr != syscall.EINTR {
 					return n > 0 || waitErr != nil
 				}
@@ -133,9 +134,18 @@ var errNoPoller = errors.New("no poller")
 
 // arm asks for d to be run once its source is readable (at once if it is now). Only the goroutine
 // running d calls it.
+//
+// The source is registered once, edge-triggered: epoll reports it each time bytes (or its end, or
+// an error) arrive, whatever d's state, and arming it again costs no system call. An edge that
+// comes while d runs finds it running and tells it to look again before it parks (claim), so no
+// edge is lost between the source running dry and d parking. (Armed once per run with
+// EPOLLONESHOT, each message cost an epoll_ctl.)
 func (p *poller) arm(d *direction) error {
 	if p == nil {
 		return errNoPoller
+	}
+	if d.registered {
+		return nil
 	}
 	if d.id == 0 {
 		p.mu.Lock()
@@ -144,14 +154,10 @@ func (p *poller) arm(d *direction) error {
 		p.dirs[d.id] = d
 		p.mu.Unlock()
 	}
-	op := syscall.EPOLL_CTL_MOD
-	if !d.registered {
-		op = syscall.EPOLL_CTL_ADD
-	}
-	event := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLONESHOT, Fd: int32(uint32(d.id)), Pad: int32(uint32(d.id >> 32))}
+	event := syscall.EpollEvent{Events: syscall.EPOLLIN | epollET, Fd: int32(uint32(d.id)), Pad: int32(uint32(d.id >> 32))}
 	var ctlErr error
 	if err := d.rawSrc.Control(func(fd uintptr) {
-		ctlErr = syscall.EpollCtl(p.fd, op, int(fd), &event)
+		ctlErr = rawEpollCtl(p.fd, syscall.EPOLL_CTL_ADD, int(fd), &event)
 	}); err != nil {
 		return err
 	}
@@ -161,6 +167,9 @@ func (p *poller) arm(d *direction) error {
 	d.registered = true
 	return nil
 }
+
+// epollET is EPOLLET as the uint32 of an event's mask.
+const epollET = 1 << 31
 
 // forget drops an ended direction. Its source leaves the epoll instance when it is closed.
 func (p *poller) forget(d *direction) {

@@ -128,7 +128,7 @@ type direction struct {
 	moved          int64 // written by the goroutine running it, read by the last to end
 	state          atomic.Int32
 	id             uint64  // the poller's key, 0 until first armed
-	registered     bool    // its source is in the poller (touched by the goroutine running it)
+	registered     bool    // its source is in the poller, for good (touched by the goroutine running it)
 	carried        carried // what the poller's move left (touched by the goroutine running it)
 }
 
@@ -170,8 +170,11 @@ func (d *direction) run() {
 			}
 		}
 	}
-	if err == nil {
-		err = d.dst.CloseWrite()
+	if err == nil && d.s.left.Load() > 1 {
+		// The other direction goes on: it may still have bytes for this one's source. The last to
+		// end passes its end on with the close that follows at once (a FIN: the other source,
+		// read to its end, holds no byte unread), one shutdown(2) fewer per connection.
+		err = closeWrite(d.dst, d.rawDst)
 	}
 	if err != nil {
 		// A reset (or the watchdog) on one side ends both at once: the other direction may be
@@ -275,11 +278,11 @@ func (d *direction) end() {
 // the other one still runs, so that this one reports nothing: false, having done nothing, when the
 // other one ended, or the half-close failed.
 func (d *direction) endFirst() bool {
-	if d.s.left.Load() < 2 || d.dst.CloseWrite() != nil {
+	if d.s.left.Load() < 2 || closeWrite(d.dst, d.rawDst) != nil {
 		return false
 	}
 	if !d.s.left.CompareAndSwap(2, 1) {
-		// The other one ended meanwhile: the worker reports, passing the end on again (harmless).
+		// The other one ended meanwhile: the worker reports (its end passed on already).
 		return false
 	}
 	d.state.Store(directionEnded)

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package tcpgateway
+
+import (
+	"net"
+	"syscall"
+)
+
+// closeWrite passes a source's end on to the destination.
+func closeWrite(c *net.TCPConn, _ syscall.RawConn) error { return c.CloseWrite() }
