@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -76,12 +77,16 @@ func parseActivityStamperFlags(args []string, stderr io.Writer) (activityStamper
 	return opts, nil
 }
 
+// klogOnce sets klog's logger, which is the process's (see serveActivityStamper).
+var klogOnce sync.Once
+
 // serveActivityStamper runs the stamper and its metrics listener until ctx ends.
 func serveActivityStamper(ctx context.Context, opts activityStamperOptions, stderr io.Writer) error {
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
 	// client-go logs through klog (a watch that fails, say, for want of a right): the same JSON
-	// lines. The process is the stamper's alone, so setting klog's logger touches nothing else.
-	klog.SetSlogLogger(logger)
+	// lines. klog's logger is the process's, read by every informer without a lock: it is set once,
+	// before the first informer starts (a test process runs several stampers, one after another).
+	klogOnce.Do(func() { klog.SetSlogLogger(logger) })
 	config, err := kubeConfig(opts.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("activity-stamper: %w", err)
