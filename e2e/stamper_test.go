@@ -134,29 +134,6 @@ func impersonating(t *testing.T, username string) dynamic.Interface {
 	return dyn
 }
 
-// impersonatingKubeconfig writes a kubeconfig of the suite's API server whose user acts as
-// username (kubectl's --as).
-func impersonatingKubeconfig(t *testing.T, username string) string {
-	t.Helper()
-	config, err := clientcmd.LoadFromFile(os.Getenv("KUBECONFIG"))
-	if err != nil {
-		t.Fatalf("load kubeconfig: %v", err)
-	}
-	if err := clientcmd.ResolveLocalPaths(config); err != nil {
-		t.Fatal(err)
-	}
-	current, ok := config.Contexts[config.CurrentContext]
-	if !ok || config.AuthInfos[current.AuthInfo] == nil {
-		t.Fatalf("the kubeconfig %s has no user in its current context", os.Getenv("KUBECONFIG"))
-	}
-	config.AuthInfos[current.AuthInfo].Impersonate = username
-	file := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*config, file); err != nil {
-		t.Fatal(err)
-	}
-	return file
-}
-
 // stamperAdmission: the stamper's ServiceAccount moves a Challenge's stamp forward, and the API
 // server refuses it everything else: RBAC its create, delete and status writes; the admission
 // policy a label, the spec, another annotation, a finalizer, a stamp going back, removed or that
@@ -338,7 +315,7 @@ func stamperProcess(ctx context.Context, t *testing.T, c *cluster, ns string) {
 		bin = filepath.Join(c.root, "bin", "challenge-hook")
 	}
 	logs := &lockedBuffer{}
-	cmd := exec.Command(bin, "activity-stamper", "--kubeconfig="+impersonatingKubeconfig(t, stamperUsername),
+	cmd := exec.Command(bin, "activity-stamper", "--kubeconfig="+e2eutil.ImpersonatingKubeconfig(t, stamperUsername),
 		"--gateways="+strings.TrimPrefix(server.URL, "http://"), "--interval=1s", "--metrics-listen=127.0.0.1:0", "--log-level=debug")
 	dieWithParent(cmd)
 	cmd.Stdout, cmd.Stderr = logs, logs

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // pollInterval is how often WaitUntil asks again.
@@ -118,4 +120,27 @@ func (p *Process) Stop(sig os.Signal, grace time.Duration) {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	}
+}
+
+// ImpersonatingKubeconfig writes a kubeconfig of $KUBECONFIG's API server whose user acts as
+// username (kubectl's --as), for a process the test runs under another identity.
+func ImpersonatingKubeconfig(t *testing.T, username string) string {
+	t.Helper()
+	config, err := clientcmd.LoadFromFile(os.Getenv("KUBECONFIG"))
+	if err != nil {
+		t.Fatalf("load kubeconfig: %v", err)
+	}
+	if err := clientcmd.ResolveLocalPaths(config); err != nil {
+		t.Fatal(err)
+	}
+	current, ok := config.Contexts[config.CurrentContext]
+	if !ok || config.AuthInfos[current.AuthInfo] == nil {
+		t.Fatalf("the kubeconfig %s has no user in its current context", os.Getenv("KUBECONFIG"))
+	}
+	config.AuthInfos[current.AuthInfo].Impersonate = username
+	file := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*config, file); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
@@ -79,7 +78,7 @@ spec:
 	if err != nil || len(pods.Items) == 0 {
 		t.Fatalf("the gateway's Pods: %d, err %v", len(pods.Items), err)
 	}
-	kubeconfig := impersonatingKubeconfig(t, stamperUsername)
+	kubeconfig := e2eutil.ImpersonatingKubeconfig(t, stamperUsername)
 	for i, pod := range pods.Items {
 		metrics := freeLoopbackAddr(t)
 		stop, err := startProcess(ctx, fmt.Sprintf("activity-stamper-%d", i), cfg.hookBin, []string{"activity-stamper",
@@ -167,29 +166,6 @@ func installStamperRights(ctx context.Context, t *testing.T) {
 			t.Fatalf("manifests/components/activity-stamper has no %s", kind)
 		}
 	}
-}
-
-// impersonatingKubeconfig writes a kubeconfig of the node's API server whose user acts as
-// username (kubectl's --as).
-func impersonatingKubeconfig(t *testing.T, username string) string {
-	t.Helper()
-	config, err := clientcmd.LoadFromFile(os.Getenv("KUBECONFIG"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := clientcmd.ResolveLocalPaths(config); err != nil {
-		t.Fatal(err)
-	}
-	current, ok := config.Contexts[config.CurrentContext]
-	if !ok || config.AuthInfos[current.AuthInfo] == nil {
-		t.Fatalf("the kubeconfig %s has no user in its current context", os.Getenv("KUBECONFIG"))
-	}
-	config.AuthInfos[current.AuthInfo].Impersonate = username
-	file := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*config, file); err != nil {
-		t.Fatal(err)
-	}
-	return file
 }
 
 // freeLoopbackAddr is an address on 127.0.0.1 with a port free a moment ago.
