@@ -39,12 +39,12 @@ func (g *Gateway) splice(c *session) {
 	s := &c.spliced
 	*s = splicing{g: g, player: c.player, instance: c.instance, conn: c, target: c.target}
 	player, instance := c.player, c.instance
-	s.lastActive.Store(time.Now().UnixNano())
+	s.started = time.Now().UnixNano()
 	s.left.Store(2)
 	tick := g.cfg.IdleTimeout / idleChecks
 	s.mu.Lock()
 	s.watchdog = time.AfterFunc(tick, func() {
-		if time.Now().UnixNano()-s.lastActive.Load() >= int64(g.cfg.IdleTimeout) {
+		if time.Now().UnixNano()-max(s.started, s.lastByte.Load()) >= int64(g.cfg.IdleTimeout) {
 			s.idle.Store(true)
 			s.closeBoth()
 			return
@@ -69,8 +69,8 @@ type splicing struct {
 	player, instance     *net.TCPConn
 	conn                 *session
 	target               netip.AddrPort // the instance's Service address, as its token names it
-	lastActive           atomic.Int64   // Unix ns of the splice's start or its last byte, for the idle watchdog
-	lastByte             atomic.Int64   // Unix ns of its last byte, 0 before the first: the instance's activity
+	started              int64          // Unix ns of the splice's start, set before its watchdog and directions
+	lastByte             atomic.Int64   // Unix ns of its last byte, 0 before the first: the instance's activity; with started, the idle watchdog's
 	idle                 atomic.Bool
 	left                 atomic.Int32 // directions still running
 	toPlayer, toInstance direction
@@ -210,9 +210,7 @@ func (d *direction) resume() (end bool, err error) {
 func (d *direction) count(n int64) {
 	if n > 0 {
 		d.moved += n
-		now := time.Now().UnixNano()
-		d.s.lastActive.Store(now)
-		d.s.lastByte.Store(now)
+		d.s.lastByte.Store(time.Now().UnixNano())
 	}
 }
 
