@@ -185,31 +185,12 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		ln.Close()
 	}()
-	var backoff time.Duration
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) || isTemporary(err) {
-				// Out of file descriptors, or a connection reset before accept: wait, as net/http does.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				g.logger.Warn("accept failed; retrying", slog.String("error", err.Error()), slog.Duration("retry_in", backoff))
-				time.Sleep(backoff)
-				continue
-			}
-			return fmt.Errorf("accept: %w", err)
-		}
-		backoff = 0
-		tcp, ok := conn.(*net.TCPConn)
-		if !ok {
-			conn.Close()
-			continue
-		}
-		g.wg.Add(1)
-		g.work(accepted{g: g, player: tcp})
+	// One worker at a time accepts; it hands accepting on to another worker before it serves the
+	// connection it took, so that the player's prompt waits for no hand-off (see acceptor).
+	acceptEnded := make(chan error, 1)
+	g.work(&acceptor{g: g, ctx: ctx, ln: ln, ended: acceptEnded})
+	if err := <-acceptEnded; err != nil {
+		return err
 	}
 	drained := make(chan struct{})
 	go func() {

@@ -1,7 +1,12 @@
 package tcpgateway
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net"
+	"os"
 	"time"
 )
 
@@ -26,15 +31,50 @@ func (g *Gateway) work(t job) {
 // job is what a worker runs: a player's connection until its splice began, or a direction.
 type job interface{ run() }
 
-// accepted is a player's connection, from accept to its splice.
-type accepted struct {
-	g      *Gateway
-	player *net.TCPConn
+// acceptor accepts the next player's connection, hands accepting on to another worker (on which
+// it waits for the next connection while this one is served), and serves the one it took: the
+// player's prompt is written by the goroutine the kernel woke for the connection, not by another
+// one woken for it (a hand-off of 10 to 30 µs on the connection's path on two cores).
+type acceptor struct {
+	g       *Gateway
+	ctx     context.Context
+	ln      net.Listener
+	backoff time.Duration
+	ended   chan<- error // when accepting ends: nil once ctx ended, or why it failed
 }
 
-func (a accepted) run() {
-	defer a.g.wg.Done()
-	a.g.handle(a.player)
+func (a *acceptor) run() {
+	g := a.g
+	for {
+		conn, err := a.ln.Accept()
+		if err != nil {
+			if a.ctx.Err() != nil {
+				a.ended <- nil
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) || isTemporary(err) {
+				// Out of file descriptors, or a connection reset before accept: wait, as net/http does.
+				a.backoff = min(max(2*a.backoff, 5*time.Millisecond), time.Second)
+				g.logger.Warn("accept failed; retrying", slog.String("error", err.Error()), slog.Duration("retry_in", a.backoff))
+				time.Sleep(a.backoff)
+				continue
+			}
+			a.ended <- fmt.Errorf("accept: %w", err)
+			return
+		}
+		a.backoff = 0
+		tcp, ok := conn.(*net.TCPConn)
+		if !ok {
+			conn.Close()
+			continue
+		}
+		g.wg.Add(1)
+		g.work(a)
+		defer g.wg.Done()
+		g.handle(tcp)
+		return
+	}
 }
 
 // worker runs t, then the jobs handed to it, until none comes for workerIdle or the gateway
