@@ -110,11 +110,14 @@ bench: bench-gateway
 # of an echo instance, and HAProxy in plain TCP mode in front of the same instance (the usual
 # proxy; its column is skipped, with how to install it, when haproxy is not on PATH), each figure
 # against a direct connection in the same run, alternating (latency, bulk throughput, connection
-# rate, memory per idle connection), then the gateway's targets against them, PASS or FAIL.
-# GATEWAY_LOAD_FLAGS adds flags, e.g. -idle 1000,10000 (lowered to what RLIMIT_NOFILE's hard
-# limit holds: two descriptors per connection in the proxy, two in the load run).
+# rate, memory per idle connection), then the gateway's targets against them, PASS or FAIL; and
+# hack/tcpgateway-ceiling, the least a gateway that asks for a token does, as a column of its own
+# (what any such gateway can reach against HAProxy). GATEWAY_LOAD_FLAGS adds flags, e.g. -idle
+# 1000,10000 (lowered to what RLIMIT_NOFILE's hard limit holds: two descriptors per connection in
+# the proxy, two in the load run).
 bench-gateway: build
-	$(GO) run ./hack/tcpgateway-load -binary $(BIN) $(GATEWAY_LOAD_FLAGS)
+	$(GO) build -o bin/tcpgateway-ceiling ./hack/tcpgateway-ceiling
+	$(GO) run ./hack/tcpgateway-load -binary $(BIN) -ceiling bin/tcpgateway-ceiling $(GATEWAY_LOAD_FLAGS)
 
 # The TCP gateway under attack, measured: honest players (from their own addresses and from one
 # shared address) while each attack class runs from 250 addresses on 127.0.0.0/8 (bad tokens,

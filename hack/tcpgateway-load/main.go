@@ -45,6 +45,7 @@ func main() {
 type options struct {
 	binary     string
 	haproxy    string
+	ceiling    string
 	procs      int
 	connects   int
 	open       int
@@ -69,6 +70,7 @@ func run() error {
 	var idle string
 	flag.StringVar(&o.binary, "binary", "bin/challenge-hook", "the challenge-hook `binary` to run as the gateway")
 	flag.StringVar(&o.haproxy, "haproxy", "haproxy", "the HAProxy `binary` compared with (looked up in PATH; none: no HAProxy column)")
+	flag.StringVar(&o.ceiling, "ceiling", "", "the hack/tcpgateway-ceiling `binary`, run as a gateway: the least a gateway that asks for a token does, a column of its own (none: no column)")
 	flag.IntVar(&o.procs, "procs", runtime.GOMAXPROCS(0), "GOMAXPROCS of the gateway and nbthread of HAProxy")
 	flag.IntVar(&o.connects, "connects", 2000, "connections timed for the connect latency, each way")
 	flag.IntVar(&o.open, "open", 1000, "connections held open each way while echo latency is measured")
@@ -115,7 +117,8 @@ func run() error {
 	return err
 }
 
-// way is one way to the echo instance: direct, through the gateway or through HAProxy.
+// way is one way to the echo instance: direct, through the gateway, through HAProxy or through
+// the ceiling.
 type way struct {
 	name string
 	dial func() (net.Conn, error)
@@ -163,6 +166,14 @@ func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
 		}
 		defer func() { h.stop() }()
 		ways = append(ways, way{name: "haproxy", dial: func() (net.Conn, error) { return net.Dial("tcp4", h.addr) }, pid: h.pid()})
+	}
+	var ceiling *child
+	if o.ceiling != "" {
+		if ceiling, err = startGateway(o.ceiling, keyFile, o.procs, gatewayLimits...); err != nil {
+			return err
+		}
+		defer func() { ceiling.stop() }()
+		ways = append(ways, way{name: "ceiling", dial: func() (net.Conn, error) { return dialGateway(ceiling.addr, token) }, pid: ceiling.pid()})
 	}
 	r := results{ways: ways}
 
@@ -280,6 +291,9 @@ func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
 	if h != nil {
 		h.stop()
 	}
+	if ceiling != nil {
+		ceiling.stop()
+	}
 
 	counts := make([]int, len(o.idle))
 	for i, n := range o.idle {
@@ -297,12 +311,17 @@ func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
 		}
 		var p *child
 		var dial func() (net.Conn, error)
-		if w.name == "gateway" {
-			p, err = startGateway(o.binary, keyFile, o.procs, gatewayLimits...)
+		switch w.name {
+		case "gateway", "ceiling":
+			binary := o.binary
+			if w.name == "ceiling" {
+				binary = o.ceiling
+			}
+			p, err = startGateway(binary, keyFile, o.procs, gatewayLimits...)
 			if err == nil {
 				dial = func() (net.Conn, error) { return dialGateway(p.addr, quietToken) }
 			}
-		} else {
+		default:
 			p, err = startHAProxy(haproxyBin, dir, quietInstance.Addr().String(), maxIdle+10, o.procs)
 			if err == nil {
 				dial = func() (net.Conn, error) { return net.Dial("tcp4", p.addr) }
@@ -420,8 +439,9 @@ func (r results) print() {
 		}
 		return "FAIL"
 	}
-	const gw, hp = 1, 2
-	if len(r.ways) > hp {
+	const gw = 1
+	hp, ceiling := r.index("haproxy"), r.index("ceiling")
+	if hp > 0 {
 		fmt.Printf("  new connections/s >= HAProxy's: %.0f vs %.0f, ratio %.2f: %s\n", r.rate[gw], r.rate[hp], r.rate[gw]/r.rate[hp], verdict(r.rate[gw] >= r.rate[hp]))
 		g50, h50 := percentile(r.connect[gw], 50), percentile(r.connect[hp], 50)
 		ratio := float64(g50) / float64(h50)
@@ -435,6 +455,30 @@ func (r results) print() {
 	}
 	ratio := r.bulk[gw] / r.bulk[0]
 	fmt.Printf("  bulk >= %.1f of direct: %.0f vs %.0f MiB/s, ratio %.2f: %s\n", targetBulkRatio, r.bulk[gw], r.bulk[0], ratio, verdict(ratio >= targetBulkRatio))
+	if ceiling < 0 {
+		return
+	}
+	// Not targets: what asking for a token costs by itself, and the gateway against the least a
+	// gateway that asks for one does.
+	fmt.Printf("\nthe ceiling (hack/tcpgateway-ceiling: the least a gateway that asks for a token does), in this run:\n")
+	against := func(who, what string, i, j int) {
+		fmt.Printf("  %s against %s: new connections/s %.2f, handshake p50 %.2f\n", who, what, r.rate[i]/r.rate[j],
+			float64(percentile(r.connect[i], 50))/float64(percentile(r.connect[j], 50)))
+	}
+	if hp > 0 {
+		against("the ceiling", "HAProxy", ceiling, hp)
+	}
+	against("the gateway", "the ceiling", gw, ceiling)
+}
+
+// index is the position of the way named name, or -1.
+func (r results) index(name string) int {
+	for i, w := range r.ways {
+		if w.name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // printLatency prints p50 and p99 of every way, and what each proxy adds to direct (ways[0]).
