@@ -155,12 +155,13 @@ func TestScale(t *testing.T) {
 	}
 	// Metacontroller's client allows --client-go-qps requests a second, reads included (a status
 	// write GETs the Challenge first): its requests per instance bound a burst's time.
+	mcByResource := audit.requests("metacontroller", start, start.Add(allRunning))
 	mcRequests := 0
-	for _, count := range audit.requests("metacontroller", start, start.Add(allRunning)) {
+	for _, count := range mcByResource {
 		mcRequests += count
 	}
 	r.linef("Metacontroller's requests until all Running: %.2f per instance, %.1f a second (its client's --client-go-qps bounds it): %s",
-		float64(mcRequests)/float64(n), float64(mcRequests)/allRunning.Seconds(), formatCounts(audit.requests("metacontroller", start, start.Add(allRunning)), n))
+		float64(mcRequests)/float64(n), float64(mcRequests)/allRunning.Seconds(), formatCounts(mcByResource, n))
 	r.linef("CPU seconds until all Running (%.0fs):  %s", allRunning.Seconds(), runCPU.format())
 	r.linef("CPU seconds in the steady window:       %s", steadyCPU.format())
 	plane := 0.0
