@@ -28,7 +28,8 @@ func (g *Gateway) work(t job) {
 	}
 }
 
-// job is what a worker runs: a player's connection until its splice began, or a direction.
+// job is what a worker runs: the accept loop and the player's connection it takes, until its
+// splice began (acceptor), or a direction.
 type job interface{ run() }
 
 // acceptor is the gateway's accept loop as a worker's job: it takes the next player's connection,
