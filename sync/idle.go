@@ -79,6 +79,16 @@ func resolveIdleness(in *instance, template *v1alpha1.DefinitionSpec) idleness {
 	return d
 }
 
+// withActivity is the idle clock once activity happened at t.
+func (d idleness) withActivity(t time.Time) idleness {
+	if d.timeout == 0 || !t.After(d.last) {
+		return d
+	}
+	d.last, d.at = t, t.Add(d.timeout)
+	d.idle = false
+	return d
+}
+
 // runsIdleClock: the verdicts under which the idle clock runs, and status.lastActivityAt is shown.
 // While Queued or stopped by spec.stopped it does not (the clock starts again when it runs), and
 // the status carries no time that would change on every sync.

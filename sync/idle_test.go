@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 )
 
@@ -54,4 +56,58 @@ func TestGoldenIdleAt(t *testing.T) {
 		})
 	}
 	assert.GreaterOrEqual(t, withIdleAt, 5, "the corpus shows idleAt in a handful of cases")
+}
+
+// TestFirstRunningAnswerIsAFixedPoint: the answer that first says Running (and sets readyAt, which
+// is activity) is a fixed point with an idle clock too: fed back, its status is the same, so it
+// costs no second status write. Every golden case whose answer first reaches Running is answered
+// with an idleTimeout on its template.
+func TestFirstRunningAnswerIsAFixedPoint(t *testing.T) {
+	cfg := goldenConfig(t)
+	checked := 0
+	for _, c := range goldenCases(t) {
+		if strings.HasPrefix(c.name, "customize-") {
+			continue
+		}
+		req, err := DecodeRequest(c.request)
+		require.NoError(t, err)
+		if req.Parent.Status.ReadyAt != "" || Sync(req, goldenNow, withFlags(t, cfg, c.flags)).Status.Phase != v1alpha1.PhaseRunning {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			c = c.with(withIdleTimeout(t, c.request, "10m"))
+			first := answer(t, c, cfg)
+			again := answer(t, c.with(applyAnswer(t, c.request, first, mcsim.Applied{})), cfg)
+			var a, b struct {
+				Status map[string]any `json:"status"`
+			}
+			require.NoError(t, json.Unmarshal(first, &a))
+			require.NoError(t, json.Unmarshal(again, &b))
+			require.NotEmpty(t, a.Status["lastActivityAt"], "the idle clock runs")
+			assert.Equal(t, a.Status, b.Status)
+		})
+		checked++
+	}
+	assert.NotZero(t, checked, "the corpus has a first Running answer")
+}
+
+// withIdleTimeout is request with idleTimeout set on the template it uses: the related
+// definitions' and the inline one.
+func withIdleTimeout(t *testing.T, request []byte, timeout string) []byte {
+	var req map[string]any
+	require.NoError(t, json.Unmarshal(request, &req))
+	spec := mapAt(mapAt(req, "parent"), "spec")
+	if template, ok := spec["template"].(map[string]any); ok {
+		template["idleTimeout"] = timeout
+	}
+	for key, group := range mapAt(req, "related") {
+		if strings.HasPrefix(key, "ChallengeDefinition.") {
+			for _, def := range group.(map[string]any) {
+				mapAt(def.(map[string]any), "spec")["idleTimeout"] = timeout
+			}
+		}
+	}
+	out, err := json.Marshal(req)
+	require.NoError(t, err)
+	return out
 }

@@ -51,6 +51,11 @@ func syncChallenge(req Request, now time.Time, cfg Config) Response {
 func (in *instance) run() Response {
 	eps, missing, refused := endpoints(in)
 	v, progress := in.observe(eps, missing, refused)
+	if v.phase == v1alpha1.PhaseRunning && in.parent.Status.ReadyAt == "" {
+		// The first Running answer sets readyAt, which is activity: counted in this answer, so
+		// that the next one, fed this status, is the same.
+		in.idle = in.idle.withActivity(in.now)
+	}
 	return Response{Status: in.status(v, eps), Children: in.desiredChildren(), ResyncAfterSeconds: in.nextWake(earliest(progress, in.nextIdleWake()))}
 }
 
