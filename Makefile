@@ -76,23 +76,29 @@ update:
 	$(GO) test ./sync ./prepull -run 'TestGolden|TestNetworkPolicyTruthTable' -update
 	cd hack/monitoring && $(GO) test -run TestQueriesSelectExistingSeries -update
 
-# The hook under the real Metacontroller on a loopback control plane. METACONTROLLER_SOURCE: where
-# Metacontroller's source archive comes from (default: GitHub's archive of the release tag).
+# The hook on a loopback control plane, under the project's simulator in Metacontroller's part (a
+# test double), or under a real Metacontroller: METACONTROLLER_BIN=/path/to/metacontroller (v4.17+).
+# METACONTROLLER_CRDS: Metacontroller's release file manifests/production/metacontroller-crds-v1.yaml
+# (default: its copy in ../shared/metacontroller/ beside the checkout, when there is one).
 e2e:
 	bash hack/e2e.sh
 
-# The hook under the real Metacontroller on a REAL node (containerd, runc, kubelet, kube-proxy,
-# kube-network-policies): the player's loop, failure reasons, the securityContext from inside, and
-# isolation with real packets across an instance's life. Root and Linux; installs its Debian packages.
+# The hook on a REAL node (containerd, runc, kubelet, kube-proxy, kube-network-policies): the
+# player's loop, failure reasons, the securityContext from inside, and isolation with real packets
+# across an instance's life. Root and Linux; installs its Debian packages. Under the simulator or
+# METACONTROLLER_BIN, with METACONTROLLER_CRDS, as e2e.
 e2e-node:
 	bash hack/e2e-node.sh
 
-# A scale run under the real Metacontroller (BENCH_CHALLENGES, default 500); not part of CI.
+# A scale run (BENCH_CHALLENGES, default 500); not part of CI. Under a real Metacontroller with
+# METACONTROLLER_BIN (and METACONTROLLER_CRDS, as e2e); without it under the simulator, whose figures
+# are the simulator's, not Metacontroller's.
 bench-cluster:
 	bash hack/bench-cluster.sh
 
 # An event's peak on the real node of make e2e-node (BENCH_INSTANCES, default 300, at once and at
-# BENCH_RATE a second); not part of CI. Root and Linux, like e2e-node, whose lock it shares.
+# BENCH_RATE a second); not part of CI. Root and Linux, like e2e-node, whose lock and controller
+# (the simulator, or METACONTROLLER_BIN) it shares.
 bench-node:
 	bash hack/bench-node.sh
 

@@ -21,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	k8sjson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
+	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 )
 
 // gatewayAPIModule is the Go module whose standard-channel CRDs the tests install: the version is
@@ -371,23 +371,15 @@ func setFieldsDiffer(desired, live any, path string) []string {
 }
 
 // metacontrollerUpdate is what Metacontroller v4.17's InPlace apply would change on the stored
-// child for the hook's desired child (pkg/controller/common.ApplyUpdate): the three-way merge of
-// desired onto the stored object, against the last-applied annotation, status and system
-// metadata reverted, and the annotation rewritten. No difference: no update.
+// child for the hook's desired child: mcsim.Updated, the simulator's three-way merge. No
+// difference: no update.
 func metacontrollerUpdate(t *testing.T, live, desired *unstructured.Unstructured) []string {
 	t.Helper()
-	var lastApplied map[string]any
-	if err := k8sjson.Unmarshal([]byte(live.GetAnnotations()[lastAppliedAnnotation]), &lastApplied); err != nil {
-		t.Fatalf("%s %s: last-applied annotation: %v", live.GetKind(), live.GetName(), err)
-	}
-	merged := runtime.DeepCopyJSON(live.Object)
-	if _, err := mcMerge("", merged, lastApplied, desired.Object); err != nil {
+	updated, _, err := mcsim.Updated(live.Object, desired.Object)
+	if err != nil {
 		t.Fatalf("merge %s %s: %v", live.GetKind(), live.GetName(), err)
 	}
-	mergedObj := &unstructured.Unstructured{Object: merged}
-	// The merge never adds status or system metadata: the hook sets neither (the diff shows it if it did).
-	setLastApplied(t, mergedObj, desired.Object)
-	return jsonDiff(live.Object, mergedObj.Object)
+	return jsonDiff(live.Object, updated)
 }
 
 // setLastApplied records applied in obj's last-applied annotation, as Metacontroller does.
@@ -403,136 +395,6 @@ func setLastApplied(t *testing.T, obj *unstructured.Unstructured, applied map[st
 	}
 	annotations[lastAppliedAnnotation] = string(data)
 	obj.SetAnnotations(annotations)
-}
-
-// mcMerge and the functions below are Metacontroller v4.17.2's pkg/dynamic/apply merge
-// (Copyright 2018 Google Inc., Apache License 2.0), copied because Metacontroller is not a Go
-// module the tests can require: merge finds the diff from lastApplied to desired and applies it
-// to destination, returning the replacement destination value.
-func mcMerge(fieldPath string, destination, lastApplied, desired any) (any, error) {
-	switch destVal := destination.(type) {
-	case map[string]any:
-		lastVal, ok := lastApplied.(map[string]any)
-		if !ok && lastVal != nil {
-			return nil, fmt.Errorf("lastApplied%s: expecting map[string]interface, got %T", fieldPath, lastApplied)
-		}
-		desVal, ok := desired.(map[string]any)
-		if !ok && desVal != nil {
-			return nil, fmt.Errorf("desired%s: expecting map[string]interface, got %T", fieldPath, desired)
-		}
-		return mcMergeObject(fieldPath, destVal, lastVal, desVal)
-	case []any:
-		lastVal, ok := lastApplied.([]any)
-		if !ok && lastVal != nil {
-			return nil, fmt.Errorf("lastApplied%s: expecting []interface, got %T", fieldPath, lastApplied)
-		}
-		desVal, ok := desired.([]any)
-		if !ok && desVal != nil {
-			return nil, fmt.Errorf("desired%s: expecting []interface, got %T", fieldPath, desired)
-		}
-		return mcMergeArray(fieldPath, destVal, lastVal, desVal)
-	default:
-		return desired, nil
-	}
-}
-
-func mcMergeObject(fieldPath string, destination, lastApplied, desired map[string]any) (any, error) {
-	for key := range lastApplied {
-		if _, present := desired[key]; !present {
-			delete(destination, key)
-		}
-	}
-	var err error
-	for key, desVal := range desired {
-		destination[key], err = mcMerge(fmt.Sprintf("%s[%s]", fieldPath, key), destination[key], lastApplied[key], desVal)
-		if err != nil {
-			return nil, err
-		}
-	}
-	return destination, nil
-}
-
-func mcMergeArray(fieldPath string, destination, lastApplied, desired []any) (any, error) {
-	if mergeKey := mcDetectListMapKey(destination, lastApplied, desired); mergeKey != "" {
-		return mcMergeListMap(fieldPath, mergeKey, destination, lastApplied, desired)
-	}
-	return desired, nil
-}
-
-func mcMergeListMap(fieldPath, mergeKey string, destination, lastApplied, desired []any) (any, error) {
-	destMap := mcMakeListMap(mergeKey, destination)
-	lastMap := mcMakeListMap(mergeKey, lastApplied)
-	desMap := mcMakeListMap(mergeKey, desired)
-	if _, err := mcMergeObject(fieldPath, destMap, lastMap, desMap); err != nil {
-		return nil, err
-	}
-	destList := make([]any, 0, len(destMap))
-	added := make(map[string]bool, len(destMap))
-	for _, item := range destination {
-		key := mcStringMergeKey(item.(map[string]any)[mergeKey])
-		if newItem, ok := destMap[key]; ok {
-			destList = append(destList, newItem)
-			added[key] = true
-		}
-	}
-	for _, item := range desired {
-		key := mcStringMergeKey(item.(map[string]any)[mergeKey])
-		if !added[key] {
-			destList = append(destList, destMap[key])
-			added[key] = true
-		}
-	}
-	return destList, nil
-}
-
-func mcMakeListMap(mergeKey string, list []any) map[string]any {
-	res := make(map[string]any, len(list))
-	for _, item := range list {
-		res[mcStringMergeKey(item.(map[string]any)[mergeKey])] = item
-	}
-	return res
-}
-
-func mcStringMergeKey(val any) string {
-	if s, ok := val.(string); ok {
-		return s
-	}
-	return fmt.Sprintf("%v", val)
-}
-
-// mcKnownMergeKeys are the keys Metacontroller guesses as list-map keys, highest precedence first.
-var mcKnownMergeKeys = []string{"containerPort", "port", "mountPath", "name", "uid", "ip", "path"}
-
-// mcDetectListMapKey guesses whether a field is a list map: every item of every list is an object
-// and all share one of the known merge keys.
-func mcDetectListMapKey(lists ...[]any) string {
-	var commonKeys map[string]bool
-	for _, list := range lists {
-		for _, item := range list {
-			obj, ok := item.(map[string]any)
-			if !ok {
-				return ""
-			}
-			if commonKeys == nil {
-				commonKeys = make(map[string]bool, len(obj))
-				for key := range obj {
-					commonKeys[key] = true
-				}
-				continue
-			}
-			for key := range commonKeys {
-				if _, ok := obj[key]; !ok {
-					delete(commonKeys, key)
-				}
-			}
-		}
-	}
-	for _, key := range mcKnownMergeKeys {
-		if commonKeys[key] {
-			return key
-		}
-	}
-	return ""
 }
 
 // gatewayGVRs are the route resources, as the kustomize component declares them.

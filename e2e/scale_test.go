@@ -130,7 +130,13 @@ func TestScale(t *testing.T) {
 
 	audit := readAudit(t, auditLog, ns)
 	steadySyncs := hookSyncs2 - hookSyncs1
-	r := &report{}
+	// Every figure is marked with the controller it was measured under: the simulator's are not
+	// Metacontroller's.
+	r := &report{tag: "[metacontroller] "}
+	if e2eutil.UnderSimulator() {
+		r.tag = "[simulator] "
+	}
+	r.linef("controller             %s", e2eutil.Controller())
 	r.linef("challenges            %d created at once in %.1fs (%d concurrent creators)", n, createdIn.Seconds(), created)
 	r.linef("all Running after     %.1fs (from the first create; polled every 1s)", allRunning.Seconds())
 	r.linef("creation -> readyAt   %s (status.readyAt - creationTimestamp, whole seconds)", distribution(readyDelays))
@@ -763,10 +769,14 @@ func distribution(values []float64) string {
 	return fmt.Sprintf("min %.0fs p50 %.0fs p90 %.0fs p99 %.0fs max %.0fs", sorted[0], at(0.5), at(0.9), at(0.99), sorted[len(sorted)-1])
 }
 
-type report struct{ strings.Builder }
+// report is bench-cluster's report: each line starts with tag, the controller it was measured under.
+type report struct {
+	strings.Builder
+	tag string
+}
 
 func (r *report) linef(format string, args ...any) {
-	fmt.Fprintf(r, format+"\n", args...)
+	fmt.Fprintf(r, r.tag+format+"\n", args...)
 }
 
 // registerShards makes the suite's CompositeController shard 0 (labelled, and selecting the
@@ -827,6 +837,10 @@ func compareWithBaseline(t *testing.T, r *report, root string, run map[string]fl
 		}
 		recorded[key] = v
 		names = append(names, key)
+	}
+	if e2eutil.UnderSimulator() {
+		r.linef("baseline               not compared: %s was under a real Metacontroller, this run under the simulator", name)
+		return
 	}
 	if !comparable || recorded["challenges"] != run["challenges"] {
 		r.linef("baseline               not compared: %s records %v Challenges, one per owner, one Metacontroller (this run: %v Challenges)", name, recorded["challenges"], run["challenges"])

@@ -56,6 +56,7 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
+	fmt.Println("e2e: Metacontroller's part is played by " + e2eutil.Controller())
 	tokenDir, err := os.MkdirTemp("", "challenge-hook-e2e-token-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e setup: %v\n", err)

@@ -11,7 +11,9 @@
 #   BENCH_IDLE_SECONDS  the idle window after the first wave (default 60)
 #   BENCH_SAMPLE      instances of each wave the attacker probes (default 20)
 #   BENCH_RESYNC_SECONDS  the CompositeController's resyncPeriodSeconds (default: compositecontroller.yaml's)
-# Everything else as make e2e-node (METACONTROLLER_SOURCE, NODE_ROOT, ...).
+# Everything else as make e2e-node (METACONTROLLER_BIN, METACONTROLLER_CRDS, NODE_ROOT, ...): under
+# the project's simulator unless METACONTROLLER_BIN names a real Metacontroller; the controller's
+# figures of a run under the simulator are the simulator's, not Metacontroller's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${BENCH_INSTANCES:-300}

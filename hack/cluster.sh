@@ -2,7 +2,8 @@
 # A local Kubernetes control plane on loopback, for the e2e tests (binaries from
 # hack/build-k8s-bins.sh).
 #   cluster.sh start   starts etcd + kube-apiserver (+ optional controller-manager, scheduler,
-#                      kwok), waits until each is healthy, writes $RUN/kubeconfig
+#                      kwok, and Metacontroller or the project's simulator in its part), waits
+#                      until each is healthy, writes $RUN/kubeconfig
 #   cluster.sh stop    stops everything it started, by PID (all but etcd, then etcd)
 #   cluster.sh status
 # Environment:
@@ -14,10 +15,16 @@
 #   EXTRA  any of "kcm scheduler kwok metacontroller" (default none: apiserver only)
 #   KWOK_STAGES  kwok stage configuration (default $BIN/kwok-stages.yaml)
 #   KCM_FLAGS    extra kube-controller-manager flags (e.g. --kube-api-qps=100)
-#   MC_DIR       Metacontroller binary and CRDs (hack/build-metacontroller.sh; default its cache)
+#   E2E_CONTROLLER_BIN   with EXTRA's metacontroller: the binary started in Metacontroller's part,
+#                a real Metacontroller or the project's simulator, with Metacontroller's flags
+#                (hack/lib.sh's controller_defaults chooses it); its process is named metacontroller
+#                ($RUN/pids/metacontroller.pid, $RUN/logs/metacontroller.log) either way
+#   METACONTROLLER_CRDS  Metacontroller's CRDs (its release's metacontroller-crds-v1.yaml), applied
+#                before it starts
 #   MC_FLAGS     Metacontroller flags besides kubeconfig, ports and logging
 #                (default --workers=5 --client-go-qps=100 --client-go-burst=200)
 #   MC_LOG_LEVEL Metacontroller's --zap-log-level (default 4: one line per child create/update/delete)
+#   MC_RESTART   non-empty: start it again whenever it exits (the process metacontroller-restarter)
 #   ETCD_PORT API_PORT KCM_PORT SCHED_PORT KWOK_PORT MC_METRICS_PORT MC_HEALTH_PORT
 #          loopback ports (etcd peer = ETCD_PORT+1)
 set -euo pipefail
@@ -110,15 +117,18 @@ wait_for() { # NAME TIMEOUT CMD...
 api_get() { curl -sf --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "https://127.0.0.1:${API_PORT}$1"; }
 
 # Metacontroller out of cluster: its CRDs first (a CompositeController needs them), then the
-# binary, which picks up CompositeControllers and their resources through discovery every 2s.
+# binary ($E2E_CONTROLLER_BIN: a real Metacontroller or the project's simulator, the same flags),
+# which picks up CompositeControllers and their resources through discovery every 2s.
 start_metacontroller() {
-  local dir=${MC_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/metacontroller/v${METACONTROLLER_VERSION:-4.17.2}}
+  local bin=${E2E_CONTROLLER_BIN:?set E2E_CONTROLLER_BIN to the controller binary (hack/lib.sh controller_defaults)}
+  local crds=${METACONTROLLER_CRDS:?set METACONTROLLER_CRDS to the release file manifests/production/metacontroller-crds-v1.yaml of Metacontroller}
   local kubectl=(env KUBECACHEDIR="$RUN/kubecache" "$BIN/kubectl" --kubeconfig="$KUBECONFIG_OUT")
-  "${kubectl[@]}" apply -f "$dir/metacontroller-crds-v1.yaml" >/dev/null
+  "${kubectl[@]}" apply -f "$crds" >/dev/null
   "${kubectl[@]}" wait --for=condition=Established --timeout=60s \
     crd/compositecontrollers.metacontroller.k8s.io crd/decoratorcontrollers.metacontroller.k8s.io \
     crd/controllerrevisions.metacontroller.k8s.io >/dev/null
-  start_proc metacontroller "$dir/metacontroller" \
+  log "metacontroller: $bin (${E2E_CONTROLLER:-its part})"
+  start_proc metacontroller "$bin" \
     --kubeconfig="$KUBECONFIG_OUT" \
     --discovery-interval=2s --zap-log-level="${MC_LOG_LEVEL:-4}" \
     --metrics-address="127.0.0.1:${MC_METRICS_PORT:-9999}" \
@@ -131,10 +141,11 @@ start_metacontroller() {
 }
 
 # cmd_restart_metacontroller runs (as the process metacontroller-restarter) for as long as the
-# control plane does: when Metacontroller exits (v4.17.2 panics, rarely, on a parent deleted while
-# it syncs it: a nil parent in syncParentObject), it starts it again a second later, its log
-# appended, as the Deployment of a real install restarts it; each restart is logged, and make e2e
-# prints them. Stopped before everything else (cmd_stop), so that it restarts nothing on the way down.
+# control plane does: when the process metacontroller exits (Metacontroller v4.17.2 panics, rarely,
+# on a parent deleted while it syncs it: a nil parent in syncParentObject), it starts the same
+# command line (whichever binary) again a second later, its log appended, as the Deployment of a
+# real install restarts it; each restart is logged, and make e2e prints them. Stopped before
+# everything else (cmd_stop), so that it restarts nothing on the way down.
 cmd_restart_metacontroller() {
   local pid cmd=()
   # The command line of the Metacontroller it watches, exactly as started.

@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# make e2e-node: the hook under the real Metacontroller with a REAL node: containers run, packets
-# flow, NetworkPolicy is enforced (kube-network-policies). As root, on Linux.
+# make e2e-node: the hook with a REAL node: containers run, packets flow, NetworkPolicy is enforced
+# (kube-network-policies). Under the project's simulator in Metacontroller's part (a test double,
+# hack/metacontroller-sim), or under a real Metacontroller when METACONTROLLER_BIN names one (v4.17+;
+# the same flags either way). As root, on Linux.
 #   1. installs the Debian packages it needs when one is missing (apt-get update first);
 #   2. builds once per version, cached under ~/.cache: the control plane (hack/build-k8s-bins.sh),
-#      Metacontroller (hack/build-metacontroller.sh), kubelet + kube-proxy + kube-network-policies
-#      (hack/build-node-bins.sh); then the hook and the tests, and the test images (hack/build-images.sh),
-#      the hook binary among them as the policy gate's image;
-#   3. starts the node (hack/node.sh up: containerd, control plane + Metacontroller, kubelet,
+#      kubelet + kube-proxy + kube-network-policies (hack/build-node-bins.sh); then the simulator
+#      (unless METACONTROLLER_BIN is set), the hook and the tests, and the test images
+#      (hack/build-images.sh), the hook binary among them as the policy gate's image;
+#   3. starts the node (hack/node.sh up: containerd, control plane + controller, kubelet,
 #      kube-proxy, kube-network-policies) on loopback ports of its own (make e2e can run beside it);
 #   4. runs the Go tests of e2e/node (build tag e2enode), which serve the hook and register it;
 #   5. always tears everything down (EXIT trap) and fails if anything is left behind.
 # Each phase's time is printed. Environment: E2E_NODE_RUN_ARGS (test binary flags, e.g.
 # -test.run=TestIsolation), E2E_NODE_HOOK_BIN (a hook binary to test instead of building one),
-# METACONTROLLER_SOURCE (see hack/build-metacontroller.sh), NODE_ROOT (state, default .cache/e2e-node),
-# E2E_NODE_TAGS (build tags, default e2enode) and E2E_NODE_TIMEOUT (default 20m): hack/bench-node.sh
-# runs its benchmark through this script with them.
+# METACONTROLLER_BIN and METACONTROLLER_CRDS (as make e2e: hack/e2e.sh), NODE_ROOT (state, default
+# .cache/e2e-node), E2E_NODE_TAGS (build tags, default e2enode) and E2E_NODE_TIMEOUT (default 20m):
+# hack/bench-node.sh runs its benchmark through this script with them. The tests get
+# E2E_CONTROLLER (metacontroller or metacontroller-sim) and E2E_CONTROLLER_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -27,10 +30,9 @@ PACKAGES="containerd runc iptables ipset conntrack nftables containernetworking-
 log "make e2e-node: needs root on Linux, and changes this machine while it runs (a bridge, a veth,
   iptables and nft rules, mounts, cgroups; all removed at the end). It installs with apt-get what
   is missing of: $PACKAGES.
-  The first time it builds the control plane, Metacontroller, kubelet, kube-proxy and
-  kube-network-policies from source into $CACHE: about 25 minutes on 2 cores (more on a busy
-  machine; less after make e2e, which builds the control plane); once they are cached a run takes
-  about 3½ minutes."
+  The first time it builds the control plane, kubelet, kube-proxy and kube-network-policies from
+  source into $CACHE: about 23 minutes on 2 cores (more on a busy machine; less after make e2e,
+  which builds the control plane); once they are cached a run takes about 3½ minutes."
 export K8S_NODE_BINS_DIR=${K8S_NODE_BINS_DIR:-$CACHE/k8s-node-bins/v$K8S}
 export KNP_VER=${KNP_VER:-v0.7.0}
 KNP_BIN=$(bash hack/build-node-bins.sh --knp-bin); export KNP_BIN
@@ -61,8 +63,8 @@ phase packages
 
 # ---------------------------------------------------------------- 2. builds (cached per version)
 bash hack/build-k8s-bins.sh; phase build-control-plane
-METACONTROLLER_DIR=$MC_DIR bash hack/build-metacontroller.sh; phase build-metacontroller
 bash hack/build-node-bins.sh; phase build-node-bins
+build_controller; phase build-controller
 HOOK_BIN=${E2E_NODE_HOOK_BIN:-$ROOT/bin/challenge-hook}
 if [[ -z ${E2E_NODE_HOOK_BIN:-} ]]; then CGO_ENABLED=0 $GO build -o bin/challenge-hook ./cmd/challenge-hook; fi
 $GO test -tags "${E2E_NODE_TAGS:-e2enode}" -c -o "$NODE_ROOT/e2enode.test" ./e2e/node
@@ -94,6 +96,7 @@ phase node-up
 # In the background (await_tests): an interrupted run stops the tests before the EXIT trap stops
 # the node.
 (cd e2e/node && exec env KUBECONFIG="$NODE_ROOT/cluster/kubeconfig" E2E_REPO_ROOT="$ROOT" \
+  E2E_CONTROLLER="$E2E_CONTROLLER" E2E_CONTROLLER_BIN="$E2E_CONTROLLER_BIN" \
   E2E_NODE_HOOK_BIN="$HOOK_BIN" E2E_NODE_HOOK_ADDR="$HOOK_ADDR" E2E_NODE_RESYNC_SECONDS="${E2E_NODE_RESYNC_SECONDS:-5}" \
   E2E_NODE_IP="$NODE_IP" E2E_NODE_POD_CIDR="$POD_CIDR" E2E_NODE_SERVICE_CIDR="$SERVICE_CIDR" \
   E2E_NODE_KUBELET_PORT="$KUBELET_PORT" E2E_NODE_CTFBOX="$IMAGES_DIR/ctfbox" \

@@ -1,34 +1,37 @@
 #!/usr/bin/env bash
-# make e2e: end-to-end tests of the hook under the real Metacontroller, against a real
-# kube-apiserver on loopback.
+# make e2e: end-to-end tests of the hook against a real kube-apiserver on loopback, under the
+# project's simulator in Metacontroller's part (a test double, hack/metacontroller-sim), or under a
+# real Metacontroller when METACONTROLLER_BIN names one (v4.17+; the same flags either way).
 #   1. builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok once
-#      per version into a cache outside the repository (hack/build-k8s-bins.sh), Metacontroller
-#      once per version (hack/build-metacontroller.sh, from $METACONTROLLER_SOURCE), and
+#      per version into a cache outside the repository (hack/build-k8s-bins.sh), and
 #      kube-state-metrics once per version (hack/build-kube-state-metrics.sh);
-#   2. builds the hook binary;
-#   3. starts the control plane, a kwok fake node and Metacontroller (its CRDs applied) on fixed
-#      loopback ports, in .cache/e2e/;
+#   2. builds the hook binary, and the simulator unless METACONTROLLER_BIN is set;
+#   3. starts the control plane, a kwok fake node and the controller (Metacontroller's CRDs applied
+#      first, from METACONTROLLER_CRDS) on fixed loopback ports, in .cache/e2e/;
 #   4. runs the Go e2e tests (build tag e2e), which serve the hook on $E2E_HOOK_ADDR and register
 #      it through compositecontroller.yaml, and exits with their status;
 #   and always stops what it started (EXIT trap).
-# Environment: K8S_BINS_DIR (binaries), METACONTROLLER_SOURCE / METACONTROLLER_DIR (see
-# hack/build-metacontroller.sh), E2E_RUN (state dir), E2E_RUN_ARGS (extra test binary flags, e.g.
+# Environment: METACONTROLLER_BIN (a Metacontroller binary; default: the simulator),
+# METACONTROLLER_CRDS (Metacontroller's release file manifests/production/metacontroller-crds-v1.yaml;
+# default its copy in ../shared/metacontroller/ beside the checkout, when there is one),
+# K8S_BINS_DIR (binaries), E2E_RUN (state dir), E2E_RUN_ARGS (extra test binary flags, e.g.
 # -test.run=TestLifecycle), E2E_KEEP_LOGS=1 to print the component logs' tails on success too.
+# The tests get E2E_CONTROLLER (metacontroller or metacontroller-sim) and E2E_CONTROLLER_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
 run_defaults e2e
 RUN=${E2E_RUN:-$ROOT/.cache/e2e}
 # What it costs, before it starts: no root and no Docker, but a long first build.
-log "make e2e: no root, no Docker, no cluster. The first time it builds the control plane, kwok,
-  Metacontroller and kube-state-metrics from source into $CACHE (about 20 minutes on 2 cores, more
-  on a busy machine); once they are cached a run takes 1½ to 3 minutes."
+log "make e2e: no root, no Docker, no cluster. The first time it builds the control plane, kwok
+  and kube-state-metrics from source into $CACHE (about 18 minutes on 2 cores, more on a busy
+  machine); once they are cached a run takes 1½ to 3 minutes."
 
 start=$SECONDS
 bash hack/build-k8s-bins.sh
 log "control-plane binaries ready in $((SECONDS - start))s ($K8S_BINS_DIR)"
-METACONTROLLER_DIR=$MC_DIR bash hack/build-metacontroller.sh
-log "metacontroller ready after $((SECONDS - start))s ($MC_DIR)"
+build_controller
+log "$E2E_CONTROLLER ready after $((SECONDS - start))s ($E2E_CONTROLLER_BIN)"
 # kube-state-metrics with the monitoring component's configuration (e2e/monitoring_test.go).
 export KSM_DIR=${KSM_DIR:-$CACHE/kube-state-metrics/${KSM_VERSION:-v2.18.0}}
 bash hack/build-kube-state-metrics.sh
@@ -41,8 +44,8 @@ export BIN=$K8S_BINS_DIR RUN EXTRA="kcm scheduler kwok metacontroller" KWOK_STAG
 export ETCD_PORT=24790 API_PORT=26443 KCM_PORT=20257 SCHED_PORT=20259 KWOK_PORT=20247
 export MC_METRICS_PORT=29999 MC_HEALTH_PORT=28081 MC_LOG_LEVEL=4
 export MC_FLAGS="--workers=5 --client-go-qps=100 --client-go-burst=200"
-# Restart Metacontroller when it exits, as its Deployment would (hack/cluster.sh); each restart is
-# printed at the end.
+# Restart the controller when it exits, as Metacontroller's Deployment would (hack/cluster.sh); each
+# restart is printed at the end.
 export MC_RESTART=1
 # The hook the tests serve, at the address the CompositeController's webhook urls name, and the
 # CompositeController's resync period: short, so that a test can watch three of them.
@@ -60,7 +63,7 @@ status=1
 stop_plane() {
   bash hack/cluster.sh stop || true
   if grep -q RESTART "$RUN/logs/metacontroller-restarter.log" 2>/dev/null; then
-    log "Metacontroller exited during the run and was restarted:"
+    log "$E2E_CONTROLLER exited during the run and was restarted:"
     grep RESTART "$RUN/logs/metacontroller-restarter.log" >&2
     grep -m3 '^panic:' "$RUN/logs/metacontroller.log" >&2 || true
   fi
@@ -77,10 +80,11 @@ log "control plane up in $((SECONDS - plane))s"
 
 # The test binary runs in the background (await_tests): an interrupted run stops it before the EXIT
 # trap stops the plane. E2E_METACONTROLLER_KUBECONFIG is the kubeconfig hack/cluster.sh runs
-# Metacontroller with: the tests name its user in the deletion policy's ConfigMap, as an organizer
-# names Metacontroller's.
+# the controller with: the tests name its user in the deletion policy's ConfigMap, as an organizer
+# names Metacontroller's. E2E_CONTROLLER says which controller that is.
 $GO test -tags e2e -c -o "$RUN/e2e.test" ./e2e
 (cd e2e && exec env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" E2E_KUBECTL="$K8S_BINS_DIR/kubectl" \
+  E2E_CONTROLLER="$E2E_CONTROLLER" E2E_CONTROLLER_BIN="$E2E_CONTROLLER_BIN" \
   E2E_HOOK_ADDR=$HOOK_ADDR E2E_RESYNC_SECONDS=$RESYNC_SECONDS E2E_METACONTROLLER_LOG="$RUN/logs/metacontroller.log" \
   E2E_METACONTROLLER_KUBECONFIG="$RUN/kubeconfig" \
   E2E_METACONTROLLER_METRICS="127.0.0.1:$MC_METRICS_PORT" E2E_KSM_BIN="$KSM_DIR/kube-state-metrics" \

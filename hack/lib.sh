@@ -1,5 +1,5 @@
 # Sourced by the hack/ scripts: what the builds of Kubernetes binaries (build-k8s-bins.sh,
-# build-node-bins.sh) and the end-to-end runs (e2e.sh, e2e-node.sh, bench-cluster.sh) share.
+# build-node-bins.sh) and the end-to-end runs (e2e.sh, e2e-node.sh, node.sh, bench-cluster.sh) share.
 
 # ---------------------------------------------------------------- building Kubernetes commands
 
@@ -59,15 +59,57 @@ k8s_version_ldflags() {
 }
 
 # ---------------------------------------------------------------- end-to-end runs
-# run_defaults PREFIX: run from the repository root ($ROOT), log lines "[PREFIX time] ...", and the
-# per-version caches of the control plane ($K8S_BINS_DIR) and Metacontroller ($MC_DIR) shared by
-# make e2e, make e2e-node and make bench-cluster.
+# run_defaults PREFIX: run from the repository root ($ROOT), log lines "[PREFIX time] ...", the
+# per-version cache of the control plane ($K8S_BINS_DIR), and the controller that plays
+# Metacontroller's part (controller_defaults), shared by make e2e, make e2e-node and make bench-cluster.
 run_defaults() {
   LOG_PREFIX=$1
   ROOT=$PWD GO=${GO:-go} K8S=${K8S:-1.36.3} CACHE=${XDG_CACHE_HOME:-$HOME/.cache}
   export K8S K8S_BINS_DIR=${K8S_BINS_DIR:-$CACHE/k8s-bins/v$K8S}
-  export METACONTROLLER_VERSION=${METACONTROLLER_VERSION:-4.17.2}
-  export MC_DIR=${METACONTROLLER_DIR:-$CACHE/metacontroller/v$METACONTROLLER_VERSION}
+  controller_defaults
+}
+
+# controller_defaults: which controller runs the suite, and Metacontroller's CRDs, from $ROOT.
+# Exports, for hack/cluster.sh and the test processes:
+#   E2E_CONTROLLER      metacontroller (a real one: METACONTROLLER_BIN is set) or metacontroller-sim
+#                       (the project's simulator, a test double; build_controller builds it)
+#   E2E_CONTROLLER_BIN  its binary, an absolute path
+#   METACONTROLLER_CRDS Metacontroller's CRDs (its release's manifests/production/
+#                       metacontroller-crds-v1.yaml), an absolute path; default the data file
+#                       ../shared/metacontroller/metacontroller-crds-v1.yaml beside the checkout
+# Stops the run at once when the CRDs or METACONTROLLER_BIN are not there. Logs the choice.
+controller_defaults() {
+  local crds=${METACONTROLLER_CRDS:-$ROOT/../shared/metacontroller/metacontroller-crds-v1.yaml} bin
+  if [[ ! -f $crds ]]; then
+    if [[ -n ${METACONTROLLER_CRDS:-} ]]; then log "METACONTROLLER_CRDS=$METACONTROLLER_CRDS: no such file"; else
+      log "Metacontroller's CRDs are needed (applied before the controller starts): set METACONTROLLER_CRDS to
+  Metacontroller's release file manifests/production/metacontroller-crds-v1.yaml (of v4.17.2, the
+  tested version), e.g. METACONTROLLER_CRDS=/path/to/metacontroller-crds-v1.yaml make e2e"
+    fi
+    exit 1
+  fi
+  METACONTROLLER_CRDS=$(cd "$(dirname "$crds")" && pwd)/$(basename "$crds")
+  export METACONTROLLER_CRDS
+  if [[ -n ${METACONTROLLER_BIN:-} ]]; then
+    if ! bin=$(command -v -- "$METACONTROLLER_BIN") || [[ ! -f $bin || ! -x $bin ]]; then
+      log "METACONTROLLER_BIN=$METACONTROLLER_BIN: not an executable file (want a Metacontroller v4.17+ binary)"
+      exit 1
+    fi
+    E2E_CONTROLLER_BIN=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+    export E2E_CONTROLLER=metacontroller E2E_CONTROLLER_BIN
+    log "controller: a real Metacontroller, METACONTROLLER_BIN=$E2E_CONTROLLER_BIN (CRDs $METACONTROLLER_CRDS)"
+  else
+    export E2E_CONTROLLER=metacontroller-sim E2E_CONTROLLER_BIN=$ROOT/bin/metacontroller-sim
+    log "controller: the project's simulator (internal/mcsim, a test double, not Metacontroller); set
+  METACONTROLLER_BIN=/path/to/metacontroller to run under the real one (CRDs $METACONTROLLER_CRDS)"
+  fi
+}
+
+# build_controller: builds the simulator (E2E_CONTROLLER=metacontroller-sim) into $E2E_CONTROLLER_BIN;
+# a real Metacontroller is the user's binary, used as it is.
+build_controller() {
+  [[ $E2E_CONTROLLER == metacontroller-sim ]] || return 0
+  (cd "$ROOT" && CGO_ENABLED=0 "${GO:-go}" build -o bin/metacontroller-sim ./hack/metacontroller-sim)
 }
 
 log() { echo "[${LOG_PREFIX:-hack} $(date +%T)] $*" >&2; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real single-node Kubernetes on this machine, for make e2e-node: the control plane of
-# hack/cluster.sh (+ Metacontroller) and a real node: containerd + runc (Debian), the CNI bridge,
-# kubelet, kube-proxy (iptables) and kube-network-policies enforcing NetworkPolicy on real packets.
+# hack/cluster.sh (+ Metacontroller's part: the project's simulator, or a real Metacontroller given
+# as METACONTROLLER_BIN) and a real node: containerd + runc (Debian), the CNI bridge, kubelet,
+# kube-proxy (iptables) and kube-network-policies enforcing NetworkPolicy on real packets.
 #   node.sh up      start everything, wait until the Node is Ready, import the test images
 #   node.sh down    stop everything it started (by PID), remove mounts, network namespaces, the
 #                   bridge, the veth, iptables/nft state, cgroups and $NODE_ROOT/var
@@ -15,13 +16,19 @@
 #   NODE_ROOT           state (default .cache/e2e-node)
 #   K8S_BINS_DIR        etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
 #   K8S_NODE_BINS_DIR   kubelet kube-proxy;  KNP_BIN  kube-network-policies
-#   MC_DIR              Metacontroller (binary + CRDs)
+#   E2E_CONTROLLER E2E_CONTROLLER_BIN METACONTROLLER_CRDS   the controller and Metacontroller's CRDs
+#                       (hack/lib.sh's controller_defaults, as hack/e2e-node.sh exports them); when
+#                       unset, 'up' chooses them the same way from METACONTROLLER_BIN and
+#                       METACONTROLLER_CRDS and builds the simulator
 #   IMAGES_DIR          *.tar docker archives imported into containerd (hack/build-images.sh)
 #   NODE_IP NODE_IF NODE_BRIDGE POD_CIDR NODE_POD_CIDR SERVICE_CIDR and the *_PORT variables below
 #   KUBELET_MAX_PODS    the kubelet's maxPods (default 110, the kubelet's own default)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$here/.." && pwd)
+# controller_defaults, build_controller (its log is replaced by this script's, below)
+# shellcheck source=hack/lib.sh
+source "$here/lib.sh"
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}
 K8S=${K8S:-1.36.3}
 NODE_ROOT=${NODE_ROOT:-$ROOT/.cache/e2e-node}
@@ -216,6 +223,10 @@ cmd_up() {
   for b in "$K8S_BINS_DIR/kube-apiserver" "$K8S_NODE_BINS_DIR/kubelet" "$K8S_NODE_BINS_DIR/kube-proxy" "$KNP_BIN" "$CONTAINERD" "$RUNC"; do
     [[ -x $b ]] || { log "missing $b (hack/build-k8s-bins.sh, hack/build-node-bins.sh, apt packages)"; exit 1; }
   done
+  # Metacontroller's part, when hack/e2e-node.sh has not chosen it (node.sh up on its own).
+  if [[ " $EXTRA " == *" metacontroller "* && -z ${E2E_CONTROLLER_BIN:-} ]]; then
+    controller_defaults; build_controller
+  fi
   # What was there before, so that 'down' removes only what we added.
   nft list tables 2>/dev/null | sort > "$NODE_ROOT/nft-tables.before"
   [[ -f $NODE_ROOT/run/ip_forward.orig ]] || cat /proc/sys/net/ipv4/ip_forward > "$NODE_ROOT/run/ip_forward.orig"
@@ -303,7 +314,7 @@ cleanup_host() { # the host state 'up' and the Pods created (best effort)
 cmd_down() {
   local name t c; t=$(now)
   if [[ -f $PIDS/order ]]; then
-    # Metacontroller first, so that it recreates none of the Pods deleted below
+    # Metacontroller (or the simulator) first, so that it recreates none of the Pods deleted below
     local mc; mc=$(cat "$RUN/pids/metacontroller.pid" 2>/dev/null || true)
     if [[ -n $mc ]] && tr '\0' ' ' < "/proc/$mc/cmdline" 2>/dev/null | grep -q -- "$RUN"; then stop_pid "$mc" metacontroller; fi
     # Pods first (so that runc and CNI tear down cleanly), while the kubelet and containerd run

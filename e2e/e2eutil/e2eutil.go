@@ -144,3 +144,19 @@ func ImpersonatingKubeconfig(t *testing.T, username string) string {
 	}
 	return file
 }
+
+// Controller names what plays Metacontroller's part in this run, as hack/lib.sh chose it
+// (E2E_CONTROLLER): a real Metacontroller, or the project's simulator.
+func Controller() string {
+	switch c := os.Getenv("E2E_CONTROLLER"); c {
+	case "metacontroller":
+		return "a real Metacontroller (" + os.Getenv("E2E_CONTROLLER_BIN") + ")"
+	case "metacontroller-sim":
+		return "the project's simulator of Metacontroller v4.17.2 (internal/mcsim/cluster, a test double; METACONTROLLER_BIN runs the real one)"
+	default:
+		return fmt.Sprintf("unknown (E2E_CONTROLLER=%q): run the suite with make", c)
+	}
+}
+
+// UnderSimulator says whether the simulator plays Metacontroller's part.
+func UnderSimulator() bool { return os.Getenv("E2E_CONTROLLER") == "metacontroller-sim" }

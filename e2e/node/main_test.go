@@ -88,6 +88,7 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	fmt.Println("e2e-node: Metacontroller's part is played by " + e2eutil.Controller())
 	var err error
 	if cfg, err = readEnv(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e-node:", err)

@@ -2,9 +2,11 @@
 // CompositeController sends (sync, finalize, customize) and what becomes of the observed state
 // once an answer is applied (children created and deleted, Pods lingering Terminating, Services
 // given ClusterIPs by the API server). It is the one place that knows how Metacontroller shapes a
-// request (../shared/metacontroller.md, read from pkg/controller/composite and pkg/controller/common),
-// for `challenge-hook render` and for the hook's golden and property tests. It knows nothing of the
-// hook: objects are JSON objects, and the hook is a function from request to answer.
+// request and updates a child (../shared/metacontroller.md, read from pkg/controller/composite,
+// pkg/controller/common and pkg/dynamic/apply), for `challenge-hook render` and for the hook's
+// golden and property tests; its package cluster plays the same part against a real API server
+// for the end-to-end tests. It knows nothing of the hook: objects are JSON objects, and the hook
+// is a function from request to answer.
 package mcsim
 
 import (
