@@ -54,10 +54,11 @@ func (pc *parentController) syncParent(ctx context.Context, parent *unstructured
 	if !pc.matches(parent) {
 		return nil
 	}
-	parent, err := pc.syncFinalizer(ctx, parent)
+	updated, err := pc.syncFinalizer(ctx, parent)
 	if err != nil {
 		return fmt.Errorf("can't sync finalizer for %s %s/%s: %w", parent.GetKind(), parent.GetNamespace(), parent.GetName(), err)
 	}
+	parent = updated
 	if !pc.matches(parent) {
 		return nil
 	}
@@ -74,9 +75,11 @@ func (pc *parentController) syncParent(ctx context.Context, parent *unstructured
 		pc.queue.AddAfter(cacheKey(parent), time.Duration(response.ResyncAfterSeconds*float64(time.Second)))
 	}
 	if response.Finalized {
-		if parent, err = pc.updateParent(ctx, parent, func(p *unstructured.Unstructured) bool { return removeFinalizer(p, pc.finalizer) }); err != nil {
+		updated, err := pc.updateParent(ctx, parent, func(p *unstructured.Unstructured) bool { return removeFinalizer(p, pc.finalizer) })
+		if err != nil {
 			return fmt.Errorf("can't remove finalizer for %s %s/%s: %w", parent.GetKind(), parent.GetNamespace(), parent.GetName(), err)
 		}
+		parent = updated
 	}
 	desired, err := pc.desiredChildren(parent, response.Children)
 	if err != nil {
