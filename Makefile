@@ -127,8 +127,9 @@ bench-gateway: build
 
 # The TCP gateway under attack, measured: honest players (from their own addresses and from one
 # shared address) while each attack class runs from 250 addresses on 127.0.0.0/8 (bad tokens,
-# silent connections, one byte a second, connect-and-close churn, oversized lines, the attacker's
-# own valid token), each against a fresh gateway at its defaults with --max-connections=2000:
+# silent connections, silent connections whose address presents its own valid token twice per
+# eviction, one byte a second, connect-and-close churn, oversized lines, the attacker's own valid
+# token), each against a fresh gateway at its defaults with --max-connections=2000:
 # success rate and handshake p99 per class, the gateway's RSS before, during and after, PASS or
 # FAIL per target. About 6 minutes; a report, not a test. GATEWAY_ATTACK_FLAGS adds flags, e.g.
 # -attack-classes none,silent -attack-for 30s.

@@ -15,7 +15,10 @@ package main
 // a 1-byte echo; then it thinks up to 500 ms and connects again. Its handshake is the time from
 // dial to the prompt plus the time from the token sent to the banner read: the gateway's part,
 // without the player's paste delay. Players from their own addresses (127.0.1.x) and from one
-// shared address (127.0.2.1, a NAT) are counted apart.
+// shared address (127.0.2.1, a NAT) are counted apart. With -honest-fresh, each attempt of the
+// former comes from an address not used before (127.2.x.y): a player's first connection, which has
+// no credit at the gateway (the players who come back have some, as an attacker presenting its own
+// token has: silent-credited shows the difference only with it).
 
 import (
 	"bufio"
@@ -48,6 +51,7 @@ type attackOptions struct {
 	perAddr            int
 	retry              time.Duration
 	honestOwn          int
+	honestFresh        bool
 	honestShared       int
 	pasteMin, pasteMax time.Duration
 	maxConnections     int
@@ -76,6 +80,7 @@ func attackFlags(a *attackOptions) {
 	flag.IntVar(&a.perAddr, "attack-per-addr", 16, "connections per address of the attacks that hold them (silent, one byte a second)")
 	flag.DurationVar(&a.retry, "attack-retry", time.Second, "wait before a held attack connection that ended is opened again")
 	flag.IntVar(&a.honestOwn, "honest-own", 60, "honest players, each from an address of its own (127.0.1.x)")
+	flag.BoolVar(&a.honestFresh, "honest-fresh", false, "each attempt of the players of their own addresses from an address not used before (127.2.x.y, 62,500 of them, then again), which has presented no valid token: a player's first connection (silent-credited tells credit from holdings only with it)")
 	flag.IntVar(&a.honestShared, "honest-shared", 20, "honest players from one shared address (127.0.2.1)")
 	flag.DurationVar(&a.pasteMin, "paste-min", 500*time.Millisecond, "shortest paste delay of an honest player (prompt to token)")
 	flag.DurationVar(&a.pasteMax, "paste-max", 2*time.Second, "longest paste delay of an honest player")
@@ -96,6 +101,7 @@ var attackClasses = []attackClass{
 	{name: "none", about: "no attack: the honest players' baseline"},
 	{name: "bad-tokens", about: "random tokens", paced: badToken},
 	{name: "silent", about: "connections held open, silent", held: silent},
+	{name: "silent-credited", about: "connections held open, silent, from addresses that present their own valid token twice per eviction", held: silentCredited},
 	{name: "slow", about: "one byte a second of a token line, never ended", held: slowLine},
 	{name: "churn", about: "connect and close at once", paced: churn},
 	{name: "oversized", about: "4 KiB lines without an end", paced: oversized},
@@ -284,6 +290,41 @@ func silent(ctx context.Context, a *attackRun, src netip.Addr) {
 	a.readAnswer(ctx, r)
 }
 
+// silentCredited holds a connection silent as silent does; when the gateway evicts it, its address
+// presents the attacker's own valid token twice (each on a connection of its own, closed once the
+// instance answered), so that its address has more valid tokens than evictions all along.
+func silentCredited(ctx context.Context, a *attackRun, src netip.Addr) {
+	c, r := a.attackDial(ctx, src)
+	if c == nil {
+		return
+	}
+	line := a.readAnswer(ctx, r)
+	c.Close()
+	if !strings.HasPrefix(line, "gateway busy") {
+		return
+	}
+	for range 2 {
+		presentOwnToken(ctx, a, src)
+	}
+}
+
+// presentOwnToken presents the attacker's own valid token from src and closes once its instance
+// answered.
+func presentOwnToken(ctx context.Context, a *attackRun, src netip.Addr) {
+	c, r := a.attackDial(ctx, src)
+	if c == nil {
+		return
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, a.ownToken+"\n"); err != nil {
+		return
+	}
+	c.SetReadDeadline(time.Now().Add(a.timeout))
+	if a.readAnswer(ctx, r) == "attacker\n" {
+		a.spliced.Add(1)
+	}
+}
+
 func slowLine(ctx context.Context, a *attackRun, src netip.Addr) {
 	c, r := a.attackDial(ctx, src)
 	if c == nil {
@@ -326,9 +367,16 @@ type honestAttempt struct {
 	failure   string // empty: the banner and the echo came back
 }
 
+// freshAddresses counts the addresses of -honest-fresh.
+var freshAddresses atomic.Uint32
+
 // honestPlayer connects again and again until ctx ends.
 func honestPlayer(ctx context.Context, gateway string, src netip.Addr, token, banner string, o attackOptions, res *honestResult) {
 	for ctx.Err() == nil {
+		if o.honestFresh && !res.shared {
+			n := freshAddresses.Add(1) % (250 * 250)
+			src = netip.AddrFrom4([4]byte{127, 2, byte(n / 250), byte(n%250 + 1)})
+		}
 		start := time.Now()
 		handshake, failure := honestConnect(gateway, src, token, banner, o)
 		res.mu.Lock()

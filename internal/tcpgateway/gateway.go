@@ -3,8 +3,9 @@
 // token (internal/tcptoken) is the whole routing state: the gateway holds no table and no
 // Kubernetes credential, only the key that opens tokens. Every connection is bounded for a hostile
 // internet: a deadline and a line cap to present the token, caps per instance and in total (at
-// which a newcomer takes the slot of a connection still presenting its token, from the addresses
-// that cost the most first), a delay on the bad tokens of an address in debt, and an idle timeout.
+// which a newcomer takes the slot of a connection still presenting its token, from the address
+// holding the most of them beyond the instances its valid tokens reached first), a delay on the
+// bad tokens of an address in debt, and an idle timeout.
 // A valid token is never refused for what other connections from its address did; a bad token
 // costs no connection to any instance; the gateway dials only the Service CIDRs; no token appears
 // in any log.
@@ -52,11 +53,13 @@ type Config struct {
 	// MaxBadTokensPerMinute is how many connections a source may end without a valid token in a
 	// minute (bad tokens or proofs of work, silence to the deadline, early closes, evictions), and
 	// more than its valid tokens, before it is in debt: then its further bad tokens are answered
-	// only after badTokenDelay, and its connections still presenting a token are the first to give
-	// their slot to a newcomer.
+	// only after badTokenDelay, and its connections still presenting a token give their slot to a
+	// newcomer before those of sources holding as many beyond their instances (see
+	// admission.victim).
 	// A valid token from a source in debt is served as any other.
 	MaxBadTokensPerMinute int
-	// MaxSources bounds the memory of the per-source debts (entries of about 100 bytes).
+	// MaxSources bounds the memory of the per-source debts and instances reached (entries of about
+	// 130 bytes, and 8 bytes per instance reached, at most maxInstancesPerSource: 650 bytes).
 	MaxSources int
 	// ProofOfWorkTimeout is the time to answer the puzzle, once posed.
 	ProofOfWorkTimeout time.Duration
@@ -404,13 +407,13 @@ func (l connLog) log(level slog.Level, msg string, attrs ...slog.Attr) {
 // why the connection goes no further. Every way out but a valid token charges the source.
 func (g *Gateway) present(player *net.TCPConn, slot *pendingConn, tokenDeadline time.Time) (tcptoken.Target, *lineReader, *refusal) {
 	if _, err := io.WriteString(player, Prompt); err != nil {
-		g.admission.presented(slot, false, time.Now())
+		g.admission.presented(slot, noToken, time.Now())
 		return tcptoken.Target{}, nil, &refusal{reason: reasonClosedEarly}
 	}
 	lines := newLineReader(player, g.cfg.MaxLineBytes)
 	line, err := lines.readLine()
 	if err != nil {
-		if g.admission.presented(slot, false, time.Now()) {
+		if g.admission.presented(slot, noToken, time.Now()) {
 			return tcptoken.Target{}, nil, &refusal{reason: reasonEvicted, line: evictedLine}
 		}
 		return tcptoken.Target{}, nil, g.lineError(err, reasonTokenTimeout, fmt.Sprintf("no token within %s\n", g.cfg.TokenTimeout))
@@ -425,24 +428,24 @@ func (g *Gateway) present(player *net.TCPConn, slot *pendingConn, tokenDeadline 
 			}
 			g.wait(player, until)
 		}
-		g.admission.presented(slot, false, time.Now())
+		g.admission.presented(slot, noToken, time.Now())
 		return tcptoken.Target{}, nil, &refusal{reason: reasonInvalidToken, line: "invalid token\n"}
 	}
 	if !g.dialable(target.Service.Addr()) {
 		// Signed with the gateway key, yet not an instance's Service: a hook without
 		// --service-cidrs, a key that leaked, or a gateway told the wrong ranges.
-		g.admission.presented(slot, false, time.Now())
+		g.admission.presented(slot, noToken, time.Now())
 		g.logger.Warn("a token signed with the gateway key names an address outside --service-cidrs; refused",
 			slog.String("address", target.Service.Addr().String()))
 		return tcptoken.Target{}, nil, &refusal{reason: reasonNotAnInstance, line: "this token leads to no instance\n"}
 	}
 	if !g.targets.acquire(target.Service) {
 		// A valid token, yet one connection too many for its instance: no credit, a debt.
-		g.admission.presented(slot, false, time.Now())
+		g.admission.presented(slot, noToken, time.Now())
 		return tcptoken.Target{}, nil, &refusal{reason: reasonTooManyForToken,
 			line: fmt.Sprintf("too many connections with this token (at most %d at once), try again later\n", g.cfg.MaxConnectionsPerToken)}
 	}
-	g.admission.presented(slot, true, time.Now())
+	g.admission.presented(slot, target.Service, time.Now())
 	if target.ProofOfWorkBits > 0 {
 		if ref := g.proofOfWork(player, lines, target.ProofOfWorkBits); ref != nil {
 			g.targets.release(target.Service)

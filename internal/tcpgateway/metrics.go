@@ -6,7 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // challenge_hook_tcp_gateway_refused_total.
 const (
 	reasonTooManyConnections = "too_many_connections"   // --max-connections reached with every connection spliced, or no descriptor left
-	reasonEvicted            = "evicted"                // still presenting a token when a newcomer found every slot taken, and the oldest (of a source in debt first)
+	reasonEvicted            = "evicted"                // still presenting a token when a newcomer found every slot taken, of the source holding the most waiting beyond the instances it reached
 	reasonClosedEarly        = "closed_early"           // closed by the player before its token or answer line
 	reasonTokenTimeout       = "token_timeout"          // no token within --token-timeout
 	reasonLineTooLong        = "line_too_long"          // a line longer than --max-line-bytes
