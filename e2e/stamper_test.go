@@ -56,7 +56,7 @@ func TestActivityStamper(t *testing.T) {
 	def := validDefinition("web")
 	spec(def)["idleTimeout"] = idleTimeout.String()
 	createObject(ctx, t, c, ns, def)
-	stamper := impersonating(t, stamperUsername)
+	stamper := impersonating(t, stamperUsername, stamperName)
 
 	t.Run("admission", func(t *testing.T) { stamperAdmission(ctx, t, c, stamper, ns) })
 	t.Run("process", func(t *testing.T) { stamperProcess(ctx, t, c, ns) })
@@ -118,15 +118,18 @@ func installActivityStamper(ctx context.Context, t *testing.T, c *cluster) {
 	})
 }
 
-// impersonating is a client of the API server that acts as username, and a kubeconfig file that
-// does the same, for a process.
-func impersonating(t *testing.T, username string) dynamic.Interface {
+// impersonating is a client of the API server that acts as username, with userAgent: the API
+// server names the field manager of its writes after it (the program's name, before the "/"), as
+// the stamper's, whose writes the admission policy lets own the stamp alone: this test's own user
+// agent is the platform's here, whose entry owns the spec.
+func impersonating(t *testing.T, username, userAgent string) dynamic.Interface {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 	if err != nil {
 		t.Fatalf("load kubeconfig: %v", err)
 	}
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: username}
+	cfg.UserAgent = userAgent
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatalf("impersonating client: %v", err)
@@ -137,7 +140,8 @@ func impersonating(t *testing.T, username string) dynamic.Interface {
 // stamperAdmission: the stamper's ServiceAccount moves a Challenge's stamp forward, and the API
 // server refuses it everything else: RBAC its create, delete and status writes; the admission
 // policy a label, the spec, another annotation, a finalizer, a stamp going back, removed or that
-// is no time. Each refusal leaves the Challenge as it was, and says why.
+// is no time, and another manager's metadata.managedFields (stamperManagedFields). Each refusal
+// leaves the Challenge as it was, and says why.
 func stamperAdmission(ctx context.Context, t *testing.T, c *cluster, stamper dynamic.Interface, ns string) {
 	chal := platformChallenge("stamped", "web", "team-stamped", "")
 	chal.SetAnnotations(map[string]string{"example.org/note": "kept"})
@@ -222,6 +226,131 @@ func stamperAdmission(ctx context.Context, t *testing.T, c *cluster, stamper dyn
 	if after.GetAnnotations()["example.org/note"] != "kept" || !maps.Equal(after.GetLabels(), before.GetLabels()) ||
 		!slices.Equal(after.GetFinalizers(), before.GetFinalizers()) || fmt.Sprint(after.Object["spec"]) != fmt.Sprint(before.Object["spec"]) {
 		t.Errorf("a refused change landed: before %v, after %v", before.Object["metadata"], after.Object["metadata"])
+	}
+	stamperManagedFields(ctx, t, c, challenges, ns, first.Add(2*time.Minute))
+}
+
+// stamperManagedFields, on the Challenge "stamped" whose stamp is before at: the platform (this
+// test's user agent, whose entry of metadata.managedFields owns the spec since its create) writes
+// the stamp, and the stamper's stamp forward, whose ownership the API server moves from the
+// platform's entry to the stamper's, is accepted: the platform's entry keeps all it owned but the
+// stamp, the stamper's owns the stamp alone. Then a stamp by the stamper whose merge patch also
+// writes metadata.managedFields is refused when it forges the platform's Apply entry owning
+// spec.stopped, inflates the stamper's own entry to about 960 KB (what makes the hook answer 413
+// for the Challenge), adds two entries, or empties the managed fields (the API server keeps only
+// the writer's); after them the managed fields are as the accepted stamp left them.
+func stamperManagedFields(ctx context.Context, t *testing.T, c *cluster, challenges dynamic.ResourceInterface, ns string, at time.Time) {
+	platform := c.dyn.Resource(chalGVR).Namespace(ns)
+	stampOwned := map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{"f:" + lastActivityAnnotation: map[string]any{}}}}
+	entries := func(u *unstructured.Unstructured) []any {
+		list, _, _ := unstructured.NestedSlice(u.Object, "metadata", "managedFields")
+		return list
+	}
+	ownerOf := func(u *unstructured.Unstructured, path ...string) (owners []string) {
+		for _, e := range entries(u) {
+			e := e.(map[string]any)
+			if _, found, _ := unstructured.NestedFieldNoCopy(e, append([]string{"fieldsV1"}, path...)...); found {
+				owners = append(owners, fmt.Sprint(e["manager"], "/", e["operation"]))
+			}
+		}
+		return owners
+	}
+	stampPath := []string{"f:metadata", "f:annotations", "f:" + lastActivityAnnotation}
+	stampBody := func(at time.Time, managedFields []any) []byte {
+		metadata := map[string]any{"annotations": map[string]any{lastActivityAnnotation: at.Format(time.RFC3339)}}
+		if managedFields != nil {
+			metadata["managedFields"] = managedFields
+		}
+		body, err := json.Marshal(map[string]any{"metadata": metadata})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return body
+	}
+
+	byPlatform, err := platform.Patch(ctx, "stamped", types.MergePatchType, stampBody(at, nil), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("the platform's stamp: %v", err)
+	}
+	platformOwners := ownerOf(byPlatform, stampPath...)
+	specOwners := ownerOf(byPlatform, "f:spec")
+	if len(platformOwners) != 1 || !slices.Contains(specOwners, platformOwners[0]) {
+		t.Fatalf("after the platform's stamp, the stamp is owned by %v and the spec by %v: want the platform's entry owning both", platformOwners, specOwners)
+	}
+	taken, err := challenges.Patch(ctx, "stamped", types.MergePatchType, stampBody(at.Add(time.Minute), nil), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("a stamp taking the stamp from the platform's entry refused: %v", err)
+	}
+	if owners := ownerOf(taken, stampPath...); !slices.Equal(owners, []string{stamperName + "/Update"}) {
+		t.Errorf("after the stamper's stamp, the stamp is owned by %v, want %s/Update alone", owners, stamperName)
+	}
+	if owners := ownerOf(taken, "f:spec"); !slices.Equal(owners, specOwners) {
+		t.Errorf("after the stamper's stamp, the spec is owned by %v, want %v", owners, specOwners)
+	}
+	for _, e := range entries(taken) {
+		if e := e.(map[string]any); e["manager"] == stamperName && fmt.Sprint(e["fieldsV1"]) != fmt.Sprint(stampOwned) {
+			t.Errorf("the stamper's entry owns %v, want the stamp alone", e["fieldsV1"])
+		}
+	}
+	t.Logf("a stamp taking the stamp from the platform's entry (%s): accepted; managed fields %v", platformOwners[0], entries(taken))
+
+	withEntries := func(edit func(entries []any) []any) []any { return edit(entries(taken)) } // a copy
+	// The entries of the main resource: Metacontroller may write the status meanwhile, its entry
+	// the status subresource's.
+	mainEntries := func(u *unstructured.Unstructured) string {
+		return fmt.Sprint(slices.DeleteFunc(entries(u), func(e any) bool { return e.(map[string]any)["subresource"] != nil }))
+	}
+	forged := func(manager, operation string, fields map[string]any) map[string]any {
+		return map[string]any{"manager": manager, "operation": operation, "apiVersion": chalGVR.GroupVersion().String(),
+			"time": time.Now().UTC().Format(time.RFC3339), "fieldsType": "FieldsV1", "fieldsV1": fields}
+	}
+	padding := map[string]any{"f:" + lastActivityAnnotation: map[string]any{}}
+	for i := range 29000 {
+		padding[fmt.Sprintf("f:example.org/padding-%05d", i)] = map[string]any{}
+	}
+	next := at.Add(2 * time.Minute)
+	for _, refused := range []struct {
+		what          string
+		managedFields []any
+		says          string
+	}{
+		{"a stamp forging the platform's Apply entry owning spec.stopped", withEntries(func(e []any) []any {
+			return append(e, forged("e2e-platform", "Apply", map[string]any{"f:spec": map[string]any{"f:stopped": map[string]any{}}}))
+		}), "and no other manager's"},
+		{"a stamp inflating the stamper's own entry", withEntries(func(e []any) []any {
+			for _, entry := range e {
+				if entry := entry.(map[string]any); entry["manager"] == stamperName {
+					entry["fieldsV1"] = map[string]any{"f:metadata": map[string]any{"f:annotations": padding}}
+				}
+			}
+			return e
+		}), "and nothing else"},
+		{"a stamp adding two entries", withEntries(func(e []any) []any {
+			return append(e, forged("x-1", "Update", map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{}}}),
+				forged("x-2", "Update", map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{}}}))
+		}), "may add one entry to a Challenge's metadata.managedFields, its own, not 2"},
+		{"a stamp emptying the managed fields", []any{map[string]any{}}, "may not remove another manager's entry"},
+	} {
+		body := stampBody(next, refused.managedFields)
+		_, err := challenges.Patch(ctx, "stamped", types.MergePatchType, body, metav1.PatchOptions{})
+		switch {
+		case err == nil:
+			t.Errorf("%s (a merge patch of %d bytes): accepted, want refused", refused.what, len(body))
+		case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), refused.says):
+			t.Errorf("%s: %v, want refused saying %q", refused.what, err, refused.says)
+		default:
+			t.Logf("%s (a merge patch of %d bytes): refused: %.300s", refused.what, len(body), err)
+		}
+	}
+	after, err := platform.Get(ctx, "stamped", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mainEntries(after), mainEntries(taken); got != want {
+		t.Errorf("a refused write changed the managed fields: %s, want %s", got, want)
+	}
+	if got := after.GetAnnotations()[lastActivityAnnotation]; got != at.Add(time.Minute).Format(time.RFC3339) {
+		t.Errorf("the stamp is %q after the refused writes, want %s", got, at.Add(time.Minute).Format(time.RFC3339))
 	}
 }
 

@@ -1,11 +1,17 @@
 package manifests
 
 import (
+	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/google/cel-go/cel"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -14,7 +20,11 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sunstructured "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
@@ -331,8 +341,9 @@ func deepCopy(v any) any {
 // evaluated as the API server does: the stamper's ServiceAccount may move the last-activity stamp
 // forward (or set the first one), to a valid RFC 3339 time, and nothing else: no stamp going back
 // or removed or unreadable, no change to the spec, labels, another annotation, finalizers or
-// owner references, no create, delete or status write. Other users are not matched. The API
-// server's side is TestActivityStamperAdmission (e2e).
+// owner references, no create, delete or status write (nor another manager's managed fields:
+// TestActivityStamperManagedFields). Other users are not matched. The API server's side is
+// TestActivityStamperAdmission (e2e).
 func TestActivityStamperAdmissionPolicy(t *testing.T) {
 	s := readActivityStamper(t)
 	policy := s.admission
@@ -377,6 +388,16 @@ func TestActivityStamperAdmissionPolicy(t *testing.T) {
 		{"a stamp going back, in another zone", update(stamper), stamp("2026-11-27T14:39:00+01:00"), old, false, "never goes back"},
 		{"a stamp that is no time", update(stamper), stamp("soon"), old, false, "must be an RFC 3339 time"},
 		{"a stamp without its zone", update(stamper), stamp("2026-11-27T13:45:00"), old, false, "must be an RFC 3339 time"},
+		{"a stamp that is no date", update(stamper), stamp("2026-02-31T00:00:00Z"), old, false, `"2026-02-31T00:00:00Z" is no date`},
+		{"31 April", update(stamper), stamp("2027-04-31T00:00:00Z"), old, false, "is no date"},
+		{"29 February of a year that has none", update(stamper), stamp("2027-02-29T00:00:00Z"), old, false, "is no date"},
+		{"29 February of a century that has none", update(stamper), stamp("2100-02-29T00:00:00Z"), old, false, "is no date"},
+		{"29 February of a leap year", update(stamper), stamp("2028-02-29T00:00:00Z"), old, true, ""},
+		{"29 February of a leap century", update(stamper), stamp("2400-02-29T00:00:00Z"), old, true, ""},
+		{"a year past what timestamp() reads, by its offset", update(stamper), stamp("9999-12-31T23:59:59-01:00"), old, false, "is no date"},
+		{"a stamp over an old one that is no date", update(stamper), stampedChallenge("2026-11-27T13:45:00Z"), stampedChallenge("2026-02-31T00:00:00Z"), true, ""},
+		{"a stamp over an old one before what timestamp() reads", update(stamper), stampedChallenge("2026-11-27T13:45:00Z"), stampedChallenge("0000-06-01T00:00:00Z"), true, ""},
+		{"a stamp that is no date over an old one that is no date", update(stamper), stampedChallenge("2026-02-30T00:00:00Z"), stampedChallenge("2026-02-31T00:00:00Z"), false, "is no date"},
 		{"the stamp removed", update(stamper), stampedChallenge(""), old, false, "must be an RFC 3339 time"},
 		{"a label changed", update(stamper), edited(stamp("2026-11-27T13:45:00Z"), func(m, _ map[string]any) { m["labels"].(map[string]any)[hooksync.LabelOwner] = "team-7" }), old, false, "labels"},
 		{"a label added", update(stamper), edited(old, func(m, _ map[string]any) { m["labels"].(map[string]any)["x"] = "y" }), old, false, "labels"},
@@ -402,6 +423,360 @@ func TestActivityStamperAdmissionPolicy(t *testing.T) {
 			assert.Contains(t, message, c.messageSays, c.what)
 		}
 	}
+}
+
+// The API server's field manager for a custom resource (managedfields.NewDefaultCRDFieldManager,
+// k8s.io/apimachinery at the API server's version), with a schema deduced from the object (maps
+// by key, as metadata.annotations is) and no version conversion: what the API server does to
+// metadata.managedFields on a write, before admission sees it.
+type (
+	sameVersion         struct{}
+	noDefaults          struct{}
+	unstructuredCreater struct{}
+)
+
+func (sameVersion) Convert(in, out, _ any) error { return fmt.Errorf("no conversion") }
+func (sameVersion) ConvertToVersion(in runtime.Object, _ runtime.GroupVersioner) (runtime.Object, error) {
+	return in, nil
+}
+func (sameVersion) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+func (noDefaults) Default(runtime.Object) {}
+func (unstructuredCreater) New(kind schema.GroupVersionKind) (runtime.Object, error) {
+	u := &k8sunstructured.Unstructured{Object: map[string]any{}}
+	u.SetGroupVersionKind(kind)
+	return u, nil
+}
+
+// challengeFieldManager writes Challenges as the API server does, each write an update (a
+// create, a merge patch, a PUT) by a manager, and returns the object admission sees.
+type challengeFieldManager struct {
+	t       *testing.T
+	manager *managedfields.FieldManager
+}
+
+func newChallengeFieldManager(t *testing.T) challengeFieldManager {
+	gvk := schema.GroupVersionKind{Group: v1alpha1.Group, Version: v1alpha1.Version, Kind: "Challenge"}
+	fm, err := managedfields.NewDefaultCRDFieldManager(managedfields.NewDeducedTypeConverter(), sameVersion{}, noDefaults{},
+		unstructuredCreater{}, gvk, gvk.GroupVersion(), "", nil)
+	require.NoError(t, err)
+	return challengeFieldManager{t: t, manager: fm}
+}
+
+// create is the platform's create of object, as manager.
+func (f challengeFieldManager) create(object map[string]any, manager string) map[string]any {
+	empty := &k8sunstructured.Unstructured{Object: map[string]any{"apiVersion": v1alpha1.APIVersion, "kind": "Challenge"}}
+	return f.update(empty.Object, func(o map[string]any) {
+		for k, v := range deepCopy(object).(map[string]any) {
+			o[k] = v
+		}
+	}, manager)
+}
+
+// update is live with edit applied (to a copy, managedFields included, as a merge patch or a PUT
+// of the whole object sends them), written by manager.
+func (f challengeFieldManager) update(live map[string]any, edit func(object map[string]any), manager string) map[string]any {
+	f.t.Helper()
+	written := deepCopy(live).(map[string]any)
+	edit(written)
+	out, err := f.manager.Update(&k8sunstructured.Unstructured{Object: deepCopy(live).(map[string]any)},
+		&k8sunstructured.Unstructured{Object: written}, manager)
+	require.NoError(f.t, err)
+	return out.(*k8sunstructured.Unstructured).Object
+}
+
+// apply is a server-side apply of config by manager.
+func (f challengeFieldManager) apply(live, config map[string]any, manager string) map[string]any {
+	f.t.Helper()
+	config = deepCopy(config).(map[string]any)
+	config["apiVersion"], config["kind"] = v1alpha1.APIVersion, "Challenge"
+	out, err := f.manager.Apply(&k8sunstructured.Unstructured{Object: deepCopy(live).(map[string]any)},
+		&k8sunstructured.Unstructured{Object: config}, manager, true)
+	require.NoError(f.t, err)
+	return out.(*k8sunstructured.Unstructured).Object
+}
+
+// stampedAt sets the last-activity stamp.
+func stampedAt(at string) func(map[string]any) {
+	return func(o map[string]any) {
+		metadata := o["metadata"].(map[string]any)
+		annotations, _ := metadata["annotations"].(map[string]any)
+		if annotations == nil {
+			annotations = map[string]any{}
+			metadata["annotations"] = annotations
+		}
+		annotations[hooksync.AnnotationLastActivity] = at
+	}
+}
+
+// and is each edit in turn.
+func and(edits ...func(map[string]any)) func(map[string]any) {
+	return func(o map[string]any) {
+		for _, edit := range edits {
+			edit(o)
+		}
+	}
+}
+
+// managedFieldsOf is the object's metadata.managedFields.
+func managedFieldsOf(object map[string]any) []any {
+	entries, _ := object["metadata"].(map[string]any)["managedFields"].([]any)
+	return entries
+}
+
+// entryOf is the entry of manager and operation, or nil.
+func entryOf(object map[string]any, manager, operation string) map[string]any {
+	for _, e := range managedFieldsOf(object) {
+		if e := e.(map[string]any); e["manager"] == manager && e["operation"] == operation {
+			return e
+		}
+	}
+	return nil
+}
+
+// withEntries sets metadata.managedFields to edit(the entries sent back as they are).
+func withEntries(edit func(entries []any) []any) func(map[string]any) {
+	return func(o map[string]any) {
+		o["metadata"].(map[string]any)["managedFields"] = edit(managedFieldsOf(o))
+	}
+}
+
+// forgedEntry is an entry of manager, operation, owning fields.
+func forgedEntry(manager, operation string, fields map[string]any) map[string]any {
+	return map[string]any{"manager": manager, "operation": operation, "apiVersion": v1alpha1.APIVersion,
+		"time": "2026-11-27T13:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": fields}
+}
+
+// stampField is the stamp as fieldsV1 names it.
+const stampField = "f:" + hooksync.AnnotationLastActivity
+
+// TestActivityStamperManagedFields: the stamper's writes keep every other manager's
+// metadata.managedFields entries as they were and bound its own, evaluated on what the API
+// server's field manager makes of each write (its code, run in-process): a stamp by the stamper
+// that also forges a platform's Apply entry owning spec.stopped, grows its own entry (the ~1 MB
+// that makes the hook refuse the Challenge), adds entries, empties the managed fields, removes,
+// rewrites or re-dates another manager's entry, or hands the stamp to another is refused; a first
+// stamp, a stamp forward, and a stamp whose ownership the API server moved from the platform's
+// entry (written by an update or by server-side apply, or by an organizer's kubectl annotate) or
+// from another writer of the stamp to the stamper's are admitted. The API server's side is
+// TestActivityStamper's admission subtest (e2e).
+func TestActivityStamperManagedFields(t *testing.T) {
+	s := readActivityStamper(t)
+	policy := s.admission
+	stamper := map[string]any{"username": s.username()}
+	const (
+		stamperManager = "challenge-hook-activity-stamper" // internal/stamper's field manager: its own name, owning nothing else
+		platform       = "ctf-platform"
+		metacontroller = "metacontroller"
+	)
+	source, err := os.ReadFile(filepath.Join(repoRoot, "internal/stamper/kube.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(source), `FieldManager: "`+stamperManager+`"`, "the stamper writes with a field manager of its own")
+
+	f := newChallengeFieldManager(t)
+	fresh := edited(stampedChallenge(""), func(m, _ map[string]any) { delete(m, "finalizers") })
+	created := f.create(fresh, platform)
+	// Metacontroller's finalizer, by an update of its own.
+	unstamped := f.update(created, func(o map[string]any) {
+		o["metadata"].(map[string]any)["finalizers"] = []any{"metacontroller.io/compositecontroller-challenge-hook"}
+	}, metacontroller)
+	require.Len(t, managedFieldsOf(unstamped), 2)
+	stamped := f.update(unstamped, stampedAt("2026-11-27T13:40:00Z"), stamperManager)
+	require.Equal(t, map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{stampField: map[string]any{}}}},
+		entryOf(stamped, stamperManager, "Update")["fieldsV1"], "the stamper's entry owns the stamp alone")
+	byPlatform := f.update(unstamped, stampedAt("2026-11-27T13:40:00Z"), platform)
+	applied := f.apply(unstamped, map[string]any{"metadata": map[string]any{"name": "web-sqli-team42", "namespace": "ctf",
+		"annotations": map[string]any{hooksync.AnnotationLastActivity: "2026-11-27T13:40:00Z"}}}, platform+"-apply")
+	byKubectl := f.update(unstamped, stampedAt("2026-11-27T13:40:00Z"), "kubectl-annotate")
+	bare := f.create(edited(fresh, func(m, _ map[string]any) { delete(m, "annotations") }), platform)
+	// A writer whose field manager also owns more (the platform's own name) and 10 update
+	// managers before the stamper's first stamp (the API server merges the oldest into one
+	// ancient-changes entry): refused, a known limit.
+	crowded := unstamped
+	for i := range 8 {
+		crowded = f.update(crowded, func(o map[string]any) {
+			o["metadata"].(map[string]any)["labels"].(map[string]any)[fmt.Sprintf("example.org/l%d", i)] = "x"
+		}, fmt.Sprintf("tool-%d", i))
+	}
+	require.Len(t, managedFieldsOf(crowded), 10)
+
+	forward := stampedAt("2026-11-27T13:45:00Z")
+	inflated := map[string]any{stampField: map[string]any{}}
+	for i := range 29000 {
+		inflated[fmt.Sprintf("f:example.org/padding-%05d", i)] = map[string]any{}
+	}
+	for _, c := range []struct {
+		what        string
+		live        map[string]any
+		write       func(map[string]any)
+		manager     string
+		admitted    bool
+		messageSays string
+		check       func(t *testing.T, written map[string]any)
+	}{
+		{"the first stamp", unstamped, stampedAt("2026-11-27T13:40:00Z"), stamperManager, true, "", nil},
+		{"the first stamp, creating the annotations", bare, stampedAt("2026-11-27T13:40:00Z"), stamperManager, true, "", func(t *testing.T, w map[string]any) {
+			assert.Equal(t, map[string]any{".": map[string]any{}, stampField: map[string]any{}},
+				entryOf(w, stamperManager, "Update")["fieldsV1"].(map[string]any)["f:metadata"].(map[string]any)["f:annotations"])
+		}},
+		{"a stamp forward", stamped, forward, stamperManager, true, "", nil},
+		{"a stamp taking the stamp from the platform's entry", byPlatform, forward, stamperManager, true, "", func(t *testing.T, w map[string]any) {
+			assert.NotContains(t, entryOf(w, platform, "Update")["fieldsV1"].(map[string]any)["f:metadata"].(map[string]any)["f:annotations"], stampField,
+				"the API server moved the stamp's ownership")
+			assert.Contains(t, entryOf(byPlatform, platform, "Update")["fieldsV1"].(map[string]any)["f:metadata"].(map[string]any)["f:annotations"], stampField)
+		}},
+		{"a stamp taking the stamp from the platform's applied entry", applied, forward, stamperManager, true, "", func(t *testing.T, w map[string]any) {
+			assert.Equal(t, map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{}}}, entryOf(w, platform+"-apply", "Apply")["fieldsV1"],
+				"the applied entry keeps the annotations map it applied, and no key")
+		}},
+		{"a stamp taking the stamp from an organizer's kubectl annotate", byKubectl, forward, stamperManager, true, "", func(t *testing.T, w map[string]any) {
+			assert.NotNil(t, entryOf(byKubectl, "kubectl-annotate", "Update"))
+			assert.Nil(t, entryOf(w, "kubectl-annotate", "Update"), "the stamp was all it owned: the API server dropped the entry")
+		}},
+		{"stamp.sh's kubectl annotate taking the stamp from the stamper", stamped, forward, "kubectl-annotate", true, "", nil},
+		{"the same stamp, nothing written", stamped, stampedAt("2026-11-27T13:40:00Z"), stamperManager, true, "", nil},
+
+		{"a stamp forging the platform's Apply entry owning spec.stopped", stamped, and(forward, withEntries(func(e []any) []any {
+			return append(e, forgedEntry(platform, "Apply", map[string]any{"f:spec": map[string]any{"f:stopped": map[string]any{}}}))
+		})), stamperManager, false, "and no other manager's", func(t *testing.T, w map[string]any) {
+			assert.NotNil(t, entryOf(w, platform, "Apply"), "the API server keeps the forged entry: only the policy stands")
+		}},
+		{"a stamp forging ownership of spec.stopped into the platform's entry", byPlatform, and(forward, withEntries(func(e []any) []any {
+			for _, entry := range e {
+				if entry := entry.(map[string]any); entry["manager"] == platform {
+					entry["fieldsV1"].(map[string]any)["f:spec"].(map[string]any)["f:stopped"] = map[string]any{}
+				}
+			}
+			return e
+		})), stamperManager, false, "and no other manager's", nil},
+		{"a stamp inflating the stamper's own entry", stamped, and(forward, withEntries(func(e []any) []any {
+			for _, entry := range e {
+				if entry := entry.(map[string]any); entry["manager"] == stamperManager {
+					entry["fieldsV1"] = map[string]any{"f:metadata": map[string]any{"f:annotations": inflated}}
+				}
+			}
+			return e
+		})), stamperManager, false, "owning the " + hooksync.AnnotationLastActivity + " annotation and nothing else", func(t *testing.T, w map[string]any) {
+			data, err := json.Marshal(w["metadata"].(map[string]any)["managedFields"])
+			require.NoError(t, err)
+			assert.Greater(t, len(data), 900_000, "the API server keeps the inflated entry: only the policy stands")
+		}},
+		{"the first stamp, its entry owning a label too", unstamped, and(stampedAt("2026-11-27T13:40:00Z"), withEntries(func(e []any) []any {
+			return append(e, forgedEntry(stamperManager, "Update", map[string]any{"f:metadata": map[string]any{
+				"f:labels": map[string]any{"f:" + hooksync.LabelOwner: map[string]any{}}}}))
+		})), stamperManager, false, "and nothing else", nil},
+		// Forged owners of the stamp lose it to a stamp that moves it (the API server drops them):
+		// the same stamp keeps them.
+		{"an applied entry owning the stamp, with the same stamp", stamped, withEntries(func(e []any) []any {
+			return append(e, forgedEntry("other", "Apply", map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{stampField: map[string]any{}}}}))
+		}), stamperManager, false, "and no other manager's", nil},
+		{"a stamp adding two entries", stamped, and(forward, withEntries(func(e []any) []any {
+			return append(e, forgedEntry("x-1", "Update", map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{}}}),
+				forgedEntry("x-2", "Update", map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{}}}))
+		})), stamperManager, false, "may add one entry to a Challenge's metadata.managedFields, its own, not 2", nil},
+		{"a stamp adding 3,000 applied entries", stamped, and(forward, withEntries(func(e []any) []any {
+			for i := range 3000 {
+				e = append(e, forgedEntry(fmt.Sprintf("x-%d", i), "Apply", map[string]any{"f:spec": map[string]any{"f:stopped": map[string]any{}}}))
+			}
+			return e
+		})), stamperManager, false, "not 3000", nil},
+		{"a stamp emptying the managed fields", stamped, and(forward, withEntries(func([]any) []any { return []any{map[string]any{}} })),
+			stamperManager, false, "may not remove another manager's entry", func(t *testing.T, w map[string]any) {
+				assert.Len(t, managedFieldsOf(w), 1, "the API server resets them to the writer's alone")
+			}},
+		{"a stamp removing Metacontroller's entry", stamped, and(forward, withEntries(func(e []any) []any {
+			return slices.DeleteFunc(e, func(entry any) bool { return entry.(map[string]any)["manager"] == metacontroller })
+		})), stamperManager, false, "may not remove another manager's entry", nil},
+		{"a stamp rewriting the platform's entry to own the stamp alone", stamped, and(forward, withEntries(func(e []any) []any {
+			for _, entry := range e {
+				if entry := entry.(map[string]any); entry["manager"] == platform {
+					entry["fieldsV1"] = map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{".": map[string]any{}}}}
+				}
+			}
+			return e
+		})), stamperManager, false, "may not remove another manager's entry", nil},
+		{"a stamp re-dating Metacontroller's entry", stamped, and(forward, withEntries(func(e []any) []any {
+			for _, entry := range e {
+				if entry := entry.(map[string]any); entry["manager"] == metacontroller {
+					entry["time"] = "2000-01-01T00:00:00Z"
+				}
+			}
+			return e
+		})), stamperManager, false, "and no other manager's", nil},
+		{"the same stamp, handed to the platform's entry", stamped, withEntries(func(e []any) []any {
+			for _, entry := range e {
+				if entry := entry.(map[string]any); entry["manager"] == platform {
+					entry["fieldsV1"].(map[string]any)["f:metadata"].(map[string]any)["f:annotations"].(map[string]any)[stampField] = map[string]any{}
+				}
+			}
+			return e
+		}), stamperManager, false, "and no other manager's", nil},
+		{"known limit: a writer whose field manager owns more (the platform's)", unstamped, stampedAt("2026-11-27T13:40:00Z"), platform, false, "and no other manager's", nil},
+		{"known limit: the first stamp beside 10 update managers (the oldest merged)", crowded, stampedAt("2026-11-27T13:40:00Z"), stamperManager, false, "", func(t *testing.T, w map[string]any) {
+			assert.NotNil(t, entryOf(w, "ancient-changes", "Update"))
+		}},
+	} {
+		written := f.update(c.live, c.write, c.manager)
+		matched, admitted, message := admits(t, policy, map[string]any{"operation": "UPDATE", "userInfo": stamper}, written, c.live)
+		require.True(t, matched, c.what)
+		if assert.Equal(t, c.admitted, admitted, "%s: %s", c.what, message) && !admitted {
+			assert.Contains(t, message, c.messageSays, c.what)
+		}
+		if c.check != nil {
+			c.check(t, written)
+		}
+	}
+}
+
+// TestActivityStamperDateIsATime: a stamp the policy takes for a time (its rfc3339 and date
+// patterns) is one Go's time.RFC3339 (the hook) and CEL's timestamp() both read, so that the
+// policy's comparison never fails to evaluate (which would refuse every later stamp); and of the
+// years 1000 to 8999, every day Go reads is one the policy takes: every day of the calendar of
+// leap and common years and centuries, at the edges of the offsets, against every month's 28 to 31.
+func TestActivityStamperDateIsATime(t *testing.T) {
+	s := readActivityStamper(t)
+	env, err := cel.NewEnv(cel.Variable("s", cel.StringType))
+	require.NoError(t, err)
+	compile := func(expression string) cel.Program {
+		t.Helper()
+		ast, issues := env.Compile(expression)
+		require.NoError(t, issues.Err(), expression)
+		program, err := env.Program(ast)
+		require.NoError(t, err)
+		return program
+	}
+	patterns := map[string]*regexp.Regexp{}
+	for _, v := range s.admission.Spec.Variables {
+		if v.Name == "rfc3339" || v.Name == "date" {
+			out, _, err := compile(v.Expression).Eval(map[string]any{})
+			require.NoError(t, err)
+			patterns[v.Name] = regexp.MustCompile(out.Value().(string)) // CEL's matches() is RE2, as Go's regexp
+		}
+	}
+	require.Len(t, patterns, 2, "the policy's rfc3339 and date variables")
+	timestamp := compile("timestamp(s)")
+	taken := 0
+	for _, year := range []int{1, 999, 1000, 1600, 1700, 1900, 1904, 1999, 2000, 2024, 2026, 2027, 2028, 2100, 2400, 8996, 8999, 9000, 9999} {
+		for month := 0; month <= 13; month++ {
+			for day := 0; day <= 32; day++ {
+				for _, zone := range []string{"Z", "+23:59", "-23:59"} {
+					stamp := fmt.Sprintf("%04d-%02d-%02dT00:00:00%s", year, month, day, zone)
+					isTime := patterns["rfc3339"].MatchString(stamp) && patterns["date"].MatchString(stamp)
+					_, goErr := time.Parse(time.RFC3339, stamp)
+					_, _, celErr := timestamp.Eval(map[string]any{"s": stamp})
+					if isTime {
+						taken++
+						assert.NoError(t, goErr, "%s: taken by the policy, not read by the hook", stamp)
+						assert.NoError(t, celErr, "%s: taken by the policy, not read by timestamp()", stamp)
+					} else if year >= 1000 && year <= 8999 {
+						assert.Error(t, goErr, "%s: read by the hook, refused by the policy", stamp)
+					}
+				}
+			}
+		}
+	}
+	assert.Equal(t, 3*(8*365+7*366), taken, "the days of the 8 common and 7 leap years from 1000 to 8999, in 3 zones")
 }
 
 // TestActivityStamperDocumented: the component, its endpoint and its rights are where organizers

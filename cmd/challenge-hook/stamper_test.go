@@ -115,6 +115,7 @@ current-context: test
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, series := range []string{"challenge_hook_activity_stamper_stamps_written_total 0", "challenge_hook_activity_stamper_gateways 1",
+		"challenge_hook_activity_stamper_activity_dropped_total 0",
 		`challenge_hook_activity_stamper_gateway_polls_failed_total{reason="request"} 0`} {
 		assert.Contains(t, string(body), series)
 	}

@@ -36,9 +36,15 @@ refresh() {
   refreshed=$SECONDS
 }
 
-# The default log format: ... $request_length $request_time [$proxy_upstream_name]
-# [$proxy_alternative_upstream_name] $upstream_addr ...: the first two bracketed fields in a row.
-pattern=' \[([^] ]+)\] \[[^]]*\] '
+# The default log format, read by position from the start of the line:
+#   $remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer"
+#   "$http_user_agent" $request_length $request_time [$proxy_upstream_name]
+#   [$proxy_alternative_upstream_name] $upstream_addr ...
+# A player writes $remote_user, $request, $http_referer and $http_user_agent, brackets included,
+# but no double quote (nginx logs it as \x22, unless the controller's log-format-escape-none is
+# set: keep it unset): the upstream is the first bracketed field after the sixth double quote and
+# two numbers, never one a player wrote.
+pattern='^[^"]* "[^"]*" [0-9]+ [0-9]+ "[^"]*" "[^"]*" [0-9]+ [0-9.]+ \[([^] ]+)\] \[[^]]*\] '
 while IFS= read -r line; do
   [[ $line =~ $pattern ]] || continue
   upstream=${BASH_REMATCH[1]}

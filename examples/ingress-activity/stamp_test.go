@@ -17,7 +17,7 @@ import (
 // two Pods, whose Services are not named after the Challenge) and records every annotate.
 const fakeKubectl = `#!/usr/bin/env bash
 case "$1" in
-  get) printf '%s\n' "ctf web-sqli-team42 web-sqli-team42 80," "ctf trio-team-a-web trio-team-a 80,8080," ;;
+  get) printf '%s\n' "ctf web-sqli-team42 web-sqli-team42 80," "ctf trio-team-a-web trio-team-a 80,8080," "ctf-b pwn-team7 pwn-team7 80," ;;
   annotate) echo "$*" >>"$CALLS" ;;
   *) exit 1 ;;
 esac
@@ -25,20 +25,33 @@ esac
 
 // logLine is ingress-nginx's default access log line for a request to upstream.
 func logLine(upstream string) string {
-	return `203.0.113.7 - - [27/Nov/2026:13:40:01 +0000] "GET / HTTP/1.1" 200 612 "-" "curl/8.5.0" 78 0.002 [` +
-		upstream + `] [] 10.244.0.12:8080 612 0.002 200 4f1e8a3c`
+	return playerLogLine("-", "GET / HTTP/1.1", "-", "curl/8.5.0", upstream)
+}
+
+// playerLogLine is ingress-nginx's default access log line for a request to upstream, with the
+// fields a player writes: the Basic auth user, the request line, the Referer and the User-Agent
+// (which nginx logs with a double quote as \x22).
+func playerLogLine(user, request, referer, userAgent, upstream string) string {
+	return `203.0.113.7 - ` + user + ` [27/Nov/2026:13:40:01 +0000] "` + request + `" 200 612 "` + referer + `" "` + userAgent + `" 78 0.002 [` +
+		upstream + `] [] 10.244.0.12:8080, 10.244.0.13:8080 612, 0 0.002, 0.001 502, 200 4f1e8a3c`
 }
 
 // TestStampFromIngressLog: each Challenge whose Service served a request is stamped once per
 // STAMP_EVERY, whichever of its Services and ports served it; requests to anything else stamp
-// nothing.
+// nothing, whatever brackets a player wrote in the fields it controls (another team's upstream in
+// its User-Agent, Referer, request line or Basic auth user).
 func TestStampFromIngressLog(t *testing.T) {
 	dir := t.TempDir()
 	kubectl := filepath.Join(dir, "kubectl")
 	require.NoError(t, os.WriteFile(kubectl, []byte(fakeKubectl), 0o755))
 	calls := filepath.Join(dir, "calls")
 	log := strings.Join([]string{
-		logLine("ctf-web-sqli-team42-80"),
+		playerLogLine("-", "GET / HTTP/1.1", "-", "x [ctf-b-pwn-team7-80] [] y", "platform-scoreboard-80"),
+		playerLogLine("-", "GET / HTTP/1.1", "-", `x\x22 0 0.002 [ctf-b-pwn-team7-80] [] y`, "upstream-default-backend"),
+		playerLogLine("-", "GET / HTTP/1.1", "https://x/ [ctf-b-pwn-team7-80] [] y", "curl/8.5.0", "platform-scoreboard-80"),
+		playerLogLine("-", "GET /?q= [ctf-b-pwn-team7-80] [] HTTP/1.1", "-", "curl/8.5.0", "upstream-default-backend"),
+		playerLogLine("a [ctf-b-pwn-team7-80] [] b", "GET / HTTP/1.1", "-", "curl/8.5.0", "upstream-default-backend"),
+		playerLogLine("a [ctf-b-pwn-team7-80] [] b", "GET /[x] [y] HTTP/1.1", "[z] []", "[ctf-b-pwn-team7-80] []", "ctf-web-sqli-team42-80"),
 		logLine("ctf-web-sqli-team42-80"), // within STAMP_EVERY: no second stamp
 		logLine("upstream-default-backend"),
 		logLine("platform-scoreboard-80"),
@@ -55,7 +68,7 @@ func TestStampFromIngressLog(t *testing.T) {
 	data, err := os.ReadFile(calls)
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	require.Len(t, lines, 2, "one stamp per Challenge: %q", lines)
+	require.Len(t, lines, 2, "one stamp per Challenge, none of team 7's: %q", lines)
 	for i, want := range []string{"-n ctf web-sqli-team42 ", "-n ctf trio-team-a "} {
 		assert.Contains(t, lines[i], "annotate --overwrite challenges.ctf.challenge-hook.dev "+want)
 		assert.Regexp(t, `ctf\.challenge-hook\.dev/last-activity=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`, lines[i])

@@ -12,6 +12,7 @@ type Metrics struct {
 	polls       prometheus.Counter
 	pollsFailed *prometheus.CounterVec
 	gateways    prometheus.Gauge
+	dropped     prometheus.Counter
 }
 
 // NewMetrics registers the stamper's series on registry.
@@ -37,8 +38,12 @@ func NewMetrics(registry prometheus.Registerer) *Metrics {
 			Name: "challenge_hook_activity_stamper_gateways",
 			Help: "Gateway Pods the gateways' name resolved to at the last poll.",
 		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "challenge_hook_activity_stamper_activity_dropped_total",
+			Help: "Entries of the gateways' answers dropped: an address no Service is known for, while the stamper held the activity of its most addresses (a gateway answering addresses of no instance).",
+		}),
 	}
-	registry.MustRegister(m.written, m.refused, m.polls, m.pollsFailed, m.gateways)
+	registry.MustRegister(m.written, m.refused, m.polls, m.pollsFailed, m.gateways, m.dropped)
 	// Every reason an alert or a panel reads is served from the start, at 0: a counter that first
 	// appears at 1 has no increase() for Prometheus, so a first refusal would go unseen.
 	for _, reason := range []string{failResolve, failRequest, failStatus, failResponse} {

@@ -44,6 +44,13 @@ const Retention = tcpgateway.ActivityRetention
 // own, and reports a gateway whose clock is further off.
 const maxClockSkew = time.Minute
 
+// maxPending bounds the activity the stamper keeps per Service address, whatever the gateways
+// answer: an address no Service is known for is kept only while fewer than this many are (the
+// addresses of the Services it watches always are: the cluster bounds those). About 100 bytes an
+// entry: some 10 MB at most, beside at most maxActivityBytes of each gateway's answer while it is
+// read, within the component's memory limit of 128Mi.
+const maxPending = 100000
+
 // Challenge is what the stamper reads of a Challenge.
 type Challenge struct {
 	Key types.NamespacedName
@@ -90,6 +97,8 @@ type Stamper struct {
 	now     func() time.Time
 	logger  *slog.Logger
 	metrics *Metrics
+	// maxPending is the package's, or a test's.
+	maxPending int
 
 	// Only Run's goroutine touches what follows.
 	cursors map[string]time.Time                  // gateway address -> its newest lastActivity seen
@@ -97,6 +106,7 @@ type Stamper struct {
 	pending map[netip.AddrPort]time.Time          // Service address -> the latest activity seen, not yet stamped
 	written map[types.NamespacedName]writtenStamp // the stamp last written, until the watch shows it
 	warned  map[types.NamespacedName]string       // the stamp reported as ahead of the clock
+	full    map[string]bool                       // gateway address -> its last answer had activity dropped (see maxPending)
 }
 
 // Options are what a Stamper is built with beside its Config; nil fields take the real thing.
@@ -120,7 +130,7 @@ func New(cfg Config, cluster Cluster, logger *slog.Logger, metrics *Metrics, opt
 		fetcher: newFetcher(cfg.Timeout),
 		cursors: map[string]time.Time{}, failing: map[string]string{},
 		pending: map[netip.AddrPort]time.Time{}, written: map[types.NamespacedName]writtenStamp{},
-		warned: map[types.NamespacedName]string{},
+		warned: map[types.NamespacedName]string{}, full: map[string]bool{}, maxPending: maxPending,
 	}
 	if s.lookup == nil {
 		s.lookup = net.DefaultResolver.LookupHost
@@ -206,29 +216,59 @@ func (s *Stamper) poll(ctx context.Context) {
 			continue
 		}
 		s.recovered(address)
-		cursor := s.cursors[address]
+		// The cursor never runs ahead of this clock: one entry dated ahead (a gateway's clock
+		// off, or lying) would otherwise make the gateway answer nothing older, and its real
+		// activity would go unseen until that date. Asking again since now costs entries read
+		// twice, which coalesce.
+		cursor := earliest(s.cursors[address], now)
+		var ahead, dropped int
+		var firstAhead serviceActivity
 		for _, service := range a.services {
-			if service.at.After(cursor) {
-				cursor = service.at
+			cursor = latest(cursor, earliest(service.at, now))
+			if service.at.After(now.Add(maxClockSkew)) {
+				if ahead == 0 {
+					firstAhead = service
+				}
+				ahead++
 			}
-			at := service.at
-			if at.After(now.Add(maxClockSkew)) {
-				s.logger.Warn("a gateway reports activity ahead of this clock: fix the nodes' clocks (NTP); the stamp is written at this clock's time",
-					slog.String("gateway", address), slog.String("address", service.address.String()),
-					slog.Time("last_activity", service.at), slog.Time("now", now))
+			at := earliest(service.at, now)
+			if now.Sub(at) > Retention {
+				continue
 			}
-			at = earliest(at, now)
+			if _, held := s.pending[service.address]; !held && len(s.pending) >= s.maxPending {
+				if _, placed := s.cluster.ChallengeAt(service.address); !placed {
+					dropped++
+					continue
+				}
+			}
 			if at.After(s.pending[service.address]) {
 				s.pending[service.address] = at
 			}
 		}
 		s.cursors[address] = cursor
+		if ahead > 0 {
+			s.logger.Warn("a gateway reports activity ahead of this clock: fix the nodes' clocks (NTP); the stamp is written at this clock's time",
+				slog.String("gateway", address), slog.String("address", firstAhead.address.String()),
+				slog.Time("last_activity", firstAhead.at), slog.Time("now", now), slog.Int("entries_ahead", ahead))
+		}
+		if dropped > 0 {
+			s.metrics.dropped.Add(float64(dropped))
+			if !s.full[address] {
+				s.logger.Warn(fmt.Sprintf("the stamper holds the activity of %d addresses, its most: the activity of addresses no Service is known for is dropped "+
+					"until some are placed or age out (%s); a gateway answering many addresses of no instance is lying, or the Services' watch lags", len(s.pending), Retention),
+					slog.String("gateway", address), slog.Int("dropped", dropped))
+			}
+			s.full[address] = true
+		} else {
+			delete(s.full, address)
+		}
 	}
 	// Gateways no longer resolved (a Pod replaced) lose their cursor; a new Pod starts afresh.
 	for address := range s.cursors {
 		if !slices.Contains(addresses, address) {
 			delete(s.cursors, address)
 			delete(s.failing, address)
+			delete(s.full, address)
 		}
 	}
 }

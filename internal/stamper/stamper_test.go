@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -527,4 +528,73 @@ func TestRecreatedChallenge(t *testing.T) {
 	gw.used("10.96.12.7:1337", clk.now)
 	s.Tick(context.Background())
 	assert.Equal(t, []string{"ctf/web-team42=2026-11-27T13:45:00Z", "ctf/web-team42=2026-11-27T13:45:56Z"}, cluster.written())
+}
+
+// TestCursorNeverAheadOfTheClock: one entry dated a day ahead (a gateway's clock off, or a lie)
+// does not pin the gateway's cursor there: the stamper asks it since no later than its own clock,
+// and the activity that follows is seen and stamped.
+func TestCursorNeverAheadOfTheClock(t *testing.T) {
+	gw := newFakeGateway(t)
+	cluster := newFakeCluster()
+	cluster.add(web, 4*time.Minute, t0, "10.96.12.7:1337")
+	s, clk, _, _ := newTestStamper(t, hostPort(gw), cluster, nil)
+	ctx := context.Background()
+	clk.now = t0.Add(time.Minute)
+	gw.used("10.96.99.9:80", t0.Add(24*time.Hour))
+	s.Tick(ctx)
+	assert.Empty(t, cluster.written())
+
+	var polled []time.Time // the clock at each poll
+	for range 3 {
+		clk.now = clk.now.Add(2 * time.Minute)
+		gw.used("10.96.12.7:1337", clk.now.Add(-time.Second))
+		polled = append(polled, clk.now)
+		s.Tick(ctx)
+	}
+	assert.Equal(t, []string{"ctf/web-team42=2026-11-27T13:42:59Z", "ctf/web-team42=2026-11-27T13:44:59Z", "ctf/web-team42=2026-11-27T13:46:59Z"}, cluster.written())
+	queries := gw.requests()
+	require.Len(t, queries, 4)
+	for i, query := range queries[1:] {
+		values, err := url.ParseQuery(query)
+		require.NoError(t, err)
+		since, err := time.Parse(time.RFC3339Nano, values.Get("since"))
+		require.NoError(t, err, query)
+		assert.False(t, since.After(polled[i]), "asked since %s at %s", since, polled[i])
+	}
+}
+
+// TestMemoryBoundedWhateverAGatewayAnswers: a gateway that answers, at every poll, thousands of
+// addresses no Service has (lying, or taken) grows the stamper's activity to its bound and no
+// further; the dropped entries are counted and said once while it goes on, and the activity of an
+// instance's Service, in the same answers, is still stamped.
+func TestMemoryBoundedWhateverAGatewayAnswers(t *testing.T) {
+	gw := newFakeGateway(t)
+	cluster := newFakeCluster()
+	cluster.add(web, 4*time.Minute, t0, "10.96.12.7:1337")
+	s, clk, _, logs := newTestStamper(t, hostPort(gw), cluster, nil)
+	s.maxPending = 1000
+	ctx := context.Background()
+	const perPoll = 3000
+	for poll := range 5 {
+		clk.now = clk.now.Add(time.Minute)
+		for i := range perPoll {
+			// Addresses sorted before the instance's: the answer fills the bound before it.
+			gw.used(fmt.Sprintf("10.200.%d.%d:%d", poll, i%250+1, 1000+i/250), clk.now)
+		}
+		gw.used("10.96.12.7:1337", clk.now)
+		s.Tick(ctx)
+		assert.LessOrEqual(t, len(s.pending), s.maxPending, "poll %d", poll)
+	}
+	assert.Equal(t, []string{"ctf/web-team42=2026-11-27T13:41:00Z", "ctf/web-team42=2026-11-27T13:42:00Z", "ctf/web-team42=2026-11-27T13:43:00Z",
+		"ctf/web-team42=2026-11-27T13:44:00Z", "ctf/web-team42=2026-11-27T13:45:00Z"}, cluster.written())
+	assert.Equal(t, float64(5*perPoll-s.maxPending), testutil.ToFloat64(s.metrics.dropped))
+	assert.Equal(t, 1, strings.Count(logs.String(), "its most"), "said once while it goes on:\n%s", logs)
+
+	// An answer longer than maxActivityBytes is read no further, and is a failed poll.
+	held := len(s.pending)
+	gw.set(0, `{"services":[`+strings.Repeat(`{"address":"10.201.0.1:80","lastActivity":"2026-11-27T13:45:00Z"},`, maxActivityBytes/60)+`]}`)
+	s.Tick(ctx)
+	assert.Equal(t, 1.0, testutil.ToFloat64(s.metrics.pollsFailed.WithLabelValues(failResponse)))
+	assert.Contains(t, logs.String(), fmt.Sprintf("longer than %d bytes", maxActivityBytes))
+	assert.Equal(t, held, len(s.pending))
 }
