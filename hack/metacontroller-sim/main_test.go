@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // TestClientRateLimited: the API client is held to --client-go-qps after --client-go-burst
@@ -37,12 +37,12 @@ current-context: c
 `), 0o600))
 	config, err := restConfig(kubeconfig, 5, 2)
 	require.NoError(t, err)
-	client, err := kubernetes.NewForConfig(config)
+	client, err := corev1client.NewForConfig(config)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	for ctx.Err() == nil {
-		_, _ = client.CoreV1().Namespaces().Get(ctx, "x", metav1.GetOptions{})
+		_, _ = client.Namespaces().Get(ctx, "x", metav1.GetOptions{})
 	}
 	assert.LessOrEqual(t, requests.Load(), int32(4), "requests in 300 ms at qps 5, burst 2")
 	assert.GreaterOrEqual(t, requests.Load(), int32(2), "the burst goes at once")

@@ -101,16 +101,16 @@ func newParentController(ctx context.Context, c clients, opts Options, cc *unstr
 	}
 	hooks, _ := spec["hooks"].(mcsim.Object)
 	hookSpec := func(kind string) mcsim.Object { h, _ := hooks[kind].(mcsim.Object); return h }
-	if pc.syncHook, err = newHook(ctx, c.kube, opts.Metrics, pc.name, "sync", hookSpec("sync")); err != nil {
+	if pc.syncHook, err = newHook(ctx, c.secret, opts.Metrics, pc.name, "sync", hookSpec("sync")); err != nil {
 		return nil, err
 	}
-	if pc.finalizeHook, err = newHook(ctx, c.kube, opts.Metrics, pc.name, "finalize", hookSpec("finalize")); err != nil {
+	if pc.finalizeHook, err = newHook(ctx, c.secret, opts.Metrics, pc.name, "finalize", hookSpec("finalize")); err != nil {
 		return nil, err
 	}
 	if pc.finalizeHook != nil {
 		pc.finalizer = "metacontroller.io/compositecontroller-" + pc.name
 	}
-	customizeHook, err := newHook(ctx, c.kube, opts.Metrics, pc.name, "customize", hookSpec("customize"))
+	customizeHook, err := newHook(ctx, c.secret, opts.Metrics, pc.name, "customize", hookSpec("customize"))
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,6 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
@@ -167,8 +166,15 @@ func (h *harness) controller(finalize, customize bool, edit func(spec mcsim.Obje
 func (h *harness) start(cc *unstructured.Unstructured, workers int) {
 	h.t.Helper()
 	h.mustCreate(compositeControllers, cc)
-	kube := kubefake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token", Namespace: "hook"}, Data: map[string][]byte{"token": []byte("s3cret\n")}})
-	kube.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{
+	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token", Namespace: "hook"}, Data: map[string][]byte{"token": []byte("s3cret\n")}}
+	secret := func(_ context.Context, namespace, name string) (*corev1.Secret, error) {
+		if namespace != token.Namespace || name != token.Name {
+			return nil, apierrors.NewNotFound(corev1.Resource("secrets"), name)
+		}
+		return token, nil
+	}
+	disco := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}
+	disco.Resources = []*metav1.APIResourceList{
 		{GroupVersion: "example.dev/v1", APIResources: []metav1.APIResource{
 			{Name: "widgets", Kind: "Widget", Namespaced: true}, {Name: "widgets/status", Kind: "Widget", Namespaced: true},
 			{Name: "gadgets", Kind: "Gadget", Namespaced: true}}},
@@ -183,7 +189,7 @@ func (h *harness) start(cc *unstructured.Unstructured, workers int) {
 		Log: NewLogger(testLog(), 4), Metrics: NewMetrics()}
 	go func() {
 		defer close(done)
-		_ = run(ctx, clients{dynamic: h.dyn, kube: kube, discovery: memory.NewMemCacheClient(kube.Discovery()), events: h.events}, opts)
+		_ = run(ctx, clients{dynamic: h.dyn, secret: secret, discovery: memory.NewMemCacheClient(disco), events: h.events}, opts)
 	}()
 	h.t.Cleanup(func() { cancel(); <-done })
 }

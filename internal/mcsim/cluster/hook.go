@@ -15,8 +15,7 @@ import (
 
 	kjson "sigs.k8s.io/json"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 )
@@ -44,7 +43,7 @@ func (e *tooManyRequests) Error() string {
 // newHook is the hook spec (a CompositeController's spec.hooks.<kind>) describes, nil when spec is
 // nil. The authorization token is read from its Secret now, as Metacontroller reads it when it
 // starts a controller.
-func newHook(ctx context.Context, kube kubernetes.Interface, metrics *Metrics, controller, kind string, spec mcsim.Object) (*hook, error) {
+func newHook(ctx context.Context, getSecret func(ctx context.Context, namespace, name string) (*corev1.Secret, error), metrics *Metrics, controller, kind string, spec mcsim.Object) (*hook, error) {
 	if spec == nil {
 		return nil, nil
 	}
@@ -72,7 +71,7 @@ func newHook(ctx context.Context, kube kubernetes.Interface, metrics *Metrics, c
 		name, _ := secretRef["name"].(string)
 		namespace, _ := secretRef["namespace"].(string)
 		key, _ := secretRef["key"].(string)
-		secret, err := kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		secret, err := getSecret(ctx, namespace, name)
 		if err != nil {
 			return nil, fmt.Errorf("hook %s: the authorization Secret %s/%s: %w", kind, namespace, name, err)
 		}

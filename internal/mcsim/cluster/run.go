@@ -11,12 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -44,8 +43,9 @@ type Options struct {
 
 // clients are the API clients every controller shares.
 type clients struct {
-	dynamic   dynamic.Interface
-	kube      kubernetes.Interface
+	dynamic dynamic.Interface
+	// secret reads a Secret: a webhook's token.
+	secret    func(ctx context.Context, namespace, name string) (*corev1.Secret, error)
 	discovery discovery.CachedDiscoveryInterface
 	events    record.EventRecorder
 }
@@ -56,13 +56,22 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("dynamic client: %w", err)
 	}
-	kube, err := kubernetes.NewForConfig(opts.Config)
+	// Core v1 and discovery only: the typed clientset of every API group is much to compile for
+	// a Secret and events.
+	core, err := typedcorev1.NewForConfig(opts.Config)
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	events, stopEvents := newEventRecorder(kube)
+	disco, err := discovery.NewDiscoveryClientForConfig(opts.Config)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	events, stopEvents := newEventRecorder(core)
 	defer stopEvents()
-	return run(ctx, clients{dynamic: dyn, kube: kube, discovery: memory.NewMemCacheClient(kube.Discovery()), events: events}, opts)
+	secret := func(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+		return core.Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	return run(ctx, clients{dynamic: dyn, secret: secret, discovery: memory.NewMemCacheClient(disco), events: events}, opts)
 }
 
 // run runs every selected CompositeController with the clients c until ctx ends.
@@ -158,9 +167,10 @@ func startController(ctx context.Context, c clients, opts Options, cc *unstructu
 }
 
 // newEventRecorder records events as Metacontroller's recorder does (source "metacontroller"),
-// and returns what stops it.
-func newEventRecorder(kube kubernetes.Interface) (record.EventRecorder, func()) {
+// and returns what stops it. Events are about parents, unstructured objects that name their own
+// kind: the scheme needs no types.
+func newEventRecorder(core typedcorev1.CoreV1Interface) (record.EventRecorder, func()) {
 	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "metacontroller"}), broadcaster.Shutdown
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: core.Events("")})
+	return broadcaster.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "metacontroller"}), broadcaster.Shutdown
 }
