@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
-	"sigs.k8s.io/yaml"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
@@ -26,30 +25,8 @@ const (
 // ownerLabelDefault is the owner-label component's MutatingAdmissionPolicy and its binding.
 func ownerLabelDefault(t *testing.T) (admissionregistrationv1.MutatingAdmissionPolicy, admissionregistrationv1.MutatingAdmissionPolicyBinding) {
 	t.Helper()
-	docs, err := readYAMLDocuments(ownerLabelPolicyFile)
-	require.NoError(t, err)
-	require.Len(t, docs, 2, "%s holds the policy and its binding", ownerLabelPolicyFile)
-	var (
-		policy  *admissionregistrationv1.MutatingAdmissionPolicy
-		binding *admissionregistrationv1.MutatingAdmissionPolicyBinding
-	)
-	for _, doc := range docs {
-		data, err := yaml.Marshal(doc)
-		require.NoError(t, err)
-		object := doc.(map[string]any)
-		require.Equal(t, "admissionregistration.k8s.io/v1", object["apiVersion"], "the GA API (Kubernetes 1.36)")
-		switch object["kind"] {
-		case "MutatingAdmissionPolicy":
-			policy = &admissionregistrationv1.MutatingAdmissionPolicy{}
-			require.NoError(t, yaml.UnmarshalStrict(data, policy))
-		case "MutatingAdmissionPolicyBinding":
-			binding = &admissionregistrationv1.MutatingAdmissionPolicyBinding{}
-			require.NoError(t, yaml.UnmarshalStrict(data, binding))
-		}
-	}
-	require.NotNil(t, policy, "%s has no MutatingAdmissionPolicy", ownerLabelPolicyFile)
-	require.NotNil(t, binding, "%s has no binding", ownerLabelPolicyFile)
-	return *policy, *binding
+	return policyAndBinding[admissionregistrationv1.MutatingAdmissionPolicy, admissionregistrationv1.MutatingAdmissionPolicyBinding](
+		t, ownerLabelPolicyFile, "MutatingAdmissionPolicy")
 }
 
 // TestOwnerLabelComponentIsOptIn: the MutatingAdmissionPolicy is a kustomize component of its own,

@@ -21,27 +21,40 @@ const ownerPolicyFile = "challenge-owner-policy.yaml"
 // ownerPolicy is the owner label's ValidatingAdmissionPolicy and its binding.
 func ownerPolicy(t *testing.T) (admissionregistrationv1.ValidatingAdmissionPolicy, admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	t.Helper()
-	docs, err := readYAMLDocuments(ownerPolicyFile)
+	return policyAndBinding[admissionregistrationv1.ValidatingAdmissionPolicy, admissionregistrationv1.ValidatingAdmissionPolicyBinding](
+		t, ownerPolicyFile, "ValidatingAdmissionPolicy")
+}
+
+// policyAndBinding reads file's admission policy of kind (ValidatingAdmissionPolicy or
+// MutatingAdmissionPolicy) and its binding (kind + "Binding"), strictly, each required: the file
+// holds exactly the two, of admissionregistration.k8s.io/v1.
+func policyAndBinding[P, B any](t *testing.T, file, kind string) (P, B) {
+	t.Helper()
+	docs, err := readYAMLDocuments(file)
 	require.NoError(t, err)
+	require.Len(t, docs, 2, "%s holds the policy and its binding", file)
 	var (
-		policy  *admissionregistrationv1.ValidatingAdmissionPolicy
-		binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+		policy       P
+		binding      B
+		found, bound bool
 	)
 	for _, doc := range docs {
 		data, err := yaml.Marshal(doc)
 		require.NoError(t, err)
-		switch doc.(map[string]any)["kind"] {
-		case "ValidatingAdmissionPolicy":
-			policy = &admissionregistrationv1.ValidatingAdmissionPolicy{}
-			require.NoError(t, yaml.UnmarshalStrict(data, policy))
-		case "ValidatingAdmissionPolicyBinding":
-			binding = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-			require.NoError(t, yaml.UnmarshalStrict(data, binding))
+		object := doc.(map[string]any)
+		require.Equal(t, "admissionregistration.k8s.io/v1", object["apiVersion"], "%s: the GA API", file)
+		switch object["kind"] {
+		case kind:
+			require.NoError(t, yaml.UnmarshalStrict(data, &policy))
+			found = true
+		case kind + "Binding":
+			require.NoError(t, yaml.UnmarshalStrict(data, &binding))
+			bound = true
 		}
 	}
-	require.NotNil(t, policy, "%s has no ValidatingAdmissionPolicy", ownerPolicyFile)
-	require.NotNil(t, binding, "%s has no binding", ownerPolicyFile)
-	return *policy, *binding
+	require.True(t, found, "%s has no %s", file, kind)
+	require.True(t, bound, "%s has no binding", file)
+	return policy, binding
 }
 
 // admitsOwner evaluates the policy for a request of operation on object (and oldObject, for an
