@@ -262,22 +262,34 @@ func oversized(ctx context.Context, a *attackRun, src netip.Addr) {
 }
 
 func ownToken(ctx context.Context, a *attackRun, src netip.Addr) {
-	c, r := a.attackDial(ctx, src)
+	c, r := spliceOwnToken(ctx, a, src)
 	if c == nil {
 		return
 	}
 	defer c.Close()
+	// Spliced: held until the class ends (or the gateway closes it).
+	c.SetReadDeadline(time.Time{})
+	io.Copy(io.Discard, r)
+}
+
+// spliceOwnToken presents the attacker's own valid token from src and returns the connection once
+// its instance answered (counted as spliced), nil otherwise.
+func spliceOwnToken(ctx context.Context, a *attackRun, src netip.Addr) (net.Conn, *bufio.Reader) {
+	c, r := a.attackDial(ctx, src)
+	if c == nil {
+		return nil, nil
+	}
 	if _, err := io.WriteString(c, a.ownToken+"\n"); err != nil {
-		return
+		c.Close()
+		return nil, nil
 	}
 	c.SetReadDeadline(time.Now().Add(a.timeout))
 	if a.readAnswer(ctx, r) != "attacker\n" {
-		return
+		c.Close()
+		return nil, nil
 	}
-	// Spliced: held until the class ends (or the gateway closes it).
 	a.spliced.Add(1)
-	c.SetReadDeadline(time.Time{})
-	io.Copy(io.Discard, r)
+	return c, r
 }
 
 func silent(ctx context.Context, a *attackRun, src netip.Addr) {
@@ -292,7 +304,9 @@ func silent(ctx context.Context, a *attackRun, src netip.Addr) {
 
 // silentCredited holds a connection silent as silent does; when the gateway evicts it, its address
 // presents the attacker's own valid token twice (each on a connection of its own, closed once the
-// instance answered), so that its address has more valid tokens than evictions all along.
+// instance answered): an address that tries to buy its silent slots with its own token. The
+// gateway's --max-connections-per-token refuses most of those presentations while the class
+// runs, and a refused one counts as debt, not credit.
 func silentCredited(ctx context.Context, a *attackRun, src netip.Addr) {
 	c, r := a.attackDial(ctx, src)
 	if c == nil {
@@ -304,24 +318,9 @@ func silentCredited(ctx context.Context, a *attackRun, src netip.Addr) {
 		return
 	}
 	for range 2 {
-		presentOwnToken(ctx, a, src)
-	}
-}
-
-// presentOwnToken presents the attacker's own valid token from src and closes once its instance
-// answered.
-func presentOwnToken(ctx context.Context, a *attackRun, src netip.Addr) {
-	c, r := a.attackDial(ctx, src)
-	if c == nil {
-		return
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, a.ownToken+"\n"); err != nil {
-		return
-	}
-	c.SetReadDeadline(time.Now().Add(a.timeout))
-	if a.readAnswer(ctx, r) == "attacker\n" {
-		a.spliced.Add(1)
+		if c, _ := spliceOwnToken(ctx, a, src); c != nil {
+			c.Close()
+		}
 	}
 }
 
