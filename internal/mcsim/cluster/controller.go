@@ -309,10 +309,11 @@ func (pc *parentController) onChild(obj any) {
 	if err != nil || gv.Group != pc.parent.gvk.Group || ref.Kind != pc.parent.gvk.Kind {
 		return
 	}
-	key := ref.Name
+	namespace := ""
 	if pc.parent.namespaced {
-		key = child.GetNamespace() + "/" + ref.Name
+		namespace = child.GetNamespace()
 	}
+	key := cache.NewObjectName(namespace, ref.Name).String()
 	item, exists, err := pc.parentInformer.Informer().GetIndexer().GetByKey(key)
 	if err != nil || !exists {
 		return

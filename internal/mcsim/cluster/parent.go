@@ -214,9 +214,7 @@ func (pc *parentController) atomicUpdate(ctx context.Context, parent *unstructur
 	return result, err
 }
 
+// cacheKey is obj's key in an informer's cache and in the queue: "<namespace>/<name>".
 func cacheKey(obj *unstructured.Unstructured) string {
-	if obj.GetNamespace() == "" {
-		return obj.GetName()
-	}
-	return obj.GetNamespace() + "/" + obj.GetName()
+	return cache.NewObjectName(obj.GetNamespace(), obj.GetName()).String()
 }
