@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,12 +12,13 @@ import (
 
 // An instance whose template sets idleTimeout is stopped once nobody used it for that long: phase
 // Stopped, reason Idle, the Pod removed and everything around it kept, as with spec.stopped. Use is
-// what the hook can read in the request: the Challenge's last-activity stamp (written by whoever
-// sees its traffic), its start, its first Ready answer, a restart (spec.restartedAt) and an
-// extension of its deadline; and it never counts as idle while it was waiting to run (Queued, or
-// stopped by spec.stopped), so that the clock starts again when it runs. The status keeps the
-// latest of them (status.lastActivityAt), so that a stamp going back changes nothing. A newer
-// stamp starts an idle instance again. The hook stays pure: the idle deadline comes from the
+// what the hook can read in the request: the last-activity stamps of the Challenge and its
+// Services (written by whoever sees its traffic: the platform on the Challenge, the activity
+// stamper on the Service the TCP gateway reaches), its start, its first Ready answer, a restart
+// (spec.restartedAt) and an extension of its deadline; and it never counts as idle while it was
+// waiting to run (Queued, or stopped by spec.stopped), so that the clock starts again when it
+// runs. The status keeps the latest of them (status.lastActivityAt), so that a stamp going back
+// changes nothing. A newer stamp starts an idle instance again. The hook stays pure: the idle deadline comes from the
 // request, and Metacontroller is asked to wake it then, as at expiry.
 
 // maxStampSkew is how far ahead of the hook's clock a stamp may be and still count: clocks of the
@@ -54,14 +56,8 @@ func resolveIdleness(in *instance, template *v1alpha1.DefinitionSpec) idleness {
 		return t
 	}
 	d := idleness{timeout: timeout}
-	stamp := parseTime(parent.Metadata.Annotations.LastActivity)
-	switch raw := parent.Metadata.Annotations.LastActivity; {
-	case raw != "" && stamp.IsZero():
-		d.ignored = fmt.Sprintf("the %s annotation %q is not an RFC 3339 time, and is ignored", AnnotationLastActivity, raw)
-	case stamp.After(in.now.Add(maxStampSkew)):
-		d.ignored = fmt.Sprintf("the %s annotation %s is more than %s ahead of the hook's clock, and is ignored", AnnotationLastActivity, formatTime(stamp), maxStampSkew)
-		stamp = time.Time{}
-	}
+	stamp, ignored := latestStamp(in)
+	d.ignored = strings.Join(ignored, "; ")
 	restarted := parseTime(parent.Spec.RestartedAt)
 	if restarted.After(in.now) {
 		restarted = time.Time{}
@@ -77,6 +73,31 @@ func resolveIdleness(in *instance, template *v1alpha1.DefinitionSpec) idleness {
 	d.at = d.last.Add(timeout)
 	d.idle = !in.now.Before(d.at)
 	return d
+}
+
+// latestStamp is the latest AnnotationLastActivity of the Challenge and of its observed Services
+// (the stamper's), and why any other was ignored: not an RFC 3339 time, or more than maxStampSkew
+// ahead of the hook's clock.
+func latestStamp(in *instance) (time.Time, []string) {
+	var latest time.Time
+	var ignored []string
+	read := func(raw, on string) {
+		stamp := parseTime(raw)
+		switch {
+		case raw == "":
+		case stamp.IsZero():
+			ignored = append(ignored, fmt.Sprintf("the %s annotation %q %s is not an RFC 3339 time, and is ignored", AnnotationLastActivity, raw, on))
+		case stamp.After(in.now.Add(maxStampSkew)):
+			ignored = append(ignored, fmt.Sprintf("the %s annotation %s %s is more than %s ahead of the hook's clock, and is ignored", AnnotationLastActivity, formatTime(stamp), on, maxStampSkew))
+		case stamp.After(latest):
+			latest = stamp
+		}
+	}
+	read(in.parent.Metadata.Annotations.LastActivity, "of the Challenge")
+	for _, svc := range in.observed.Services {
+		read(svc.Metadata.Annotations.LastActivity, "of Service "+svc.Metadata.Name)
+	}
+	return latest, ignored
 }
 
 // withActivity is the idle clock once activity happened at t.

@@ -34,7 +34,8 @@ type servicePort struct {
 // when the component exposes none. Its internal ports are never on it: a NodePort or
 // LoadBalancer Service would publish them too (buildInternalService). A TCP exposure's Service
 // port is derived from the Challenge's identity (tcpServicePorts), every other one is the
-// container port.
+// container port. With an idleTimeout it carries AnnotationIdleTimeout, and players' activity is
+// stamped on it.
 func buildService(in *instance, c *component) *corev1ac.ServiceApplyConfiguration {
 	if len(c.spec.Expose) == 0 {
 		return nil
@@ -48,7 +49,13 @@ func buildService(in *instance, c *component) *corev1ac.ServiceApplyConfiguratio
 		}
 		ports = append(ports, servicePort{port: port, target: e.Port})
 	}
-	return componentService(in, c, c.child, serviceType(c.spec.Expose), ports)
+	svc := componentService(in, c, c.child, serviceType(c.spec.Expose), ports)
+	if in.idle.timeout > 0 {
+		// The writers of its last-activity stamp read the Services alone: this says how often a
+		// stamp matters to the idle clock.
+		svc.WithAnnotations(map[string]string{AnnotationIdleTimeout: in.idle.timeout.String()})
+	}
+	return svc
 }
 
 // The Service ports of TCP exposures are drawn from this range, 40,000 wide (the wider, the less

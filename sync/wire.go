@@ -26,10 +26,14 @@ const (
 	// AnnotationRestartedAt on the Pod is the Challenge's spec.restartedAt: a new value changes the
 	// Pod, and Metacontroller (updateStrategy Recreate) replaces it.
 	AnnotationRestartedAt = LabelPrefix + "restarted-at"
-	// AnnotationLastActivity on the Challenge is the last time someone used the instance, RFC 3339,
-	// written by whoever sees its traffic (the TCP gateway's stamper, the platform); with an
-	// idleTimeout, an instance without activity for that long is stopped (see idle.go).
-	AnnotationLastActivity = LabelPrefix + "last-activity"
+	// AnnotationLastActivity on the Challenge or one of its Services is the last time someone used
+	// the instance, RFC 3339, written by whoever sees its traffic (the platform on the Challenge,
+	// the TCP gateway's stamper on the Service); with an idleTimeout, an instance without activity
+	// for that long is stopped (see idle.go).
+	AnnotationLastActivity = v1alpha1.AnnotationLastActivity
+	// AnnotationIdleTimeout on the instance's Services is its idleTimeout, for the writers of
+	// AnnotationLastActivity that read Services alone (the stamper).
+	AnnotationIdleTimeout = v1alpha1.AnnotationIdleTimeout
 
 	// LastAppliedAnnotation is where Metacontroller keeps the child exactly as a hook last returned it.
 	LastAppliedAnnotation = wire.LastAppliedAnnotation
@@ -104,11 +108,14 @@ type ObservedMeta struct {
 }
 
 // ObservedAnnotations holds the annotations the hook reads: the one in which Metacontroller keeps
-// the child exactly as a hook last returned it (JSON), and the Pod's restart.
+// the child exactly as a hook last returned it (JSON), the Pod's restart and a Service's last
+// activity.
 type ObservedAnnotations struct {
 	LastApplied string `json:"metacontroller.k8s.io/last-applied-configuration"`
 	// RestartedAt is the restart a Pod was created for (see AnnotationRestartedAt).
 	RestartedAt string `json:"ctf.challenge-hook.dev/restarted-at"`
+	// LastActivity is a Service's stamp (see AnnotationLastActivity).
+	LastActivity string `json:"ctf.challenge-hook.dev/last-activity"`
 }
 
 // ObservedService adds the allocated node ports and load-balancer addresses, in the Kubernetes
