@@ -101,9 +101,12 @@ const (
 	defaultAttributionRate = 50000
 )
 
-// defaultMaxRequestBytes bounds a request body: 10 times the largest request a maximal template
-// makes, sized in docs/benchmarks.md ("The hook's request limits"). A larger one gets 413.
-const defaultMaxRequestBytes = 1 << 20
+// defaultMaxRequestBytes bounds the bodies of Metacontroller's requests held at once, and so the
+// largest one: a Challenge bloated to the API server's object size limit (1.5 MiB, etcd's) in its
+// finalize request, or two among an owner's related Challenges; 40 times the largest request a
+// maximal template makes; sized in docs/benchmarks.md ("The hook's request limits"). A larger
+// request gets 413.
+const defaultMaxRequestBytes = 4 << 20
 
 // defaultMaxConcurrentRequests bounds the sync, finalize and customize requests answered at once,
 // within the Deployment's memory limit (TestMaximalConcurrentLoadFitsTheMemoryLimit; figures in
@@ -231,7 +234,7 @@ func (cfg *serverConfig) registerServerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.verifyTokenFile, "verify-token-file", "", "`file` holding the bearer token the platform sends to POST /flags/verify on --verify-listen; it opens nothing else, and must differ from --token-file's (empty: no flag verification)")
 	fs.StringVar(&cfg.tlsCertFile, "tls-cert-file", "", "TLS certificate `file` (PEM), reloaded when it changes; needs --tls-key-file")
 	fs.StringVar(&cfg.tlsKeyFile, "tls-key-file", "", "TLS private key `file` (PEM), reloaded when it changes; needs --tls-cert-file")
-	flagfunc.Var(fs, "max-request-bytes", strconv.FormatInt(cfg.maxRequestBytes, 10), "largest request body accepted (`size`), in bytes or with a binary suffix such as 1Mi; raise the memory limit with it",
+	flagfunc.Var(fs, "max-request-bytes", strconv.FormatInt(cfg.maxRequestBytes, 10), "request bodies held at once, and so the largest one accepted (`size`), in bytes or with a binary suffix such as 8Mi; raise the memory limit with it",
 		flagfunc.ByteSize(&cfg.maxRequestBytes))
 	flagfunc.Var(fs, "max-concurrent-requests", strconv.Itoa(cfg.maxConcurrentRequests), "`number` of sync, finalize and customize requests answered at once; more wait up to 1s, then get 429 with Retry-After",
 		flagfunc.PositiveInt(&cfg.maxConcurrentRequests))

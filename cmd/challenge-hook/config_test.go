@@ -23,7 +23,7 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, ":8080", cfg.listen)
 	assert.True(t, cfg.clock.IsZero(), "no --clock means the real clock")
 	assert.Equal(t, hooksync.DefaultConfig(), cfg.hook.sync)
-	assert.Equal(t, int64(1<<20), cfg.maxRequestBytes)
+	assert.Equal(t, int64(4<<20), cfg.maxRequestBytes)
 	assert.Equal(t, 8, cfg.maxConcurrentRequests)
 	assert.Equal(t, 5*time.Second, cfg.readHeaderTimeout)
 	assert.Equal(t, 30*time.Second, cfg.readTimeout)

@@ -118,9 +118,11 @@ func memorySample() (held, heapInuse uint64) {
 }
 
 // TestMaximalConcurrentLoadFitsTheMemoryLimit: twice the concurrency bound of clients send
-// maximal requests (the body limit, to the byte) without pause, so that the bound is always full
-// and more wait; the process's memory, test and client included, stays under the container's
-// memory limit in manifests/hook-deployment.yaml, with the Deployment's GOMEMLIMIT in force.
+// maximal requests without pause, so that the bounds are always full and more wait: requests of
+// the whole body budget (--max-request-bytes, to the byte: one at a time), then of a slot's share
+// of it (as many at a time as there are slots); the process's memory, test and client included,
+// stays under the container's memory limit in manifests/hook-deployment.yaml, with the
+// Deployment's GOMEMLIMIT in force.
 func TestMaximalConcurrentLoadFitsTheMemoryLimit(t *testing.T) {
 	limit, goMemLimit, deploymentArgs := deploymentMemory(t)
 	var serverArgs []string
@@ -133,10 +135,18 @@ func TestMaximalConcurrentLoadFitsTheMemoryLimit(t *testing.T) {
 	cfg, _, err := parseServerConfig(serverArgs, noEnv)
 	require.NoError(t, err)
 	slots := cfg.maxConcurrentRequests
-	body := maximalRequest(t, int(cfg.maxRequestBytes))
 	srv, _ := newTestServer(t, append(serverArgs, "--clock=2026-11-01T12:05:00Z", "--flag-key-file=../../testdata/flag.key", "--log-level=warn")...)
+	for _, size := range []int{int(cfg.maxRequestBytes), int(cfg.maxRequestBytes) / slots} {
+		t.Run(fmt.Sprintf("%d bytes", size), func(t *testing.T) {
+			loadFitsTheMemoryLimit(t, srv.URL, maximalRequest(t, size), slots, limit, goMemLimit)
+		})
+	}
+}
 
-	resp, answer := post(t, srv.URL+"/sync", "application/json", body)
+// loadFitsTheMemoryLimit sends body from 2 × slots clients for 3 s and checks the process's peak
+// memory against limit.
+func loadFitsTheMemoryLimit(t *testing.T, url string, body []byte, slots int, limit, goMemLimit int64) {
+	resp, answer := post(t, url+"/sync", "application/json", body)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%.300s", answer)
 	require.Contains(t, string(answer), `"phase":"Running"`)
 	require.Greater(t, len(answer), len(body)*9/10, "the answer carries the filling too")
@@ -173,7 +183,7 @@ func TestMaximalConcurrentLoadFitsTheMemoryLimit(t *testing.T) {
 	for range 2 * slots {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
-				resp, err := client.Post(srv.URL+"/sync", "application/json", bytes.NewReader(body))
+				resp, err := client.Post(url+"/sync", "application/json", bytes.NewReader(body))
 				if err != nil {
 					failed.Add(1)
 					continue

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
@@ -148,6 +149,47 @@ func limitBody(maxBytes int64) func(http.Handler) http.Handler {
 	}
 }
 
+// limitBodies bounds the request bodies the hook holds at once to maxBytes in all, one request's
+// included: a request takes its Content-Length from that budget before its body is read, waiting
+// for it up to wait, and gives it back when answered; past the wait it gets 429 with Retry-After,
+// as in limitConcurrency. A body that announces no length (chunked) takes, and may be, at most
+// unannouncedBodyBytes. Reading past either bound fails with *http.MaxBytesError. So one request as
+// large as several of the API server's largest objects (a Challenge bloated to its size limit, in
+// its own finalize request or among an owner's related Challenges) is read, alone, while the usual
+// small ones share the budget, and the bodies' memory has the same bound whatever their sizes
+// (TestMaximalConcurrentLoadFitsTheMemoryLimit).
+func limitBodies(maxBytes int64, wait time.Duration, flagName string) func(http.Handler) http.Handler {
+	budget := semaphore.NewWeighted(maxBytes)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			weight, limit := r.ContentLength, maxBytes
+			switch {
+			case weight < 0:
+				weight = min(unannouncedBodyBytes, maxBytes)
+				limit = weight
+			case weight > maxBytes:
+				weight = maxBytes // read up to the bound, then 413
+			}
+			ctx, cancel := context.WithTimeout(r.Context(), wait)
+			err := budget.Acquire(ctx, weight)
+			cancel()
+			if err != nil {
+				w.Header().Set("Retry-After", "1")
+				respondError(w, r, http.StatusTooManyRequests, "overloaded",
+					fmt.Sprintf("the hook holds %d bytes of requests already (%s): retry in 1s", maxBytes, flagName))
+				return
+			}
+			defer budget.Release(weight)
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// unannouncedBodyBytes bounds a request body sent without Content-Length (chunked): Metacontroller
+// announces every one, so this is only a hand-made request's, and it takes no more of the budget.
+const unannouncedBodyBytes = 1 << 20
+
 // concurrencyWait is how long a request that finds every slot taken waits for one before it is
 // answered 429 (limitConcurrency's wait): syncs take milliseconds, so a burst clears well within it, and it is far below
 // Metacontroller's hook timeout (10 s in compositecontroller.yaml).
@@ -155,8 +197,9 @@ const concurrencyWait = time.Second
 
 // limitConcurrency bounds the requests the hook reads and answers at once. Each holds its body,
 // the decoded request and the encoded answer, several times the body (see
-// TestMaximalConcurrentLoadFitsTheMemoryLimit), so the bound times --max-request-bytes is what
-// the container's memory limit must hold. A request that finds every slot taken waits up to
+// TestMaximalConcurrentLoadFitsTheMemoryLimit); the bodies of Metacontroller's requests are
+// bounded together too (limitBodies), so that the container's memory limit holds them whatever
+// their sizes. A request that finds every slot taken waits up to
 // wait, its body still unread; at most 4 × slots wait. Past either bound it gets 429
 // with Retry-After, which Metacontroller honours: it syncs that parent again after that many
 // seconds and changes nothing meanwhile.

@@ -42,7 +42,8 @@ func addHookRoutes(r chi.Router, cfg serverConfig, creds credentials, now clock,
 	r.Get("/healthz", handleHealthz())
 	r.Get("/readyz", handleReadyz(h))
 	r.Group(func(r chi.Router) {
-		r.Use(requireBearerToken(creds.hook, creds.verify), requireJSON, limitConcurrency(cfg.maxConcurrentRequests, concurrencyWait, "requests", "--max-concurrent-requests"), limitBody(cfg.maxRequestBytes))
+		r.Use(requireBearerToken(creds.hook, creds.verify), requireJSON, limitConcurrency(cfg.maxConcurrentRequests, concurrencyWait, "requests", "--max-concurrent-requests"),
+			limitBodies(cfg.maxRequestBytes, concurrencyWait, requestLimitFlag))
 		r.Post("/sync", handleSync(cfg.hook.sync, now, m, false))
 		r.Post("/finalize", handleSync(cfg.hook.sync, now, m, true))
 		r.Post("/customize", handleCustomize(cfg.hook.sync))

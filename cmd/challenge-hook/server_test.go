@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -233,7 +234,7 @@ func TestBadInputMatrix(t *testing.T) {
 		{name: "empty body", body: nil, wantCode: 400, wantError: "EOF"},
 		{name: "trailing garbage", body: append(append([]byte{}, valid...), "garbage"...), wantCode: 400, wantError: "after the JSON object"},
 		{name: "two JSON objects", body: append(append([]byte{}, valid...), valid...), wantCode: 400, wantError: "after the JSON object"},
-		{name: "body over the limit", body: bytes.Repeat([]byte(" "), defaultMaxRequestBytes+1), wantCode: 413, wantError: "larger than 1048576 bytes"},
+		{name: "body over the limit", body: bytes.Repeat([]byte(" "), defaultMaxRequestBytes+1), wantCode: 413, wantError: fmt.Sprintf("larger than %d bytes", defaultMaxRequestBytes)},
 		{name: "missing parent", body: mutate(t, func(req map[string]any) { delete(req, "parent") }), wantCode: 400, wantError: "no parent"},
 		{name: "null parent", body: mutate(t, func(req map[string]any) { req["parent"] = nil }), wantCode: 400, wantError: "no parent"},
 		{name: "JSON null", body: []byte("null"), wantCode: 400, wantError: "no parent"},
