@@ -17,6 +17,10 @@ import (
 // lastActivityAnnotation is where whoever sees an instance's traffic stamps its last use.
 const lastActivityAnnotation = "ctf.challenge-hook.dev/last-activity"
 
+// idleTimeoutAnnotation is where the hook tells the writers of stamps on an instance's Services its
+// idleTimeout.
+const idleTimeoutAnnotation = "ctf.challenge-hook.dev/idle-timeout"
+
 // idleTimeout is the definition's idleTimeout in TestIdleInstances.
 const idleTimeout = 30 * time.Second
 

@@ -19,8 +19,8 @@ import (
 
 // TestIngressLogStamps runs examples/ingress-activity/stamp.sh as the docs show, with the real
 // kubectl against the real API server: an ingress-nginx access log line of a request to an HTTP
-// instance's upstream stamps its Challenge, and the hook, under the real Metacontroller, moves its
-// status.lastActivityAt to the stamp; a line of another upstream stamps nothing.
+// instance's upstream stamps its Service, and the hook, under the real Metacontroller, moves the
+// Challenge's status.lastActivityAt to the stamp; a line of another upstream stamps nothing.
 func TestIngressLogStamps(t *testing.T) {
 	kubectl := os.Getenv("E2E_KUBECTL")
 	if kubectl == "" {
@@ -63,7 +63,7 @@ func TestIngressLogStamps(t *testing.T) {
 		`203.0.113.7 - - [27/Nov/2026:13:40:01 +0000] "GET / HTTP/1.1" 404 548 "-" "curl/8.5.0" 78 0.001 [upstream-default-backend] [] 127.0.0.1:8181 548 0.001 404 9b2c0d11`,
 	}, "\n") + "\n"
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(c.root, "examples/ingress-activity/stamp.sh"))
-	cmd.Env = append(os.Environ(), "KUBECTL="+kubectl)
+	cmd.Env = append(os.Environ(), "KUBECTL="+kubectl, "NAMESPACES="+ns)
 	cmd.Stdin = strings.NewReader(log)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -71,13 +71,13 @@ func TestIngressLogStamps(t *testing.T) {
 	}
 	stampedAt := time.Now()
 
-	u, err := chals.Get(ctx, "used", metav1.GetOptions{})
+	u, err := c.dyn.Resource(serviceGVR).Namespace(ns).Get(ctx, svc.GetName(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stamp := u.GetAnnotations()[lastActivityAnnotation]
 	if stamp == "" {
-		t.Fatalf("stamp.sh wrote no %s on used; its output:\n%s", lastActivityAnnotation, out)
+		t.Fatalf("stamp.sh wrote no %s on used's Service %s; its output:\n%s", lastActivityAnnotation, svc.GetName(), out)
 	}
 	e2eutil.WaitFor(ctx, t, 30*time.Second, "used's lastActivityAt at the stamp "+stamp, func() (bool, error) {
 		return status("used", "lastActivityAt") == stamp, nil
@@ -85,8 +85,14 @@ func TestIngressLogStamps(t *testing.T) {
 	if stamp == before["used"] {
 		t.Errorf("used's lastActivityAt was already %s before the stamp", stamp)
 	}
-	if u, err := chals.Get(ctx, "unused", metav1.GetOptions{}); err != nil || u.GetAnnotations()[lastActivityAnnotation] != "" {
-		t.Errorf("unused, which served no request, was stamped: %v (err %v)", u.GetAnnotations(), err)
+	unused, err := c.dyn.Resource(serviceGVR).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "ctf.challenge-hook.dev/challenge=unused"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range unused.Items {
+		if u.GetAnnotations()[lastActivityAnnotation] != "" {
+			t.Errorf("unused's Service %s, which served no request, was stamped: %v", u.GetName(), u.GetAnnotations())
+		}
 	}
 	if got := status("unused", "lastActivityAt"); got != before["unused"] {
 		t.Errorf("unused's lastActivityAt moved from %s to %s", before["unused"], got)

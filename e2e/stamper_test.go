@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -43,16 +44,18 @@ const (
 // activity-stamper renders with kubectl kustomize, and the API server accepts every object the
 // stamper's component adds (its admission policy type-checked without a warning), its Pod admitted
 // under Pod Security "restricted" with its ServiceAccount's token. Then, as the stamper's
-// ServiceAccount (impersonated), the API server lets it move an instance's last-activity stamp
-// forward and refuses it every other change; and the stamper process itself, reading a gateway's
-// GET /activity on 127.0.0.1 and writing as that ServiceAccount, keeps an instance whose
-// idleTimeout is 30s Running while the gateway reports activity, and lets it stop once it does
-// not.
+// ServiceAccount (impersonated), bound in the instances' namespace as the component's RoleBinding
+// is in ctf, the API server lets it move the last-activity stamp of an instance's Service forward
+// and refuses it every other change, and every read of a Challenge; and the stamper process
+// itself, reading a gateway's GET /activity on 127.0.0.1 and writing as that ServiceAccount, keeps
+// an instance whose idleTimeout is 30s Running while the gateway reports activity, and lets it
+// stop once it does not.
 func TestActivityStamper(t *testing.T) {
 	c := newCluster(t)
 	ctx := e2eutil.TestContext(t)
-	installActivityStamper(ctx, t, c)
+	binding := installActivityStamper(ctx, t, c)
 	ns := c.createNamespace(ctx, t, "stamper", podSecurityRestricted)
+	bindActivityStamper(ctx, t, c, binding, ns)
 	def := validDefinition("web")
 	spec(def)["idleTimeout"] = idleTimeout.String()
 	createObject(ctx, t, c, ns, def)
@@ -63,8 +66,9 @@ func TestActivityStamper(t *testing.T) {
 }
 
 // installActivityStamper renders the overlay and creates the activity-stamper component's
-// objects, deleted when the test ends.
-func installActivityStamper(ctx context.Context, t *testing.T, c *cluster) {
+// objects, deleted when the test ends, but its RoleBinding, which it returns: that one is in the
+// namespace of instances (bindActivityStamper).
+func installActivityStamper(ctx context.Context, t *testing.T, c *cluster) (binding *unstructured.Unstructured) {
 	t.Helper()
 	objs := renderOverlay(ctx, t, c, "manifests/components/tcp-gateway", "manifests/components/activity-stamper")
 	created := map[string]bool{}
@@ -78,6 +82,9 @@ func installActivityStamper(ctx context.Context, t *testing.T, c *cluster) {
 			if err := e2eutil.CreateOrUpdate(ctx, client, obj); err != nil {
 				t.Fatal(err)
 			}
+		case obj.GetKind() == "RoleBinding" && obj.GetName() == stamperName:
+			binding = obj
+			created[obj.GetKind()+" "+obj.GetName()] = true
 		case strings.HasPrefix(obj.GetName(), stamperName) || obj.GetName() == "challenge-hook-tcp-gateway-activity":
 			if err := e2eutil.CreateOrUpdate(ctx, client, obj); err != nil {
 				t.Fatalf("create %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
@@ -88,7 +95,7 @@ func installActivityStamper(ctx context.Context, t *testing.T, c *cluster) {
 			})
 		}
 	}
-	for _, want := range []string{"ServiceAccount " + stamperName, "ClusterRole " + stamperName, "ClusterRoleBinding " + stamperName,
+	for _, want := range []string{"ServiceAccount " + stamperName, "ClusterRole " + stamperName, "RoleBinding " + stamperName,
 		"Deployment " + stamperName, "NetworkPolicy " + stamperName, "Service " + stamperName + "-metrics", "Service challenge-hook-tcp-gateway-activity",
 		"NetworkPolicy challenge-hook-tcp-gateway-activity", "ValidatingAdmissionPolicy " + stamperName, "ValidatingAdmissionPolicyBinding " + stamperName} {
 		if !created[want] {
@@ -116,6 +123,25 @@ func installActivityStamper(ctx context.Context, t *testing.T, c *cluster) {
 		}
 		return true, nil
 	})
+	return binding
+}
+
+// bindActivityStamper creates the component's RoleBinding in ns, as an organizer does for each
+// namespace of instances, deleted with ns.
+func bindActivityStamper(ctx context.Context, t *testing.T, c *cluster, binding *unstructured.Unstructured, ns string) {
+	t.Helper()
+	if binding == nil {
+		t.Fatal("the activity-stamper component has no RoleBinding")
+	}
+	binding = binding.DeepCopy()
+	binding.SetNamespace(ns)
+	client, err := c.resourceFor(binding)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e2eutil.CreateOrUpdate(ctx, client, binding); err != nil {
+		t.Fatalf("bind the stamper in %s: %v", ns, err)
+	}
 }
 
 // impersonating is a client of the API server that acts as username, with userAgent: the API
@@ -137,74 +163,102 @@ func impersonating(t *testing.T, username, userAgent string) dynamic.Interface {
 	return dyn
 }
 
-// stamperAdmission: the stamper's ServiceAccount moves a Challenge's stamp forward, and the API
-// server refuses it everything else: RBAC its create, delete and status writes; the admission
-// policy a label, the spec, another annotation, a finalizer, a stamp going back, removed or that
-// is no time, and another manager's metadata.managedFields (stamperManagedFields). Each refusal
-// leaves the Challenge as it was, and says why.
+// stamperAdmission: the stamper's ServiceAccount moves the stamp of an instance's Service forward,
+// and the API server refuses it everything else: RBAC every read or write of a Challenge (whose
+// status holds the players' capabilities), a Secret, and a Service's create, delete and status
+// writes; the admission policy a label, the spec, another annotation (the hook's idle timeout), a
+// finalizer, an owner reference, a stamp going back, removed or that is no time, and another
+// manager's metadata.managedFields (stamperManagedFields). Each refusal leaves the Service as it
+// was, and says why.
 func stamperAdmission(ctx context.Context, t *testing.T, c *cluster, stamper dynamic.Interface, ns string) {
-	chal := platformChallenge("stamped", "web", "team-stamped", "")
-	chal.SetAnnotations(map[string]string{"example.org/note": "kept"})
-	createObject(ctx, t, c, ns, chal)
-	finalizer := shared.finalizer()
-	e2eutil.WaitFor(ctx, t, time.Minute, "Metacontroller's finalizer on the Challenge", func() (bool, error) {
-		u, err := c.dyn.Resource(chalGVR).Namespace(ns).Get(ctx, "stamped", metav1.GetOptions{})
-		return err == nil && slices.Contains(u.GetFinalizers(), finalizer), err
+	createObject(ctx, t, c, ns, platformChallenge("stamped", "web", "team-stamped", ""))
+	var name string
+	e2eutil.WaitFor(ctx, t, time.Minute, "the Service of the Challenge stamped, with the hook's idle timeout", func() (bool, error) {
+		list, err := c.dyn.Resource(serviceGVR).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "ctf.challenge-hook.dev/challenge=stamped"})
+		if err != nil || len(list.Items) != 1 || list.Items[0].GetAnnotations()[idleTimeoutAnnotation] == "" {
+			return false, err
+		}
+		name = list.Items[0].GetName()
+		return true, nil
 	})
-	challenges := stamper.Resource(chalGVR).Namespace(ns)
+	services := stamper.Resource(serviceGVR).Namespace(ns)
+	admin := c.dyn.Resource(serviceGVR).Namespace(ns)
 	stampAt := func(at string) []byte {
 		return fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, lastActivityAnnotation, at)
 	}
 	// The first stamp: accepted once the RBAC authorizer knows the binding.
 	first := time.Now().UTC().Truncate(time.Second)
 	e2eutil.WaitFor(ctx, t, 30*time.Second, "the stamper's first stamp to be accepted", func() (bool, error) {
-		_, err := challenges.Patch(ctx, "stamped", types.MergePatchType, stampAt(first.Format(time.RFC3339)), metav1.PatchOptions{})
+		_, err := services.Patch(ctx, name, types.MergePatchType, stampAt(first.Format(time.RFC3339)), metav1.PatchOptions{})
 		return err == nil, err
 	})
 	// Every refusal below is the policy's once it is in force: a stamp going back is the probe.
 	e2eutil.WaitFor(ctx, t, 30*time.Second, "the admission policy to refuse a stamp going back", func() (bool, error) {
-		_, err := challenges.Patch(ctx, "stamped", types.MergePatchType, stampAt(first.Add(-time.Hour).Format(time.RFC3339)),
+		_, err := services.Patch(ctx, name, types.MergePatchType, stampAt(first.Add(-time.Hour).Format(time.RFC3339)),
 			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil, nil
 	})
-	before, err := c.dyn.Resource(chalGVR).Namespace(ns).Get(ctx, "stamped", metav1.GetOptions{})
+	before, err := admin.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	forward := first.Add(time.Minute).Format(time.RFC3339)
-	if _, err := challenges.Patch(ctx, "stamped", types.MergePatchType, stampAt(forward), metav1.PatchOptions{}); err != nil {
+	if _, err := services.Patch(ctx, name, types.MergePatchType, stampAt(forward), metav1.PatchOptions{}); err != nil {
 		t.Errorf("a stamp forward refused: %v", err)
 	}
+	challenges := stamper.Resource(chalGVR).Namespace(ns)
 	for _, refused := range []struct {
 		what  string
 		do    func() error
 		check func(error) bool
 		says  string
 	}{
-		{"a label", patch(challenges, `{"metadata":{"labels":{"team":"blue"}}}`), apierrors.IsForbidden, "may not change a Challenge's labels"},
-		{"the owner label", patch(challenges, `{"metadata":{"labels":{"ctf.challenge-hook.dev/owner":"team-7"}}}`), isRefusal, "label"},
-		{"the spec", patch(challenges, `{"spec":{"stopped":true}}`), apierrors.IsForbidden, "may not change a Challenge's spec"},
-		{"another annotation", patch(challenges, `{"metadata":{"annotations":{"example.org/note":"changed"}}}`), apierrors.IsForbidden, "and no other"},
-		{"another annotation added with a stamp", patch(challenges, fmt.Sprintf(`{"metadata":{"annotations":{"example.org/new":"x",%q:%q}}}`,
+		{"a label", patch(services, name, `{"metadata":{"labels":{"team":"blue"}}}`), apierrors.IsForbidden, "may not change a Service's labels"},
+		{"the Challenge label", patch(services, name, `{"metadata":{"labels":{"ctf.challenge-hook.dev/challenge":"other"}}}`), apierrors.IsForbidden, "labels"},
+		{"the spec", patch(services, name, `{"spec":{"selector":{"app":"elsewhere"}}}`), apierrors.IsForbidden, "may not change a Service's spec"},
+		{"the hook's idle timeout", patch(services, name, fmt.Sprintf(`{"metadata":{"annotations":{%q:"1000h"}}}`, idleTimeoutAnnotation)),
+			apierrors.IsForbidden, "and no other"},
+		{"another annotation added with a stamp", patch(services, name, fmt.Sprintf(`{"metadata":{"annotations":{"example.org/new":"x",%q:%q}}}`,
 			lastActivityAnnotation, first.Add(2*time.Minute).Format(time.RFC3339))), apierrors.IsForbidden, "and no other"},
-		{"a finalizer added", patch(challenges, fmt.Sprintf(`{"metadata":{"finalizers":[%q,"example.org/hold"]}}`, finalizer)),
-			apierrors.IsForbidden, "may not change a Challenge's finalizers"},
-		{"a stamp going back", patch(challenges, string(stampAt(first.Format(time.RFC3339)))), apierrors.IsInvalid, "never goes back"},
-		{"a stamp that is no time", patch(challenges, string(stampAt("now"))), apierrors.IsInvalid, "must be an RFC 3339 time"},
-		{"the stamp removed", patch(challenges, fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, lastActivityAnnotation)), apierrors.IsInvalid, "must be an RFC 3339 time"},
+		{"a finalizer added", patch(services, name, `{"metadata":{"finalizers":["example.org/hold"]}}`),
+			apierrors.IsForbidden, "may not change a Service's finalizers"},
+		{"its owner reference removed", patch(services, name, `{"metadata":{"ownerReferences":null}}`),
+			apierrors.IsForbidden, "may not change a Service's owner references"},
+		{"a stamp going back", patch(services, name, string(stampAt(first.Format(time.RFC3339)))), apierrors.IsInvalid, "never goes back"},
+		{"a stamp that is no time", patch(services, name, string(stampAt("now"))), apierrors.IsInvalid, "must be an RFC 3339 time"},
+		{"the stamp removed", patch(services, name, fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, lastActivityAnnotation)), apierrors.IsInvalid, "must be an RFC 3339 time"},
 		{"its status", func() error {
-			_, err := challenges.Patch(ctx, "stamped", types.MergePatchType, []byte(`{"status":{"phase":"Stopped"}}`), metav1.PatchOptions{}, "status")
+			_, err := services.Patch(ctx, name, types.MergePatchType, []byte(`{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.1"}]}}}`), metav1.PatchOptions{}, "status")
 			return err
-		}, apierrors.IsForbidden, "cannot patch resource \"challenges/status\""},
-		{"a deletion", func() error { return challenges.Delete(ctx, "stamped", metav1.DeleteOptions{}) }, apierrors.IsForbidden, "cannot delete resource"},
-		{"a Challenge of its own", func() error {
-			_, err := challenges.Create(ctx, platformChallenge("stamper-made", "web", "team-x", ""), metav1.CreateOptions{})
+		}, apierrors.IsForbidden, "cannot patch resource \"services/status\""},
+		{"a deletion", func() error { return services.Delete(ctx, name, metav1.DeleteOptions{}) }, apierrors.IsForbidden, "cannot delete resource"},
+		{"a Service of its own", func() error {
+			svc := before.DeepCopy()
+			svc.SetName("stamper-made")
+			svc.SetResourceVersion("")
+			_, err := services.Create(ctx, svc, metav1.CreateOptions{})
 			return err
 		}, apierrors.IsForbidden, "cannot create resource"},
+		{"a Challenge, read", func() error {
+			_, err := challenges.Get(ctx, "stamped", metav1.GetOptions{})
+			return err
+		}, apierrors.IsForbidden, "cannot get resource \"challenges\""},
+		{"the Challenges, listed", func() error {
+			_, err := challenges.List(ctx, metav1.ListOptions{})
+			return err
+		}, apierrors.IsForbidden, "cannot list resource \"challenges\""},
+		{"a Challenge, stamped", func() error {
+			_, err := challenges.Patch(ctx, "stamped", types.MergePatchType, stampAt(forward), metav1.PatchOptions{})
+			return err
+		}, apierrors.IsForbidden, "cannot patch resource \"challenges\""},
 		{"a Secret", func() error {
 			_, err := stamper.Resource(secretGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 			return err
 		}, apierrors.IsForbidden, "cannot list resource \"secrets\""},
+		{"the Services of a namespace it is not bound in", func() error {
+			_, err := stamper.Resource(serviceGVR).Namespace("default").List(ctx, metav1.ListOptions{})
+			return err
+		}, apierrors.IsForbidden, "cannot list resource \"services\""},
 	} {
 		err := refused.do()
 		switch {
@@ -216,31 +270,37 @@ func stamperAdmission(ctx context.Context, t *testing.T, c *cluster, stamper dyn
 			t.Logf("%s: refused: %v", refused.what, err)
 		}
 	}
-	after, err := c.dyn.Resource(chalGVR).Namespace(ns).Get(ctx, "stamped", metav1.GetOptions{})
+	after, err := admin.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := after.GetAnnotations()[lastActivityAnnotation]; got != forward {
 		t.Errorf("the stamp is %q, want the forward stamp %s", got, forward)
 	}
-	if after.GetAnnotations()["example.org/note"] != "kept" || !maps.Equal(after.GetLabels(), before.GetLabels()) ||
-		!slices.Equal(after.GetFinalizers(), before.GetFinalizers()) || fmt.Sprint(after.Object["spec"]) != fmt.Sprint(before.Object["spec"]) {
-		t.Errorf("a refused change landed: before %v, after %v", before.Object["metadata"], after.Object["metadata"])
+	unstamped := func(u *unstructured.Unstructured) map[string]string {
+		annotations := maps.Clone(u.GetAnnotations())
+		delete(annotations, lastActivityAnnotation)
+		return annotations
 	}
-	stamperManagedFields(ctx, t, c, challenges, ns, first.Add(2*time.Minute))
+	if !maps.Equal(unstamped(after), unstamped(before)) || !maps.Equal(after.GetLabels(), before.GetLabels()) ||
+		!slices.Equal(after.GetFinalizers(), before.GetFinalizers()) || !reflect.DeepEqual(after.GetOwnerReferences(), before.GetOwnerReferences()) ||
+		fmt.Sprint(after.Object["spec"]) != fmt.Sprint(before.Object["spec"]) {
+		t.Errorf("a refused change landed: before %v, after %v", before.Object, after.Object)
+	}
+	stamperManagedFields(ctx, t, admin, services, name, first.Add(2*time.Minute))
 }
 
-// stamperManagedFields, on the Challenge "stamped" whose stamp is before at: the platform (this
-// test's user agent, whose entry of metadata.managedFields owns the spec since its create) writes
-// the stamp, and the stamper's stamp forward, whose ownership the API server moves from the
-// platform's entry to the stamper's, is accepted: the platform's entry keeps all it owned but the
-// stamp, the stamper's owns the stamp alone. Then a stamp by the stamper whose merge patch also
-// writes metadata.managedFields is refused when it forges the platform's Apply entry owning
-// spec.stopped, inflates the stamper's own entry to about 960 KB (what makes the hook answer 413
-// for the Challenge), adds two entries, or empties the managed fields (the API server keeps only
-// the writer's); after them the managed fields are as the accepted stamp left them.
-func stamperManagedFields(ctx context.Context, t *testing.T, c *cluster, challenges dynamic.ResourceInterface, ns string, at time.Time) {
-	platform := c.dyn.Resource(chalGVR).Namespace(ns)
+// stamperManagedFields, on the instance's Service name whose stamp is before at: an administrator
+// (this test's user agent) writes the stamp with a note of its own, and the stamper's stamp
+// forward, whose ownership the API server moves from the administrator's entry of
+// metadata.managedFields to the stamper's, is accepted: the administrator's entry keeps its note,
+// the stamper's owns the stamp alone, Metacontroller's (the spec, since its create) is untouched.
+// Then a stamp by the stamper whose merge patch also writes metadata.managedFields is refused when
+// it forges an Apply entry owning spec.type, inflates the stamper's own entry to about 960 KB
+// (what would make every request Metacontroller sends for the Challenge too large for the hook),
+// adds two entries, or empties the managed fields (the API server keeps only the writer's); after
+// them the managed fields are as the accepted stamp left them.
+func stamperManagedFields(ctx context.Context, t *testing.T, admin, services dynamic.ResourceInterface, name string, at time.Time) {
 	stampOwned := map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{"f:" + lastActivityAnnotation: map[string]any{}}}}
 	entries := func(u *unstructured.Unstructured) []any {
 		list, _, _ := unstructured.NestedSlice(u.Object, "metadata", "managedFields")
@@ -256,8 +316,13 @@ func stamperManagedFields(ctx context.Context, t *testing.T, c *cluster, challen
 		return owners
 	}
 	stampPath := []string{"f:metadata", "f:annotations", "f:" + lastActivityAnnotation}
-	stampBody := func(at time.Time, managedFields []any) []byte {
-		metadata := map[string]any{"annotations": map[string]any{lastActivityAnnotation: at.Format(time.RFC3339)}}
+	notePath := []string{"f:metadata", "f:annotations", "f:example.org/note"}
+	stampBody := func(at time.Time, managedFields []any, note bool) []byte {
+		annotations := map[string]any{lastActivityAnnotation: at.Format(time.RFC3339)}
+		if note {
+			annotations["example.org/note"] = "kept"
+		}
+		metadata := map[string]any{"annotations": annotations}
 		if managedFields != nil {
 			metadata["managedFields"] = managedFields
 		}
@@ -268,21 +333,25 @@ func stamperManagedFields(ctx context.Context, t *testing.T, c *cluster, challen
 		return body
 	}
 
-	byPlatform, err := platform.Patch(ctx, "stamped", types.MergePatchType, stampBody(at, nil), metav1.PatchOptions{})
+	byAdmin, err := admin.Patch(ctx, name, types.MergePatchType, stampBody(at, nil, true), metav1.PatchOptions{})
 	if err != nil {
-		t.Fatalf("the platform's stamp: %v", err)
+		t.Fatalf("the administrator's stamp: %v", err)
 	}
-	platformOwners := ownerOf(byPlatform, stampPath...)
-	specOwners := ownerOf(byPlatform, "f:spec")
-	if len(platformOwners) != 1 || !slices.Contains(specOwners, platformOwners[0]) {
-		t.Fatalf("after the platform's stamp, the stamp is owned by %v and the spec by %v: want the platform's entry owning both", platformOwners, specOwners)
+	adminOwners := ownerOf(byAdmin, stampPath...)
+	specOwners := ownerOf(byAdmin, "f:spec")
+	if len(adminOwners) != 1 || !slices.Equal(ownerOf(byAdmin, notePath...), adminOwners) || len(specOwners) == 0 || slices.Contains(specOwners, adminOwners[0]) {
+		t.Fatalf("after the administrator's stamp, the stamp is owned by %v, the note by %v and the spec by %v: want the administrator's entry owning the stamp and the note, another the spec",
+			adminOwners, ownerOf(byAdmin, notePath...), specOwners)
 	}
-	taken, err := challenges.Patch(ctx, "stamped", types.MergePatchType, stampBody(at.Add(time.Minute), nil), metav1.PatchOptions{})
+	taken, err := services.Patch(ctx, name, types.MergePatchType, stampBody(at.Add(time.Minute), nil, false), metav1.PatchOptions{})
 	if err != nil {
-		t.Fatalf("a stamp taking the stamp from the platform's entry refused: %v", err)
+		t.Fatalf("a stamp taking the stamp from the administrator's entry refused: %v", err)
 	}
 	if owners := ownerOf(taken, stampPath...); !slices.Equal(owners, []string{stamperName + "/Update"}) {
 		t.Errorf("after the stamper's stamp, the stamp is owned by %v, want %s/Update alone", owners, stamperName)
+	}
+	if owners := ownerOf(taken, notePath...); !slices.Equal(owners, adminOwners) {
+		t.Errorf("after the stamper's stamp, the note is owned by %v, want %v", owners, adminOwners)
 	}
 	if owners := ownerOf(taken, "f:spec"); !slices.Equal(owners, specOwners) {
 		t.Errorf("after the stamper's stamp, the spec is owned by %v, want %v", owners, specOwners)
@@ -292,16 +361,15 @@ func stamperManagedFields(ctx context.Context, t *testing.T, c *cluster, challen
 			t.Errorf("the stamper's entry owns %v, want the stamp alone", e["fieldsV1"])
 		}
 	}
-	t.Logf("a stamp taking the stamp from the platform's entry (%s): accepted; managed fields %v", platformOwners[0], entries(taken))
+	t.Logf("a stamp taking the stamp from the administrator's entry (%s): accepted; managed fields %v", adminOwners[0], entries(taken))
 
 	withEntries := func(edit func(entries []any) []any) []any { return edit(entries(taken)) } // a copy
-	// The entries of the main resource: Metacontroller may write the status meanwhile, its entry
-	// the status subresource's.
+	// The entries of the main resource: the status subresource's are not the stamper's to keep.
 	mainEntries := func(u *unstructured.Unstructured) string {
 		return fmt.Sprint(slices.DeleteFunc(entries(u), func(e any) bool { return e.(map[string]any)["subresource"] != nil }))
 	}
 	forged := func(manager, operation string, fields map[string]any) map[string]any {
-		return map[string]any{"manager": manager, "operation": operation, "apiVersion": chalGVR.GroupVersion().String(),
+		return map[string]any{"manager": manager, "operation": operation, "apiVersion": "v1",
 			"time": time.Now().UTC().Format(time.RFC3339), "fieldsType": "FieldsV1", "fieldsV1": fields}
 	}
 	padding := map[string]any{"f:" + lastActivityAnnotation: map[string]any{}}
@@ -314,8 +382,8 @@ func stamperManagedFields(ctx context.Context, t *testing.T, c *cluster, challen
 		managedFields []any
 		says          string
 	}{
-		{"a stamp forging the platform's Apply entry owning spec.stopped", withEntries(func(e []any) []any {
-			return append(e, forged("e2e-platform", "Apply", map[string]any{"f:spec": map[string]any{"f:stopped": map[string]any{}}}))
+		{"a stamp forging an Apply entry owning spec.type", withEntries(func(e []any) []any {
+			return append(e, forged("e2e-admin", "Apply", map[string]any{"f:spec": map[string]any{"f:type": map[string]any{}}}))
 		}), "and no other manager's"},
 		{"a stamp inflating the stamper's own entry", withEntries(func(e []any) []any {
 			for _, entry := range e {
@@ -328,11 +396,11 @@ func stamperManagedFields(ctx context.Context, t *testing.T, c *cluster, challen
 		{"a stamp adding two entries", withEntries(func(e []any) []any {
 			return append(e, forged("x-1", "Update", map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{}}}),
 				forged("x-2", "Update", map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{}}}))
-		}), "may add one entry to a Challenge's metadata.managedFields, its own, not 2"},
+		}), "may add one entry to a Service's metadata.managedFields, its own, not 2"},
 		{"a stamp emptying the managed fields", []any{map[string]any{}}, "may not remove another manager's entry"},
 	} {
-		body := stampBody(next, refused.managedFields)
-		_, err := challenges.Patch(ctx, "stamped", types.MergePatchType, body, metav1.PatchOptions{})
+		body := stampBody(next, refused.managedFields, false)
+		_, err := services.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
 		switch {
 		case err == nil:
 			t.Errorf("%s (a merge patch of %d bytes): accepted, want refused", refused.what, len(body))
@@ -342,7 +410,7 @@ func stamperManagedFields(ctx context.Context, t *testing.T, c *cluster, challen
 			t.Logf("%s (a merge patch of %d bytes): refused: %.300s", refused.what, len(body), err)
 		}
 	}
-	after, err := platform.Get(ctx, "stamped", metav1.GetOptions{})
+	after, err := admin.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,17 +422,13 @@ func stamperManagedFields(ctx context.Context, t *testing.T, c *cluster, challen
 	}
 }
 
-// patch is a merge patch of the Challenge "stamped" with body.
-func patch(challenges dynamic.ResourceInterface, body string) func() error {
+// patch is a merge patch of the object name with body.
+func patch(objects dynamic.ResourceInterface, name, body string) func() error {
 	return func() error {
-		_, err := challenges.Patch(context.Background(), "stamped", types.MergePatchType, []byte(body), metav1.PatchOptions{})
+		_, err := objects.Patch(context.Background(), name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
 		return err
 	}
 }
-
-// isRefusal: refused by admission, whichever policy spoke first (the owner-label policy refuses a
-// relabel too).
-func isRefusal(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) }
 
 // fakeActivity serves GET /activity as a gateway does, for one Service address: while active,
 // bytes move through it now; after, its last activity stays when it stopped.
@@ -410,8 +474,9 @@ func (f *fakeActivity) set(active bool) time.Time {
 
 // stamperProcess: `challenge-hook activity-stamper`, as the stamper's ServiceAccount, polling a
 // fake gateway on 127.0.0.1 that reports activity on an instance's Service address (idleTimeout
-// 30s): the instance stays Running for 75 s, stamped at most once per quarter of its idleTimeout;
-// once the gateway reports nothing new, the instance stops (Stopped, Idle) within its idleTimeout.
+// 30s), watching the Services of ns alone: the instance stays Running for 75 s, its Service
+// stamped at once and then at most once per quarter of its idleTimeout; once the gateway reports
+// nothing new, the instance stops (Stopped, Idle) within its idleTimeout.
 func stamperProcess(ctx context.Context, t *testing.T, c *cluster, ns string) {
 	createObject(ctx, t, c, ns, platformChallenge("used", "web", "team-used", ""))
 	chals := c.dyn.Resource(chalGVR).Namespace(ns)
@@ -432,6 +497,14 @@ func stamperProcess(ctx context.Context, t *testing.T, c *cluster, ns string) {
 	if err != nil || len(services.Items) != 1 {
 		t.Fatalf("the instance's Service: %v, %d found", err, len(services.Items))
 	}
+	service := services.Items[0].GetName()
+	stampOf := func() string {
+		u, err := c.dyn.Resource(serviceGVR).Namespace(ns).Get(ctx, service, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.GetAnnotations()[lastActivityAnnotation]
+	}
 	clusterIP, _, _ := unstructured.NestedString(services.Items[0].Object, "spec", "clusterIP")
 	ports, _, _ := unstructured.NestedSlice(services.Items[0].Object, "spec", "ports")
 	port, _, _ := unstructured.NestedInt64(ports[0].(map[string]any), "port")
@@ -445,7 +518,7 @@ func stamperProcess(ctx context.Context, t *testing.T, c *cluster, ns string) {
 	}
 	logs := &lockedBuffer{}
 	cmd := exec.Command(bin, "activity-stamper", "--kubeconfig="+e2eutil.ImpersonatingKubeconfig(t, stamperUsername),
-		"--gateways="+strings.TrimPrefix(server.URL, "http://"), "--interval=1s", "--metrics-listen=127.0.0.1:0", "--log-level=debug")
+		"--gateways="+strings.TrimPrefix(server.URL, "http://"), "--interval=1s", "--namespaces="+ns, "--metrics-listen=127.0.0.1:0", "--log-level=debug")
 	dieWithParent(cmd)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	proc, err := e2eutil.Start(cmd)
@@ -468,16 +541,17 @@ func stamperProcess(ctx context.Context, t *testing.T, c *cluster, ns string) {
 		default:
 		}
 		if phase, reason, u := state(); phase != "Running" {
-			t.Fatalf("%s into the gateway's activity, the instance (idleTimeout %s) is %s/%s: stamp %q, lastActivityAt %v",
-				time.Since(begin).Round(time.Second), idleTimeout, phase, reason, u.GetAnnotations()[lastActivityAnnotation], u.Object["status"])
+			t.Fatalf("%s into the gateway's activity, the instance (idleTimeout %s) is %s/%s: the Service's stamp %q, status %v",
+				time.Since(begin).Round(time.Second), idleTimeout, phase, reason, stampOf(), u.Object["status"])
 		}
 		time.Sleep(time.Second)
 	}
 	stamps := stamperMetric(t, logs.String(), "challenge_hook_activity_stamper_stamps_written_total")
-	_, _, u := state()
 	t.Logf("Running for %s while the gateway reported activity: %v stamps written (a quarter of the idleTimeout is %s), the last %s",
-		time.Since(begin).Round(time.Second), stamps, idleTimeout/4, u.GetAnnotations()[lastActivityAnnotation])
-	if maxStamps := float64(time.Since(begin)/(idleTimeout/4) + 1); stamps > maxStamps || stamps < 2 {
+		time.Since(begin).Round(time.Second), stamps, idleTimeout/4, stampOf())
+	// The first stamp at once (the Service had none), then one per quarter at most; the stamper
+	// started before begin.
+	if maxStamps := float64(time.Since(begin)/(idleTimeout/4) + 2); stamps > maxStamps || stamps < 2 {
 		t.Errorf("%v stamps in %s, want from 2 to %v (one per quarter of the idleTimeout)", stamps, time.Since(begin).Round(time.Second), maxStamps)
 	}
 

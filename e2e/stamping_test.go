@@ -18,11 +18,12 @@ import (
 const stampQuarter = 4
 
 // measureStamping is make bench-cluster's stamping window (BENCH_IDLE_TIMEOUT set): every
-// instance is stamped once, at an even pace over the window, with the merge patch of its
-// last-activity annotation that the activity stamper sends; then the window goes on until the
-// stamps' syncs are answered. What the control plane spent beyond its idle rate (idleRate, CPU
-// seconds per second in the steady window just before) is the cost of the stamps: per stamp, and
-// per instance in use per second at the stamper's pace of one stamp per quarter idleTimeout.
+// instance is stamped once, at an even pace over the window, with the merge patch of the
+// last-activity annotation of its Service (named after the Challenge: one pod, one exposure) that
+// the activity stamper sends; then the window goes on until the stamps' syncs are answered. What
+// the control plane spent beyond its idle rate (idleRate, CPU seconds per second in the steady
+// window just before) is the cost of the stamps: per stamp, and per instance in use per second at
+// the stamper's pace of one stamp per quarter idleTimeout.
 func measureStamping(ctx context.Context, t *testing.T, c *cluster, r *report, cpu *cpuMeter, auditLog, ns string, names []string, idleTimeout time.Duration, window time.Duration, idleRate float64) {
 	t.Helper()
 	syncs0 := hookSyncs(t)
@@ -37,7 +38,7 @@ func measureStamping(ctx context.Context, t *testing.T, c *cluster, r *report, c
 			defer wg.Done()
 			for name := range stamps {
 				patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, lastActivityAnnotation, time.Now().UTC().Format(time.RFC3339))
-				if _, err := c.dyn.Resource(chalGVR).Namespace(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				if _, err := c.dyn.Resource(serviceGVR).Namespace(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 					t.Errorf("stamp %s: %v", name, err)
 				}
 			}

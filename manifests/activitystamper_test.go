@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/applyconfigurations"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 	hooksync "github.com/challenge-hook/challenge-hook/sync"
@@ -36,7 +38,7 @@ const activityStamperComponent = "components/activity-stamper"
 type activityStamper struct {
 	serviceAccount corev1.ServiceAccount
 	role           rbacv1.ClusterRole
-	binding        rbacv1.ClusterRoleBinding
+	binding        rbacv1.RoleBinding // in the one namespace of instances the component names
 	deployment     appsv1.Deployment
 	service        corev1.Service                        // the headless one, of the gateway Pods
 	metricsService corev1.Service                        // the stamper's metrics
@@ -46,6 +48,9 @@ type activityStamper struct {
 	kinds          map[string]int
 }
 
+// readActivityStamper decodes the component, and checks that its RoleBinding is in the namespace
+// the Deployment's --namespaces names, and that namespace alone: the stamper watches and stamps
+// the Services of those namespaces, and may do so in no other.
 func readActivityStamper(t *testing.T) activityStamper {
 	t.Helper()
 	var component struct {
@@ -68,6 +73,7 @@ func readActivityStamper(t *testing.T) activityStamper {
 	assert.ElementsMatch(t, files, component.Resources, "the component's resources are its files")
 
 	s := activityStamper{policies: map[string]networkingv1.NetworkPolicy{}, kinds: map[string]int{}}
+	var bindingNamespaces []string
 	for _, resource := range component.Resources {
 		docs, err := readYAMLDocuments(filepath.Join(activityStamperComponent, resource))
 		require.NoError(t, err)
@@ -80,8 +86,9 @@ func readActivityStamper(t *testing.T) activityStamper {
 				convert(t, object, &s.serviceAccount)
 			case "ClusterRole":
 				convert(t, object, &s.role)
-			case "ClusterRoleBinding":
+			case "RoleBinding":
 				convert(t, object, &s.binding)
+				bindingNamespaces = append(bindingNamespaces, s.binding.Namespace)
 			case "Deployment":
 				convert(t, object, &s.deployment)
 			case "Service":
@@ -103,8 +110,16 @@ func readActivityStamper(t *testing.T) activityStamper {
 			}
 		}
 	}
-	assert.Equal(t, map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 1, "Service": 2,
+	assert.Equal(t, map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "RoleBinding": 1, "Deployment": 1, "Service": 2,
 		"NetworkPolicy": 2, "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1}, s.kinds)
+
+	// --namespaces empty is every namespace, which a RoleBinding does not cover.
+	require.Len(t, s.deployment.Spec.Template.Spec.Containers, 1)
+	namespaces := flagValue(s.deployment.Spec.Template.Spec.Containers[0].Args, "namespaces")
+	require.NotEmpty(t, namespaces, "the stamper watches every namespace: it would need a ClusterRoleBinding")
+	assert.NotContains(t, bindingNamespaces, "", "a RoleBinding without a namespace")
+	assert.ElementsMatch(t, strings.Split(namespaces, ","), bindingNamespaces,
+		"each namespace of --namespaces has the stamper's RoleBinding, and each RoleBinding is in one of --namespaces")
 	return s
 }
 
@@ -114,9 +129,14 @@ func (s activityStamper) username() string {
 }
 
 // TestActivityStamperRBACIsNarrowest: the stamper's ServiceAccount, and nothing else, is bound to
-// a ClusterRole that reads and patches Challenges and lists and watches Services: no Secrets, no
-// status, no create or delete, no wildcard; the Deployment runs under that ServiceAccount, with its
-// token (its one credential), and the admission policy matches that ServiceAccount's username.
+// a ClusterRole that gets, lists, watches and patches Services, and nothing else: no Challenges (a
+// Challenge's status holds the players' capabilities, their TCP tokens and unguessable hosts, and
+// the answer to a patch is the whole object: the stamper reads the instance's Service, which
+// carries the stamp and the idle timeout, instead), no Secrets, no status, no create or delete, no
+// wildcard. It is bound by a RoleBinding in each namespace of instances (those of the platform's
+// Challenges, platform-rbac.yaml's), and by no ClusterRoleBinding anywhere in what ships. The
+// Deployment runs under that ServiceAccount, with its token (its one credential), and the admission
+// policy matches that ServiceAccount's username.
 func TestActivityStamperRBACIsNarrowest(t *testing.T) {
 	s := readActivityStamper(t)
 	granted := map[string][]string{}
@@ -129,12 +149,42 @@ func TestActivityStamperRBACIsNarrowest(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, map[string][]string{
-		v1alpha1.Group + "/challenges": {"get", "list", "watch", "patch"},
-		"/services":                    {"list", "watch"},
-	}, granted)
+	assert.Equal(t, map[string][]string{"/services": {"get", "list", "watch", "patch"}}, granted)
 	assert.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: s.role.Name}, s.binding.RoleRef)
-	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: s.serviceAccount.Name, Namespace: s.serviceAccount.Namespace}}, s.binding.Subjects)
+	stamperSubject := rbacv1.Subject{Kind: "ServiceAccount", Name: s.serviceAccount.Name, Namespace: s.serviceAccount.Namespace}
+	assert.Equal(t, []rbacv1.Subject{stamperSubject}, s.binding.Subjects)
+
+	// The namespaces of instances: where the platform's Challenges are, and so their Services.
+	platformDocs, err := readYAMLDocuments("platform-rbac.yaml")
+	require.NoError(t, err)
+	var platformNamespaces []string
+	for _, doc := range platformDocs {
+		if object := doc.(map[string]any); object["kind"] == "RoleBinding" {
+			var binding rbacv1.RoleBinding
+			convert(t, object, &binding)
+			platformNamespaces = append(platformNamespaces, binding.Namespace)
+		}
+	}
+	require.NotEmpty(t, platformNamespaces)
+	assert.Equal(t, platformNamespaces, []string{s.binding.Namespace}, "the stamper is bound where the platform's Challenges are")
+
+	// Nothing that ships binds the stamper's ClusterRole, or its ServiceAccount, cluster-wide.
+	objects, files := shippedObjects(t)
+	var roles int
+	for i, object := range objects {
+		if object["kind"] == "ClusterRole" && object["metadata"].(map[string]any)["name"] == s.role.Name {
+			roles++
+		}
+		if object["kind"] != "ClusterRoleBinding" {
+			continue
+		}
+		var binding rbacv1.ClusterRoleBinding
+		convert(t, object, &binding)
+		assert.False(t, binding.RoleRef.Kind == "ClusterRole" && binding.RoleRef.Name == s.role.Name,
+			"%s: ClusterRoleBinding %s grants the stamper's ClusterRole in every namespace", files[i], binding.Name)
+		assert.NotContains(t, binding.Subjects, stamperSubject, "%s: ClusterRoleBinding %s binds the stamper's ServiceAccount", files[i], binding.Name)
+	}
+	assert.Equal(t, 1, roles, "the shipped objects read are those of the component too")
 
 	pod := s.deployment.Spec.Template.Spec
 	assert.Equal(t, s.serviceAccount.Name, pod.ServiceAccountName)
@@ -293,22 +343,62 @@ func TestActivityStamperPolicies(t *testing.T) {
 	assert.Equal(t, 1, toStamper)
 }
 
-// stampedChallenge is a Challenge of the platform's, with labels, a finalizer, an owner
-// reference and annotations: the stamp (when not "") and another.
-func stampedChallenge(stamp string) map[string]any {
-	annotations := map[string]any{"example.org/note": "kept"}
+// The instance of the admission tests: team-42's Challenge web-sqli-team42 (the name of its
+// Service too), and its instance id, which its Service selects its Pods by.
+const (
+	stampedChallengeName = "web-sqli-team42"
+	stampedInstanceID    = "i5xq3mlk2ab7ndqe"
+)
+
+// stampedService is an instance's Service as the API server stores it: the Service the hook
+// returns for the Challenge web-sqli-team42 (its labels, the idle-timeout annotation of an
+// instance with an idleTimeout, a selector of the instance's Pods, its TCP exposure's port), as
+// Metacontroller creates it (its ownerReference to the Challenge, its
+// last-applied-configuration annotation) and the API server defaults it (a ClusterIP and what
+// comes with it), with another annotation (an organizer's) and the stamp when not "". No
+// finalizers, as a ClusterIP Service has none; its metadata.managedFields are
+// TestActivityStamperManagedFields'.
+func stampedService(stamp string) map[string]any {
+	serviceLabels := map[string]any{
+		hooksync.LabelManagedBy:  hooksync.ManagedByValue,
+		hooksync.LabelChallenge:  stampedChallengeName,
+		hooksync.LabelInstance:   stampedInstanceID,
+		hooksync.LabelOwner:      "team-42",
+		hooksync.LabelDefinition: "web-sqli",
+	}
+	selector := map[string]any{hooksync.LabelInstance: stampedInstanceID}
+	ports := []any{map[string]any{"name": "tcp-1337", "port": int64(43117), "targetPort": int64(1337), "protocol": "TCP"}}
+	returned, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": stampedChallengeName, "namespace": "ctf", "labels": serviceLabels,
+			"annotations": map[string]any{v1alpha1.AnnotationIdleTimeout: "10m0s"}},
+		"spec": map[string]any{"type": "ClusterIP", "selector": selector, "ports": ports}})
+	if err != nil {
+		panic(err)
+	}
+	annotations := map[string]any{
+		v1alpha1.AnnotationIdleTimeout: "10m0s",
+		hooksync.LastAppliedAnnotation: string(returned),
+		"example.org/note":             "kept",
+	}
 	if stamp != "" {
-		annotations[hooksync.AnnotationLastActivity] = stamp
+		annotations[v1alpha1.AnnotationLastActivity] = stamp
 	}
 	return map[string]any{
+		"apiVersion": "v1", "kind": "Service",
 		"metadata": map[string]any{
-			"name": "web-sqli-team42", "namespace": "ctf",
-			"labels":          map[string]any{hooksync.LabelOwner: "team-42"},
-			"annotations":     annotations,
-			"finalizers":      []any{"metacontroller.io/compositecontroller-challenge-hook"},
-			"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "event", "uid": "1"}},
+			"name": stampedChallengeName, "namespace": "ctf",
+			"uid": "8d1f6c2e-47a9-4b3e-9c51-2f7e0d6a1b34", "resourceVersion": "48213", "creationTimestamp": "2026-11-27T13:30:02Z",
+			"labels":      deepCopy(serviceLabels),
+			"annotations": annotations,
+			"ownerReferences": []any{map[string]any{"apiVersion": v1alpha1.APIVersion, "kind": "Challenge", "name": stampedChallengeName,
+				"uid": "3f1c9a4e-5b7d-4c2a-9e8f-0a1b2c3d4e5f", "controller": true, "blockOwnerDeletion": true}},
 		},
-		"spec": map[string]any{"owner": "team-42", "definitionRef": map[string]any{"name": "web-sqli"}, "timeout": "30m"},
+		"spec": map[string]any{
+			"type": "ClusterIP", "selector": deepCopy(selector), "ports": deepCopy(ports),
+			"clusterIP": "10.96.12.7", "clusterIPs": []any{"10.96.12.7"}, "ipFamilies": []any{"IPv4"}, "ipFamilyPolicy": "SingleStack",
+			"sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
+		},
+		"status": map[string]any{"loadBalancer": map[string]any{}},
 	}
 }
 
@@ -338,12 +428,14 @@ func deepCopy(v any) any {
 }
 
 // TestActivityStamperAdmissionPolicy: the admission policy challenge-hook-activity-stamper,
-// evaluated as the API server does: the stamper's ServiceAccount may move the last-activity stamp
-// forward (or set the first one), to a valid RFC 3339 time, and nothing else: no stamp going back
-// or removed or unreadable, no change to the spec, labels, another annotation, finalizers or
-// owner references, no create, delete or status write (nor another manager's managed fields:
-// TestActivityStamperManagedFields). Other users are not matched. The API server's side is
-// TestActivityStamperAdmission (e2e).
+// evaluated as the API server does, on an instance's Service as the API server stores it: the
+// stamper's ServiceAccount may move the last-activity stamp forward (or set the first one), to a
+// valid RFC 3339 time, and nothing else: no stamp going back or removed or unreadable, no change
+// to the spec (selector, ports, type), the labels (the Challenge label Metacontroller relates the
+// Service by), another annotation (the idle timeout, Metacontroller's last-applied-configuration),
+// the finalizers or the owner references, no create, delete or status write (nor another
+// manager's managed fields: TestActivityStamperManagedFields). Other users are not matched. The
+// API server's side is TestActivityStamper's admission subtest (e2e).
 func TestActivityStamperAdmissionPolicy(t *testing.T) {
 	s := readActivityStamper(t)
 	policy := s.admission
@@ -354,24 +446,32 @@ func TestActivityStamperAdmissionPolicy(t *testing.T) {
 	assert.Equal(t, admissionregistrationv1.Fail, *policy.Spec.FailurePolicy)
 	require.Len(t, policy.Spec.MatchConstraints.ResourceRules, 1)
 	rule := policy.Spec.MatchConstraints.ResourceRules[0]
-	assert.Equal(t, []string{v1alpha1.Group}, rule.APIGroups)
-	assert.ElementsMatch(t, []string{"challenges", "challenges/status"}, rule.Resources)
+	assert.Equal(t, []string{corev1.GroupName}, rule.APIGroups, "the core group, of Services")
+	assert.ElementsMatch(t, []string{"services", "services/status"}, rule.Resources)
 	assert.ElementsMatch(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete}, rule.Operations)
 	var keyed bool
 	for _, v := range policy.Spec.Variables {
-		keyed = keyed || v.Name == "key" && v.Expression == "'"+hooksync.AnnotationLastActivity+"'"
+		keyed = keyed || v.Name == "key" && v.Expression == "'"+v1alpha1.AnnotationLastActivity+"'"
 	}
 	assert.True(t, keyed, "the policy names the annotation the hook reads")
 
 	stamper := map[string]any{"username": s.username(), "groups": []any{"system:serviceaccounts", "system:authenticated"}}
-	platform := map[string]any{"username": "system:serviceaccount:ctf:ctf-platform"}
+	metacontroller := map[string]any{"username": "system:serviceaccount:metacontroller:metacontroller"}
+	administrator := map[string]any{"username": "kubernetes-admin", "groups": []any{"kubeadm:cluster-admins", "system:authenticated"}}
 	update := func(user map[string]any) map[string]any {
 		return map[string]any{"operation": "UPDATE", "userInfo": user}
 	}
-	old := stampedChallenge("2026-11-27T13:40:00Z")
+	old := stampedService("2026-11-27T13:40:00Z")
 	stamp := func(value string) map[string]any {
-		return edited(old, func(m, _ map[string]any) { m["annotations"].(map[string]any)[hooksync.AnnotationLastActivity] = value })
+		return edited(old, func(m, _ map[string]any) { m["annotations"].(map[string]any)[v1alpha1.AnnotationLastActivity] = value })
 	}
+	// The Service of a LoadBalancer exposure, with the service controller's finalizer.
+	loadBalanced := edited(old, func(m, spec map[string]any) {
+		m["finalizers"] = []any{"service.kubernetes.io/load-balancer-cleanup"}
+		spec["type"] = "LoadBalancer"
+		spec["externalTrafficPolicy"] = "Cluster"
+		spec["ports"].([]any)[0].(map[string]any)["nodePort"] = int64(31234)
+	})
 	for _, c := range []struct {
 		what        string
 		request     map[string]any
@@ -382,8 +482,11 @@ func TestActivityStamperAdmissionPolicy(t *testing.T) {
 		{"a stamp forward", update(stamper), stamp("2026-11-27T13:45:00Z"), old, true, ""},
 		{"the same stamp", update(stamper), stamp("2026-11-27T13:40:00Z"), old, true, ""},
 		{"a stamp forward, to the nanosecond, in another zone", update(stamper), stamp("2026-11-27T14:40:00.5+01:00"), old, true, ""},
-		{"the first stamp", update(stamper), stampedChallenge("2026-11-27T13:45:00Z"), stampedChallenge(""), true, ""},
-		{"a stamp over one the hook cannot read", update(stamper), stampedChallenge("2026-11-27T13:45:00Z"), stampedChallenge("yesterday"), true, ""},
+		{"a stamp forward on a LoadBalancer Service, its finalizer kept", update(stamper), edited(loadBalanced, func(m, _ map[string]any) {
+			m["annotations"].(map[string]any)[v1alpha1.AnnotationLastActivity] = "2026-11-27T13:45:00Z"
+		}), loadBalanced, true, ""},
+		{"the first stamp", update(stamper), stampedService("2026-11-27T13:45:00Z"), stampedService(""), true, ""},
+		{"a stamp over one the hook cannot read", update(stamper), stampedService("2026-11-27T13:45:00Z"), stampedService("yesterday"), true, ""},
 		{"a stamp going back", update(stamper), stamp("2026-11-27T13:39:59Z"), old, false, "never goes back: 2026-11-27T13:39:59Z is earlier than 2026-11-27T13:40:00Z"},
 		{"a stamp going back, in another zone", update(stamper), stamp("2026-11-27T14:39:00+01:00"), old, false, "never goes back"},
 		{"a stamp that is no time", update(stamper), stamp("soon"), old, false, "must be an RFC 3339 time"},
@@ -395,27 +498,46 @@ func TestActivityStamperAdmissionPolicy(t *testing.T) {
 		{"29 February of a leap year", update(stamper), stamp("2028-02-29T00:00:00Z"), old, true, ""},
 		{"29 February of a leap century", update(stamper), stamp("2400-02-29T00:00:00Z"), old, true, ""},
 		{"a year past what timestamp() reads, by its offset", update(stamper), stamp("9999-12-31T23:59:59-01:00"), old, false, "is no date"},
-		{"a stamp over an old one that is no date", update(stamper), stampedChallenge("2026-11-27T13:45:00Z"), stampedChallenge("2026-02-31T00:00:00Z"), true, ""},
-		{"a stamp over an old one before what timestamp() reads", update(stamper), stampedChallenge("2026-11-27T13:45:00Z"), stampedChallenge("0000-06-01T00:00:00Z"), true, ""},
-		{"a stamp that is no date over an old one that is no date", update(stamper), stampedChallenge("2026-02-30T00:00:00Z"), stampedChallenge("2026-02-31T00:00:00Z"), false, "is no date"},
-		{"the stamp removed", update(stamper), stampedChallenge(""), old, false, "must be an RFC 3339 time"},
-		{"a label changed", update(stamper), edited(stamp("2026-11-27T13:45:00Z"), func(m, _ map[string]any) { m["labels"].(map[string]any)[hooksync.LabelOwner] = "team-7" }), old, false, "labels"},
-		{"a label added", update(stamper), edited(old, func(m, _ map[string]any) { m["labels"].(map[string]any)["x"] = "y" }), old, false, "labels"},
-		{"the labels removed", update(stamper), edited(old, func(m, _ map[string]any) { delete(m, "labels") }), old, false, "labels"},
-		{"the spec changed", update(stamper), edited(stamp("2026-11-27T13:45:00Z"), func(_, s map[string]any) { s["timeout"] = "2h" }), old, false, "spec"},
-		{"stopped", update(stamper), edited(old, func(_, s map[string]any) { s["stopped"] = true }), old, false, "spec"},
-		{"another annotation changed", update(stamper), edited(old, func(m, _ map[string]any) { m["annotations"].(map[string]any)["example.org/note"] = "x" }), old, false, "and no other"},
-		{"another annotation added", update(stamper), edited(old, func(m, _ map[string]any) { m["annotations"].(map[string]any)["example.org/new"] = "x" }), old, false, "and no other"},
-		{"another annotation removed", update(stamper), edited(old, func(m, _ map[string]any) { delete(m["annotations"].(map[string]any), "example.org/note") }), old, false, "and no other"},
-		{"the finalizer removed", update(stamper), edited(old, func(m, _ map[string]any) { delete(m, "finalizers") }), old, false, "finalizers"},
-		{"a finalizer added", update(stamper), edited(old, func(m, _ map[string]any) { m["finalizers"] = append(m["finalizers"].([]any), "x/y") }), old, false, "finalizers"},
-		{"the owner references changed", update(stamper), edited(old, func(m, _ map[string]any) { m["ownerReferences"] = []any{} }), old, false, "owner references"},
-		{"a create", map[string]any{"operation": "CREATE", "userInfo": stamper}, old, nil, false, "not CREATE it"},
+		{"a stamp over an old one that is no date", update(stamper), stampedService("2026-11-27T13:45:00Z"), stampedService("2026-02-31T00:00:00Z"), true, ""},
+		{"a stamp over an old one before what timestamp() reads", update(stamper), stampedService("2026-11-27T13:45:00Z"), stampedService("0000-06-01T00:00:00Z"), true, ""},
+		{"a stamp that is no date over an old one that is no date", update(stamper), stampedService("2026-02-30T00:00:00Z"), stampedService("2026-02-31T00:00:00Z"), false, "is no date"},
+		{"the stamp removed", update(stamper), stampedService(""), old, false, "must be an RFC 3339 time"},
+		{"the Challenge label changed", update(stamper), edited(stamp("2026-11-27T13:45:00Z"), func(m, _ map[string]any) {
+			m["labels"].(map[string]any)[hooksync.LabelChallenge] = "web-sqli-team7"
+		}), old, false, "may not change a Service's labels"},
+		{"a label added", update(stamper), edited(old, func(m, _ map[string]any) { m["labels"].(map[string]any)["x"] = "y" }), old, false, "may not change a Service's labels"},
+		{"the labels removed", update(stamper), edited(old, func(m, _ map[string]any) { delete(m, "labels") }), old, false, "may not change a Service's labels"},
+		{"the selector changed, to another instance's Pods", update(stamper), edited(stamp("2026-11-27T13:45:00Z"), func(_, spec map[string]any) {
+			spec["selector"].(map[string]any)[hooksync.LabelInstance] = "k2ab7ndqei5xq3ml"
+		}), old, false, "may not change a Service's spec"},
+		{"a port's target changed", update(stamper), edited(old, func(_, spec map[string]any) {
+			spec["ports"].([]any)[0].(map[string]any)["targetPort"] = int64(22)
+		}), old, false, "may not change a Service's spec"},
+		{"the type changed to NodePort", update(stamper), edited(old, func(_, spec map[string]any) { spec["type"] = "NodePort" }), old, false, "may not change a Service's spec"},
+		{"another annotation changed", update(stamper), edited(old, func(m, _ map[string]any) { m["annotations"].(map[string]any)["example.org/note"] = "x" }), old, false, "may change a Service's " + v1alpha1.AnnotationLastActivity + " annotation, and no other"},
+		{"another annotation added", update(stamper), edited(old, func(m, _ map[string]any) { m["annotations"].(map[string]any)["example.org/new"] = "x" }), old, false, "may change a Service's " + v1alpha1.AnnotationLastActivity + " annotation, and no other"},
+		{"another annotation removed", update(stamper), edited(old, func(m, _ map[string]any) { delete(m["annotations"].(map[string]any), "example.org/note") }), old, false, "may change a Service's " + v1alpha1.AnnotationLastActivity + " annotation, and no other"},
+		{"the idle timeout changed", update(stamper), edited(stamp("2026-11-27T13:45:00Z"), func(m, _ map[string]any) {
+			m["annotations"].(map[string]any)[v1alpha1.AnnotationIdleTimeout] = "8760h0m0s"
+		}), old, false, "may change a Service's " + v1alpha1.AnnotationLastActivity + " annotation, and no other"},
+		{"Metacontroller's last-applied-configuration changed", update(stamper), edited(old, func(m, _ map[string]any) {
+			m["annotations"].(map[string]any)[hooksync.LastAppliedAnnotation] = "{}"
+		}), old, false, "may change a Service's " + v1alpha1.AnnotationLastActivity + " annotation, and no other"},
+		{"the load balancer's finalizer removed", update(stamper), edited(loadBalanced, func(m, _ map[string]any) { delete(m, "finalizers") }), loadBalanced, false, "may not change a Service's finalizers"},
+		{"a finalizer added", update(stamper), edited(old, func(m, _ map[string]any) { m["finalizers"] = []any{"example.org/hold"} }), old, false, "may not change a Service's finalizers"},
+		{"the owner references removed", update(stamper), edited(old, func(m, _ map[string]any) { m["ownerReferences"] = []any{} }), old, false, "may not change a Service's owner references"},
+		{"the Challenge no longer its controller", update(stamper), edited(old, func(m, _ map[string]any) {
+			m["ownerReferences"].([]any)[0].(map[string]any)["controller"] = false
+		}), old, false, "may not change a Service's owner references"},
+		{"a create", map[string]any{"operation": "CREATE", "userInfo": stamper}, old, nil, false, "may only update a Service's " + v1alpha1.AnnotationLastActivity + " annotation, not CREATE it"},
 		{"a delete", map[string]any{"operation": "DELETE", "userInfo": stamper}, nil, old, false, "not DELETE it"},
 		{"a status write", map[string]any{"operation": "UPDATE", "userInfo": stamper, "subResource": "status"},
 			edited(old, func(m, _ map[string]any) {}), old, false, "not UPDATE its status"},
-		{"the platform changes a label: not matched", update(platform), edited(old, func(m, _ map[string]any) { m["labels"].(map[string]any)["x"] = "y" }), old, true, ""},
-		{"the platform moves the stamp back: not matched", update(platform), stamp("2026-11-27T13:00:00Z"), old, true, ""},
+		{"Metacontroller changes a label and the selector: not matched", update(metacontroller), edited(old, func(m, spec map[string]any) {
+			m["labels"].(map[string]any)["x"] = "y"
+			spec["selector"].(map[string]any)["x"] = "y"
+		}), old, true, ""},
+		{"an administrator moves the stamp back: not matched", update(administrator), stamp("2026-11-27T13:00:00Z"), old, true, ""},
 	} {
 		matched, admitted, message := admits(t, policy, c.request, c.object, c.old)
 		assert.Equal(t, c.request["userInfo"].(map[string]any)["username"] == s.username(), matched, c.what)
@@ -425,10 +547,11 @@ func TestActivityStamperAdmissionPolicy(t *testing.T) {
 	}
 }
 
-// The API server's field manager for a custom resource (managedfields.NewDefaultCRDFieldManager,
-// k8s.io/apimachinery at the API server's version), with a schema deduced from the object (maps
-// by key, as metadata.annotations is) and no version conversion: what the API server does to
-// metadata.managedFields on a write, before admission sees it.
+// The API server's field manager for a built-in type (managedfields.NewDefaultFieldManager,
+// k8s.io/apimachinery at the API server's version), with the schema of a core v1 Service that
+// client-go carries (applyconfigurations.NewTypeConverter: its ports a list keyed by port and
+// protocol, its labels and annotations maps by key) and no version conversion: what the API server
+// does to a Service's metadata.managedFields on a write, before admission sees it.
 type (
 	sameVersion         struct{}
 	noDefaults          struct{}
@@ -449,24 +572,29 @@ func (unstructuredCreater) New(kind schema.GroupVersionKind) (runtime.Object, er
 	return u, nil
 }
 
-// challengeFieldManager writes Challenges as the API server does, each write an update (a
-// create, a merge patch, a PUT) by a manager, and returns the object admission sees.
-type challengeFieldManager struct {
+// serviceGVK is the kind the stamper writes.
+var serviceGVK = corev1.SchemeGroupVersion.WithKind("Service")
+
+// serviceFieldManager writes Services as the API server does, each write an update (a create, a
+// merge patch, a PUT) by a manager, and returns the object admission sees.
+type serviceFieldManager struct {
 	t       *testing.T
 	manager *managedfields.FieldManager
 }
 
-func newChallengeFieldManager(t *testing.T) challengeFieldManager {
-	gvk := schema.GroupVersionKind{Group: v1alpha1.Group, Version: v1alpha1.Version, Kind: "Challenge"}
-	fm, err := managedfields.NewDefaultCRDFieldManager(managedfields.NewDeducedTypeConverter(), sameVersion{}, noDefaults{},
-		unstructuredCreater{}, gvk, gvk.GroupVersion(), "", nil)
+func newServiceFieldManager(t *testing.T) serviceFieldManager {
+	scheme := runtime.NewScheme()
+	require.NoError(t, corev1.AddToScheme(scheme))
+	fm, err := managedfields.NewDefaultFieldManager(applyconfigurations.NewTypeConverter(scheme), sameVersion{}, noDefaults{},
+		unstructuredCreater{}, serviceGVK, serviceGVK.GroupVersion(), "", nil)
 	require.NoError(t, err)
-	return challengeFieldManager{t: t, manager: fm}
+	return serviceFieldManager{t: t, manager: fm}
 }
 
-// create is the platform's create of object, as manager.
-func (f challengeFieldManager) create(object map[string]any, manager string) map[string]any {
-	empty := &k8sunstructured.Unstructured{Object: map[string]any{"apiVersion": v1alpha1.APIVersion, "kind": "Challenge"}}
+// create is a create of object, by manager.
+func (f serviceFieldManager) create(object map[string]any, manager string) map[string]any {
+	empty := &k8sunstructured.Unstructured{Object: map[string]any{}}
+	empty.SetGroupVersionKind(serviceGVK)
 	return f.update(empty.Object, func(o map[string]any) {
 		for k, v := range deepCopy(object).(map[string]any) {
 			o[k] = v
@@ -476,7 +604,7 @@ func (f challengeFieldManager) create(object map[string]any, manager string) map
 
 // update is live with edit applied (to a copy, managedFields included, as a merge patch or a PUT
 // of the whole object sends them), written by manager.
-func (f challengeFieldManager) update(live map[string]any, edit func(object map[string]any), manager string) map[string]any {
+func (f serviceFieldManager) update(live map[string]any, edit func(object map[string]any), manager string) map[string]any {
 	f.t.Helper()
 	written := deepCopy(live).(map[string]any)
 	edit(written)
@@ -487,10 +615,10 @@ func (f challengeFieldManager) update(live map[string]any, edit func(object map[
 }
 
 // apply is a server-side apply of config by manager.
-func (f challengeFieldManager) apply(live, config map[string]any, manager string) map[string]any {
+func (f serviceFieldManager) apply(live, config map[string]any, manager string) map[string]any {
 	f.t.Helper()
 	config = deepCopy(config).(map[string]any)
-	config["apiVersion"], config["kind"] = v1alpha1.APIVersion, "Challenge"
+	config["apiVersion"], config["kind"] = serviceGVK.GroupVersion().String(), serviceGVK.Kind
 	out, err := f.manager.Apply(&k8sunstructured.Unstructured{Object: deepCopy(live).(map[string]any)},
 		&k8sunstructured.Unstructured{Object: config}, manager, true)
 	require.NoError(f.t, err)
@@ -506,7 +634,7 @@ func stampedAt(at string) func(map[string]any) {
 			annotations = map[string]any{}
 			metadata["annotations"] = annotations
 		}
-		annotations[hooksync.AnnotationLastActivity] = at
+		annotations[v1alpha1.AnnotationLastActivity] = at
 	}
 }
 
@@ -544,55 +672,67 @@ func withEntries(edit func(entries []any) []any) func(map[string]any) {
 
 // forgedEntry is an entry of manager, operation, owning fields.
 func forgedEntry(manager, operation string, fields map[string]any) map[string]any {
-	return map[string]any{"manager": manager, "operation": operation, "apiVersion": v1alpha1.APIVersion,
+	return map[string]any{"manager": manager, "operation": operation, "apiVersion": serviceGVK.GroupVersion().String(),
 		"time": "2026-11-27T13:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": fields}
 }
 
 // stampField is the stamp as fieldsV1 names it.
-const stampField = "f:" + hooksync.AnnotationLastActivity
+const stampField = "f:" + v1alpha1.AnnotationLastActivity
+
+// annotationsOwned is what an entry owns of metadata.annotations (nil: nothing).
+func annotationsOwned(entry map[string]any) map[string]any {
+	fields, _ := entry["fieldsV1"].(map[string]any)
+	metadata, _ := fields["f:metadata"].(map[string]any)
+	annotations, _ := metadata["f:annotations"].(map[string]any)
+	return annotations
+}
 
 // TestActivityStamperManagedFields: the stamper's writes keep every other manager's
-// metadata.managedFields entries as they were and bound its own, evaluated on what the API
-// server's field manager makes of each write (its code, run in-process): a stamp by the stamper
-// that also forges a platform's Apply entry owning spec.stopped, grows its own entry (the ~1 MB
-// that makes the hook refuse the Challenge), adds entries, empties the managed fields, removes,
-// rewrites or re-dates another manager's entry, or hands the stamp to another is refused; a first
-// stamp, a stamp forward, and a stamp whose ownership the API server moved from the platform's
-// entry (written by an update or by server-side apply, or by an organizer's kubectl annotate) or
-// from another writer of the stamp to the stamper's are admitted. The API server's side is
-// TestActivityStamper's admission subtest (e2e).
+// metadata.managedFields entries of a Service as they were and bound its own, evaluated on what
+// the API server's field manager makes of each write (its code, run in-process, with the Service's
+// schema): a stamp by the stamper that also forges an Apply entry of Metacontroller's owning
+// spec.selector, grows its own entry (the ~1 MB that, the Service being a child in every request
+// Metacontroller sends for its Challenge, makes that request too large for the hook), adds
+// entries, empties the managed fields, removes, rewrites or re-dates another manager's entry, or
+// hands the stamp to another is refused; a first stamp, a stamp forward, and a stamp whose
+// ownership the API server moved from another writer's entry (an organizer's tool's, written by
+// an update or by server-side apply, or kubectl annotate's, as stamp.sh writes) to the stamper's
+// are admitted. The API server's side is TestActivityStamper's admission subtest (e2e).
 func TestActivityStamperManagedFields(t *testing.T) {
 	s := readActivityStamper(t)
 	policy := s.admission
 	stamper := map[string]any{"username": s.username()}
 	const (
 		stamperManager = "challenge-hook-activity-stamper" // internal/stamper's field manager: its own name, owning nothing else
-		platform       = "ctf-platform"
-		metacontroller = "metacontroller"
+		metacontroller = "metacontroller"                  // the creator of the Service, the hook's child
+		tool           = "ctf-ops"                         // an organizer's tool, whose field manager owns another annotation
 	)
 	source, err := os.ReadFile(filepath.Join(repoRoot, "internal/stamper/kube.go"))
 	require.NoError(t, err)
 	assert.Contains(t, string(source), `FieldManager: "`+stamperManager+`"`, "the stamper writes with a field manager of its own")
 
-	f := newChallengeFieldManager(t)
-	fresh := edited(stampedChallenge(""), func(m, _ map[string]any) { delete(m, "finalizers") })
-	created := f.create(fresh, platform)
-	// Metacontroller's finalizer, by an update of its own.
+	f := newServiceFieldManager(t)
+	fresh := edited(stampedService(""), func(m, _ map[string]any) { delete(m["annotations"].(map[string]any), "example.org/note") })
+	created := f.create(fresh, metacontroller)
+	require.Contains(t, annotationsOwned(entryOf(created, metacontroller, "Update")), "f:"+v1alpha1.AnnotationIdleTimeout,
+		"Metacontroller's entry owns the Service it created")
+	// The organizer's note, by an update of its tool.
 	unstamped := f.update(created, func(o map[string]any) {
-		o["metadata"].(map[string]any)["finalizers"] = []any{"metacontroller.io/compositecontroller-challenge-hook"}
-	}, metacontroller)
+		o["metadata"].(map[string]any)["annotations"].(map[string]any)["example.org/note"] = "kept"
+	}, tool)
 	require.Len(t, managedFieldsOf(unstamped), 2)
 	stamped := f.update(unstamped, stampedAt("2026-11-27T13:40:00Z"), stamperManager)
 	require.Equal(t, map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{stampField: map[string]any{}}}},
 		entryOf(stamped, stamperManager, "Update")["fieldsV1"], "the stamper's entry owns the stamp alone")
-	byPlatform := f.update(unstamped, stampedAt("2026-11-27T13:40:00Z"), platform)
-	applied := f.apply(unstamped, map[string]any{"metadata": map[string]any{"name": "web-sqli-team42", "namespace": "ctf",
-		"annotations": map[string]any{hooksync.AnnotationLastActivity: "2026-11-27T13:40:00Z"}}}, platform+"-apply")
+	byTool := f.update(unstamped, stampedAt("2026-11-27T13:40:00Z"), tool)
+	applied := f.apply(unstamped, map[string]any{"metadata": map[string]any{"name": stampedChallengeName, "namespace": "ctf",
+		"annotations": map[string]any{v1alpha1.AnnotationLastActivity: "2026-11-27T13:40:00Z"}}}, tool+"-apply")
 	byKubectl := f.update(unstamped, stampedAt("2026-11-27T13:40:00Z"), "kubectl-annotate")
-	bare := f.create(edited(fresh, func(m, _ map[string]any) { delete(m, "annotations") }), platform)
-	// A writer whose field manager also owns more (the platform's own name) and 10 update
-	// managers before the stamper's first stamp (the API server merges the oldest into one
-	// ancient-changes entry): refused, a known limit.
+	// A Service without annotations (not one of the hook's, which Metacontroller annotates).
+	bare := f.create(edited(fresh, func(m, _ map[string]any) { delete(m, "annotations") }), metacontroller)
+	// A writer whose field manager also owns more (the organizer's tool) and 10 update managers
+	// before the stamper's first stamp (the API server merges the oldest into one ancient-changes
+	// entry): refused, a known limit.
 	crowded := unstamped
 	for i := range 8 {
 		crowded = f.update(crowded, func(o map[string]any) {
@@ -602,6 +742,7 @@ func TestActivityStamperManagedFields(t *testing.T) {
 	require.Len(t, managedFieldsOf(crowded), 10)
 
 	forward := stampedAt("2026-11-27T13:45:00Z")
+	selectorField := map[string]any{"f:spec": map[string]any{"f:selector": map[string]any{}}}
 	inflated := map[string]any{stampField: map[string]any{}}
 	for i := range 29000 {
 		inflated[fmt.Sprintf("f:example.org/padding-%05d", i)] = map[string]any{}
@@ -617,18 +758,18 @@ func TestActivityStamperManagedFields(t *testing.T) {
 	}{
 		{"the first stamp", unstamped, stampedAt("2026-11-27T13:40:00Z"), stamperManager, true, "", nil},
 		{"the first stamp, creating the annotations", bare, stampedAt("2026-11-27T13:40:00Z"), stamperManager, true, "", func(t *testing.T, w map[string]any) {
-			assert.Equal(t, map[string]any{".": map[string]any{}, stampField: map[string]any{}},
-				entryOf(w, stamperManager, "Update")["fieldsV1"].(map[string]any)["f:metadata"].(map[string]any)["f:annotations"])
+			assert.Equal(t, map[string]any{".": map[string]any{}, stampField: map[string]any{}}, annotationsOwned(entryOf(w, stamperManager, "Update")))
 		}},
 		{"a stamp forward", stamped, forward, stamperManager, true, "", nil},
-		{"a stamp taking the stamp from the platform's entry", byPlatform, forward, stamperManager, true, "", func(t *testing.T, w map[string]any) {
-			assert.NotContains(t, entryOf(w, platform, "Update")["fieldsV1"].(map[string]any)["f:metadata"].(map[string]any)["f:annotations"], stampField,
-				"the API server moved the stamp's ownership")
-			assert.Contains(t, entryOf(byPlatform, platform, "Update")["fieldsV1"].(map[string]any)["f:metadata"].(map[string]any)["f:annotations"], stampField)
+		{"a stamp taking the stamp from the organizer's tool's entry", byTool, forward, stamperManager, true, "", func(t *testing.T, w map[string]any) {
+			assert.Equal(t, map[string]any{"f:example.org/note": map[string]any{}}, annotationsOwned(entryOf(w, tool, "Update")),
+				"the API server moved the stamp's ownership, and left the tool its note")
+			assert.Contains(t, annotationsOwned(entryOf(byTool, tool, "Update")), stampField)
 		}},
-		{"a stamp taking the stamp from the platform's applied entry", applied, forward, stamperManager, true, "", func(t *testing.T, w map[string]any) {
-			assert.Equal(t, map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{}}}, entryOf(w, platform+"-apply", "Apply")["fieldsV1"],
-				"the applied entry keeps the annotations map it applied, and no key")
+		{"a stamp taking the stamp from the tool's applied entry", applied, forward, stamperManager, true, "", func(t *testing.T, w map[string]any) {
+			assert.Equal(t, map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{stampField: map[string]any{}}}},
+				entryOf(applied, tool+"-apply", "Apply")["fieldsV1"])
+			assert.Nil(t, entryOf(w, tool+"-apply", "Apply"), "the stamp was all it applied: the API server dropped the entry")
 		}},
 		{"a stamp taking the stamp from an organizer's kubectl annotate", byKubectl, forward, stamperManager, true, "", func(t *testing.T, w map[string]any) {
 			assert.NotNil(t, entryOf(byKubectl, "kubectl-annotate", "Update"))
@@ -637,15 +778,15 @@ func TestActivityStamperManagedFields(t *testing.T) {
 		{"stamp.sh's kubectl annotate taking the stamp from the stamper", stamped, forward, "kubectl-annotate", true, "", nil},
 		{"the same stamp, nothing written", stamped, stampedAt("2026-11-27T13:40:00Z"), stamperManager, true, "", nil},
 
-		{"a stamp forging the platform's Apply entry owning spec.stopped", stamped, and(forward, withEntries(func(e []any) []any {
-			return append(e, forgedEntry(platform, "Apply", map[string]any{"f:spec": map[string]any{"f:stopped": map[string]any{}}}))
+		{"a stamp forging an Apply entry of Metacontroller's owning spec.selector", stamped, and(forward, withEntries(func(e []any) []any {
+			return append(e, forgedEntry(metacontroller, "Apply", selectorField))
 		})), stamperManager, false, "and no other manager's", func(t *testing.T, w map[string]any) {
-			assert.NotNil(t, entryOf(w, platform, "Apply"), "the API server keeps the forged entry: only the policy stands")
+			assert.NotNil(t, entryOf(w, metacontroller, "Apply"), "the API server keeps the forged entry: only the policy stands")
 		}},
-		{"a stamp forging ownership of spec.stopped into the platform's entry", byPlatform, and(forward, withEntries(func(e []any) []any {
+		{"a stamp forging ownership of spec.externalIPs into Metacontroller's entry", stamped, and(forward, withEntries(func(e []any) []any {
 			for _, entry := range e {
-				if entry := entry.(map[string]any); entry["manager"] == platform {
-					entry["fieldsV1"].(map[string]any)["f:spec"].(map[string]any)["f:stopped"] = map[string]any{}
+				if entry := entry.(map[string]any); entry["manager"] == metacontroller {
+					entry["fieldsV1"].(map[string]any)["f:spec"].(map[string]any)["f:externalIPs"] = map[string]any{}
 				}
 			}
 			return e
@@ -657,14 +798,14 @@ func TestActivityStamperManagedFields(t *testing.T) {
 				}
 			}
 			return e
-		})), stamperManager, false, "owning the " + hooksync.AnnotationLastActivity + " annotation and nothing else", func(t *testing.T, w map[string]any) {
+		})), stamperManager, false, "owning the " + v1alpha1.AnnotationLastActivity + " annotation and nothing else", func(t *testing.T, w map[string]any) {
 			data, err := json.Marshal(w["metadata"].(map[string]any)["managedFields"])
 			require.NoError(t, err)
 			assert.Greater(t, len(data), 900_000, "the API server keeps the inflated entry: only the policy stands")
 		}},
-		{"the first stamp, its entry owning a label too", unstamped, and(stampedAt("2026-11-27T13:40:00Z"), withEntries(func(e []any) []any {
+		{"the first stamp, its entry owning the Challenge label too", unstamped, and(stampedAt("2026-11-27T13:40:00Z"), withEntries(func(e []any) []any {
 			return append(e, forgedEntry(stamperManager, "Update", map[string]any{"f:metadata": map[string]any{
-				"f:labels": map[string]any{"f:" + hooksync.LabelOwner: map[string]any{}}}}))
+				"f:labels": map[string]any{"f:" + hooksync.LabelChallenge: map[string]any{}}}}))
 		})), stamperManager, false, "and nothing else", nil},
 		// Forged owners of the stamp lose it to a stamp that moves it (the API server drops them):
 		// the same stamp keeps them.
@@ -674,23 +815,23 @@ func TestActivityStamperManagedFields(t *testing.T) {
 		{"a stamp adding two entries", stamped, and(forward, withEntries(func(e []any) []any {
 			return append(e, forgedEntry("x-1", "Update", map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{}}}),
 				forgedEntry("x-2", "Update", map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{}}}))
-		})), stamperManager, false, "may add one entry to a Challenge's metadata.managedFields, its own, not 2", nil},
+		})), stamperManager, false, "may add one entry to a Service's metadata.managedFields, its own, not 2", nil},
 		{"a stamp adding 3,000 applied entries", stamped, and(forward, withEntries(func(e []any) []any {
 			for i := range 3000 {
-				e = append(e, forgedEntry(fmt.Sprintf("x-%d", i), "Apply", map[string]any{"f:spec": map[string]any{"f:stopped": map[string]any{}}}))
+				e = append(e, forgedEntry(fmt.Sprintf("x-%d", i), "Apply", selectorField))
 			}
 			return e
 		})), stamperManager, false, "not 3000", nil},
 		{"a stamp emptying the managed fields", stamped, and(forward, withEntries(func([]any) []any { return []any{map[string]any{}} })),
-			stamperManager, false, "may not remove another manager's entry", func(t *testing.T, w map[string]any) {
-				assert.Len(t, managedFieldsOf(w), 1, "the API server resets them to the writer's alone")
+			stamperManager, false, "may not remove another manager's entry from a Service's metadata.managedFields", func(t *testing.T, w map[string]any) {
+				assert.Empty(t, managedFieldsOf(w), "the API server strips them all, the writer's too (the live Service has a uid)")
 			}},
 		{"a stamp removing Metacontroller's entry", stamped, and(forward, withEntries(func(e []any) []any {
 			return slices.DeleteFunc(e, func(entry any) bool { return entry.(map[string]any)["manager"] == metacontroller })
 		})), stamperManager, false, "may not remove another manager's entry", nil},
-		{"a stamp rewriting the platform's entry to own the stamp alone", stamped, and(forward, withEntries(func(e []any) []any {
+		{"a stamp rewriting Metacontroller's entry to own the annotations map alone", stamped, and(forward, withEntries(func(e []any) []any {
 			for _, entry := range e {
-				if entry := entry.(map[string]any); entry["manager"] == platform {
+				if entry := entry.(map[string]any); entry["manager"] == metacontroller {
 					entry["fieldsV1"] = map[string]any{"f:metadata": map[string]any{"f:annotations": map[string]any{".": map[string]any{}}}}
 				}
 			}
@@ -704,15 +845,15 @@ func TestActivityStamperManagedFields(t *testing.T) {
 			}
 			return e
 		})), stamperManager, false, "and no other manager's", nil},
-		{"the same stamp, handed to the platform's entry", stamped, withEntries(func(e []any) []any {
+		{"the same stamp, handed to the tool's entry", stamped, withEntries(func(e []any) []any {
 			for _, entry := range e {
-				if entry := entry.(map[string]any); entry["manager"] == platform {
-					entry["fieldsV1"].(map[string]any)["f:metadata"].(map[string]any)["f:annotations"].(map[string]any)[stampField] = map[string]any{}
+				if entry := entry.(map[string]any); entry["manager"] == tool {
+					annotationsOwned(entry)[stampField] = map[string]any{}
 				}
 			}
 			return e
 		}), stamperManager, false, "and no other manager's", nil},
-		{"known limit: a writer whose field manager owns more (the platform's)", unstamped, stampedAt("2026-11-27T13:40:00Z"), platform, false, "and no other manager's", nil},
+		{"known limit: a writer whose field manager owns more (the organizer's tool)", unstamped, stampedAt("2026-11-27T13:40:00Z"), tool, false, "and no other manager's", nil},
 		{"known limit: the first stamp beside 10 update managers (the oldest merged)", crowded, stampedAt("2026-11-27T13:40:00Z"), stamperManager, false, "", func(t *testing.T, w map[string]any) {
 			assert.NotNil(t, entryOf(w, "ancient-changes", "Update"))
 		}},
@@ -779,12 +920,13 @@ func TestActivityStamperDateIsATime(t *testing.T) {
 	assert.Equal(t, 3*(8*365+7*366), taken, "the days of the 8 common and 7 leap years from 1000 to 8999, in 3 zones")
 }
 
-// TestActivityStamperDocumented: the component, its endpoint and its rights are where organizers
-// and reviewers read.
+// TestActivityStamperDocumented: the component, its endpoint, its command, its ServiceAccount and
+// admission policy (both challenge-hook-activity-stamper) and the annotation it writes are where
+// organizers and reviewers read.
 func TestActivityStamperDocumented(t *testing.T) {
 	for page, wants := range map[string][]string{
-		"docs/tcp-gateway.md": {"manifests/components/activity-stamper", "GET /activity", "challenge-hook activity-stamper"},
-		"docs/platform.md":    {"challenge-hook-activity-stamper", "idleAt"},
+		"docs/tcp-gateway.md": {"manifests/components/activity-stamper", "GET /activity", "challenge-hook activity-stamper", v1alpha1.AnnotationLastActivity},
+		"docs/platform.md":    {"challenge-hook-activity-stamper", v1alpha1.AnnotationLastActivity},
 		"docs/security.md":    {"challenge-hook-activity-stamper"},
 		"docs/threats.md":     {"activity stamper"},
 	} {

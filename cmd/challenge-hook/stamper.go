@@ -30,6 +30,7 @@ const defaultStamperGateways = "challenge-hook-tcp-gateway-activity.challenge-ho
 // activityStamperOptions are the stamper's flags.
 type activityStamperOptions struct {
 	cfg           stamper.Config
+	namespaces    []string
 	metricsListen string
 	kubeconfig    string
 	apiQPS        int
@@ -37,7 +38,7 @@ type activityStamperOptions struct {
 }
 
 // runActivityStamper is `challenge-hook activity-stamper`: it reads the TCP gateways' activity and
-// stamps the Challenges with it (internal/stamper).
+// stamps the instances' Services with it (internal/stamper).
 func runActivityStamper(ctx context.Context, args []string, stderr io.Writer) error {
 	opts, err := parseActivityStamperFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -64,14 +65,16 @@ func parseActivityStamperFlags(args []string, stderr io.Writer) (activityStamper
 		flagfunc.HostPort(&opts.cfg.Gateways))
 	flagfunc.Var(fs, "interval", opts.cfg.Interval.String(), "poll every gateway every `duration`", flagfunc.PositiveDuration(&opts.cfg.Interval))
 	flagfunc.Var(fs, "timeout", opts.cfg.Timeout.String(), "a gateway has this `duration` to answer a poll", flagfunc.PositiveDuration(&opts.cfg.Timeout))
-	fs.StringVar(&opts.metricsListen, "metrics-listen", opts.metricsListen, "`address` serving GET /metrics, /healthz and /readyz (ready once the watches of Services and Challenges have listed)")
+	flagfunc.Var(fs, "namespaces", "", "comma-separated `names` of the namespaces of the instances, one watch each, where the stamper's RoleBindings are (default: every namespace, which needs a ClusterRoleBinding)",
+		flagfunc.Namespaces(&opts.namespaces))
+	fs.StringVar(&opts.metricsListen, "metrics-listen", opts.metricsListen, "`address` serving GET /metrics, /healthz and /readyz (ready once the watches of Services have listed)")
 	fs.StringVar(&opts.kubeconfig, "kubeconfig", "", "`file` of the API server's address and credential (default: the Pod's ServiceAccount, in the cluster)")
 	flagfunc.Var(fs, "api-qps", fmt.Sprint(opts.apiQPS), "`number` of API requests a second at most (bursts of twice as many): stamps are coalesced to one per instance per quarter of its idleTimeout, so 2,000 instances in use with a 15m idleTimeout write about 9 a second", flagfunc.PositiveInt(&opts.apiQPS))
 	logLevelVar(fs, &opts.logLevel, "debug (every stamp), info, warn or error")
 	if err := parseSubcommandFlags(fs, args, stderr, "Usage: challenge-hook activity-stamper [flags]\n\n"+
 		"The activity stamper: polls every TCP gateway's GET /activity and writes what it saw, at most once per\n"+
-		"instance per quarter of its idleTimeout, as the Challenge annotation "+stamper.AnnotationLastActivity+",\n"+
-		"which the hook's idle clock reads. Needs challenges get, list, watch and patch, and services list and watch."); err != nil {
+		"instance per quarter of its idleTimeout, as the annotation "+stamper.AnnotationLastActivity+" of the instance's\n"+
+		"Service, which the hook's idle clock reads. Needs services get, list, watch and patch in --namespaces, and nothing else."); err != nil {
 		return activityStamperOptions{}, err
 	}
 	return opts, nil
@@ -97,7 +100,7 @@ func serveActivityStamper(ctx context.Context, opts activityStamperOptions, stde
 	if err != nil {
 		return fmt.Errorf("activity-stamper: the API client: %w", err)
 	}
-	kube, err := stamper.NewKube(client)
+	kube, err := stamper.NewKube(client, opts.namespaces)
 	if err != nil {
 		return fmt.Errorf("activity-stamper: %w", err)
 	}
@@ -128,7 +131,8 @@ func serveActivityStamper(ctx context.Context, opts activityStamperOptions, stde
 	case <-ctx.Done():
 		return nil
 	case <-time.After(time.Minute):
-		logger.Warn("the watches of Services and Challenges have not listed in a minute: check the stamper's ClusterRole (challenges get, list, watch, patch; services list, watch) and that the API server is reachable")
+		logger.Warn("the watches of Services have not listed in a minute: check the stamper's RoleBinding in each of --namespaces (services get, list, watch, patch) and that the API server is reachable",
+			slog.Any("namespaces", opts.namespaces))
 		if !<-synced {
 			return nil
 		}
@@ -136,7 +140,7 @@ func serveActivityStamper(ctx context.Context, opts activityStamperOptions, stde
 	ready.Store(true)
 	stopReady := context.AfterFunc(ctx, func() { ready.Store(false) })
 	defer stopReady()
-	logger.Info("watching Services and Challenges; polling the gateways", slog.Duration("interval", opts.cfg.Interval))
+	logger.Info("watching the instances' Services; polling the gateways", slog.Duration("interval", opts.cfg.Interval), slog.Any("namespaces", opts.namespaces))
 	s.Run(ctx)
 	return nil
 }

@@ -31,24 +31,17 @@ func fakeAPIServer(t *testing.T) (url string, requests func() []string) {
 		if r.URL.Query().Get("watch") == "true" {
 			// A watch that lists (sendInitialEvents): nothing, then the bookmark that ends the list.
 			if r.URL.Query().Get("sendInitialEvents") == "true" {
-				apiVersion, kind := "v1", "Service"
-				if strings.Contains(r.URL.Path, "challenges") {
-					apiVersion, kind = "ctf.challenge-hook.dev/v1alpha1", "Challenge"
-				}
-				fmt.Fprintf(w, `{"type":"BOOKMARK","object":{"apiVersion":%q,"kind":%q,"metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", apiVersion, kind)
+				fmt.Fprint(w, `{"type":"BOOKMARK","object":{"apiVersion":"v1","kind":"Service","metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n")
 			}
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
 			return
 		}
-		switch r.URL.Path {
-		case "/api/v1/services":
+		if strings.HasPrefix(r.URL.Path, "/api/v1/") && strings.HasSuffix(r.URL.Path, "/services") {
 			fmt.Fprint(w, `{"apiVersion":"v1","kind":"ServiceList","metadata":{"resourceVersion":"1"},"items":[]}`)
-		case "/apis/ctf.challenge-hook.dev/v1alpha1/challenges":
-			fmt.Fprint(w, `{"apiVersion":"ctf.challenge-hook.dev/v1alpha1","kind":"ChallengeList","metadata":{"resourceVersion":"1"},"items":[]}`)
-		default:
-			http.NotFound(w, r)
+			return
 		}
+		http.NotFound(w, r)
 	}))
 	t.Cleanup(server.Close)
 	return server.URL, func() []string {
@@ -59,9 +52,9 @@ func fakeAPIServer(t *testing.T) (url string, requests func() []string) {
 }
 
 // TestActivityStamperServes runs `challenge-hook activity-stamper` as main does, against an API
-// server and a gateway of its own: it watches the Services labelled with a Challenge and the
-// Challenges, is ready once both listed, polls the gateway, serves its metrics, and stops when
-// cancelled.
+// server and a gateway of its own: it watches the Services labelled with a Challenge in each
+// namespace given, and nothing else (no Challenge), is ready once each watch listed, polls the
+// gateway, serves its metrics, and stops when cancelled.
 func TestActivityStamperServes(t *testing.T) {
 	api, requests := fakeAPIServer(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
@@ -89,7 +82,7 @@ current-context: test
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"challenge-hook", "activity-stamper", "--kubeconfig=" + kubeconfig, "--metrics-listen=127.0.0.1:0",
-			"--gateways=" + strings.TrimPrefix(gateway.URL, "http://"), "--interval=100ms", "--log-level=debug"}, noEnv, io.Discard, logs)
+			"--gateways=" + strings.TrimPrefix(gateway.URL, "http://"), "--interval=100ms", "--log-level=debug", "--namespaces=ctf,ctf-b"}, noEnv, io.Discard, logs)
 	}()
 	var addrs listenAddrs
 	select {
@@ -121,16 +114,13 @@ current-context: test
 	}
 	var watched []string
 	for _, r := range requests() {
+		assert.Regexp(t, `^GET /api/v1/namespaces/(ctf|ctf-b)/services\?`, r, "only the Services of the namespaces given")
 		if strings.Contains(r, "watch=true") {
-			watched = append(watched, r)
-		}
-	}
-	assert.Len(t, watched, 2, "a watch of Services and one of Challenges: %v", requests())
-	for _, r := range watched {
-		if strings.HasPrefix(r, "GET /api/v1/services?") {
+			watched = append(watched, strings.SplitN(r, "?", 2)[0])
 			assert.Contains(t, r, "labelSelector=ctf.challenge-hook.dev%2Fchallenge", "only the Services of instances")
 		}
 	}
+	assert.ElementsMatch(t, []string{"GET /api/v1/namespaces/ctf/services", "GET /api/v1/namespaces/ctf-b/services"}, watched, "a watch per namespace: %v", requests())
 
 	cancel()
 	select {
@@ -146,10 +136,11 @@ func TestActivityStamperRefusesToStart(t *testing.T) {
 		args []string
 		want string
 	}{
-		"gateways without a port": {[]string{"--gateways=gateways.example"}, "-gateways"},
-		"zero interval":           {[]string{"--interval=0s"}, "expected a positive duration"},
-		"argument":                {[]string{"extra"}, `unexpected argument "extra"`},
-		"no kubeconfig":           {[]string{"--kubeconfig=" + filepath.Join(t.TempDir(), "absent")}, "--kubeconfig"},
+		"gateways without a port":     {[]string{"--gateways=gateways.example"}, "-gateways"},
+		"a namespace that is no name": {[]string{"--namespaces=ctf,CTF_B"}, "-namespaces"},
+		"zero interval":               {[]string{"--interval=0s"}, "expected a positive duration"},
+		"argument":                    {[]string{"extra"}, `unexpected argument "extra"`},
+		"no kubeconfig":               {[]string{"--kubeconfig=" + filepath.Join(t.TempDir(), "absent")}, "--kubeconfig"},
 	} {
 		err := run(context.Background(), append([]string{"challenge-hook", "activity-stamper", "--metrics-listen=127.0.0.1:0"}, tc.args...), noEnv, io.Discard, io.Discard)
 		if assert.Error(t, err, name) {
@@ -161,7 +152,7 @@ func TestActivityStamperRefusesToStart(t *testing.T) {
 func TestActivityStamperHelp(t *testing.T) {
 	var stderr bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"challenge-hook", "activity-stamper", "-h"}, noEnv, io.Discard, &stderr))
-	for _, flag := range []string{"-gateways", "-interval", "-timeout", "-metrics-listen", "-kubeconfig", "-api-qps", "-log-level"} {
+	for _, flag := range []string{"-gateways", "-interval", "-timeout", "-namespaces", "-metrics-listen", "-kubeconfig", "-api-qps", "-log-level"} {
 		assert.Contains(t, stderr.String(), flag+" ")
 	}
 }

@@ -32,7 +32,7 @@ const (
 var stamperRights = map[string]schema.GroupVersionResource{
 	"ServiceAccount":                   {Version: "v1", Resource: "serviceaccounts"},
 	"ClusterRole":                      {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
-	"ClusterRoleBinding":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"RoleBinding":                      {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
 	"ValidatingAdmissionPolicy":        {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"},
 	"ValidatingAdmissionPolicyBinding": {Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
 }
@@ -43,8 +43,9 @@ var stamperRights = map[string]schema.GroupVersionResource{
 // 5 s for 75 s, each reading the flag), and stops (Stopped, Idle) once the player left, within its
 // idleTimeout of the last session.
 //
-// The stamper runs on the node as its ServiceAccount (the component's RBAC and admission policy
-// are installed; the API server's impersonation gives the test's process that identity), one
+// The stamper runs on the node as its ServiceAccount (the component's RBAC, its RoleBinding in the
+// namespace ctf, and admission policy are installed; the API server's impersonation gives the
+// test's process that identity, and the stamp lands on the instance's Service), one
 // process per gateway Pod: this node has no cluster DNS to resolve the component's headless
 // Service, and its API server listens on loopback, out of a Pod's reach. What the component adds
 // beside that (the Deployment, its NetworkPolicies) is checked by the manifests' tests and by
@@ -82,7 +83,7 @@ spec:
 	for i, pod := range pods.Items {
 		metrics := freeLoopbackAddr(t)
 		stop, err := startProcess(ctx, fmt.Sprintf("activity-stamper-%d", i), cfg.hookBin, []string{"activity-stamper",
-			"--kubeconfig=" + kubeconfig, "--gateways=" + hostPort(pod.Status.PodIP, 8082), "--interval=1s",
+			"--kubeconfig=" + kubeconfig, "--gateways=" + hostPort(pod.Status.PodIP, 8082), "--interval=1s", "--namespaces=" + nsCTF,
 			"--metrics-listen=" + metrics, "--log-level=debug"}, "http://"+metrics+"/readyz")
 		if err != nil {
 			t.Fatal(err)
@@ -104,7 +105,7 @@ spec:
 		if phase := status(obj, "phase"); phase != "Running" {
 			t.Fatalf("%s into the player's sessions (one every 5 s, idleTimeout %s), the instance is %s/%s: %s; stamp %q, lastActivityAt %s",
 				time.Since(begin).Round(time.Second), nodeIdleTimeout, phase, status(obj, "reason"), status(obj, "message"),
-				obj.GetAnnotations()["ctf.challenge-hook.dev/last-activity"], status(obj, "lastActivityAt"))
+				serviceStamp(ctx, t, name), status(obj, "lastActivityAt"))
 		}
 		flagThroughGateway(ctx, t, token, want, fmt.Sprintf("a session %s in", time.Since(begin).Round(time.Second)))
 		lastSession = time.Now()
@@ -114,8 +115,8 @@ spec:
 		t.Fatal(err)
 	}
 	stampedTo := status(obj, "lastActivityAt")
-	t.Logf("Running for %s of sessions; lastActivityAt %s (readyAt %s), stamp %s", time.Since(begin).Round(time.Second), stampedTo, readyAt,
-		obj.GetAnnotations()["ctf.challenge-hook.dev/last-activity"])
+	t.Logf("Running for %s of sessions; lastActivityAt %s (readyAt %s), the Service's stamp %s", time.Since(begin).Round(time.Second), stampedTo, readyAt,
+		serviceStamp(ctx, t, name))
 	if last, err := time.Parse(time.RFC3339, stampedTo); err != nil || time.Since(last) > nodeIdleTimeout/2 {
 		t.Errorf("lastActivityAt %q after 75 s of sessions: want within %s of the last one", stampedTo, nodeIdleTimeout/2)
 	}
@@ -166,6 +167,17 @@ func installStamperRights(ctx context.Context, t *testing.T) {
 			t.Fatalf("manifests/components/activity-stamper has no %s", kind)
 		}
 	}
+}
+
+// serviceStamp is the last-activity stamp of the Service of the Challenge name, where the stamper
+// writes it.
+func serviceStamp(ctx context.Context, t *testing.T, name string) string {
+	t.Helper()
+	services, err := kube.CoreV1().Services(nsCTF).List(ctx, metav1.ListOptions{LabelSelector: "ctf.challenge-hook.dev/challenge=" + name})
+	if err != nil || len(services.Items) != 1 {
+		t.Fatalf("the Service of %s: %d, err %v", name, len(services.Items), err)
+	}
+	return services.Items[0].Annotations["ctf.challenge-hook.dev/last-activity"]
 }
 
 // freeLoopbackAddr is an address on 127.0.0.1 with a port free a moment ago.

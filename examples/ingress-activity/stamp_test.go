@@ -13,12 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fakeKubectl answers `get services` with the hook's Services of two instances (one of them with
-// two Pods, whose Services are not named after the Challenge) and records every annotate.
+// fakeKubectl answers `get services -n <namespace>` with the hook's Services of three instances
+// in ctf and ctf-b (one with two Pods, whose Services are not named after the Challenge; one that
+// does not idle, without the idle-timeout annotation) and records every annotate.
 const fakeKubectl = `#!/usr/bin/env bash
-case "$1" in
-  get) printf '%s\n' "ctf web-sqli-team42 web-sqli-team42 80," "ctf trio-team-a-web trio-team-a 80,8080," "ctf-b pwn-team7 pwn-team7 80," ;;
-  annotate) echo "$*" >>"$CALLS" ;;
+case "$1 $2 $3 $4" in
+  "get services -n ctf") printf '%s\n' "web-sqli-team42 80, 15m0s" "trio-team-a-web 80,8080, 15m0s" "trio-team-a-db 5432, " "misc-team42 80, " ;;
+  "get services -n ctf-b") printf '%s\n' "pwn-team7 80, 15m0s" ;;
+  "annotate --overwrite services -n") echo "$*" >>"$CALLS" ;;
   *) exit 1 ;;
 esac
 `
@@ -36,10 +38,11 @@ func playerLogLine(user, request, referer, userAgent, upstream string) string {
 		upstream + `] [] 10.244.0.12:8080, 10.244.0.13:8080 612, 0 0.002, 0.001 502, 200 4f1e8a3c`
 }
 
-// TestStampFromIngressLog: each Challenge whose Service served a request is stamped once per
-// STAMP_EVERY, whichever of its Services and ports served it; requests to anything else stamp
-// nothing, whatever brackets a player wrote in the fields it controls (another team's upstream in
-// its User-Agent, Referer, request line or Basic auth user).
+// TestStampFromIngressLog: each Service of an idling instance that served a request is stamped
+// once per STAMP_EVERY, whichever of its ports served it; a Service of an instance that does not
+// idle, and requests to anything else, stamp nothing, whatever brackets a player wrote in the
+// fields it controls (another team's upstream in its User-Agent, Referer, request line or Basic
+// auth user).
 func TestStampFromIngressLog(t *testing.T) {
 	dir := t.TempDir()
 	kubectl := filepath.Join(dir, "kubectl")
@@ -58,9 +61,10 @@ func TestStampFromIngressLog(t *testing.T) {
 		`a line in another format`,
 		logLine("ctf-trio-team-a-web-8080"),
 		logLine("ctf-trio-team-a-web-80"),
+		logLine("ctf-misc-team42-80"), // does not idle
 	}, "\n") + "\n"
 	cmd := exec.Command("bash", "stamp.sh")
-	cmd.Env = append(os.Environ(), "KUBECTL="+kubectl, "CALLS="+calls, "STAMP_EVERY=120", "REFRESH_SECONDS=0")
+	cmd.Env = append(os.Environ(), "KUBECTL="+kubectl, "CALLS="+calls, "STAMP_EVERY=120", "REFRESH_SECONDS=0", "NAMESPACES=ctf,ctf-b")
 	cmd.Stdin = strings.NewReader(log)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
@@ -68,9 +72,9 @@ func TestStampFromIngressLog(t *testing.T) {
 	data, err := os.ReadFile(calls)
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	require.Len(t, lines, 2, "one stamp per Challenge, none of team 7's: %q", lines)
-	for i, want := range []string{"-n ctf web-sqli-team42 ", "-n ctf trio-team-a "} {
-		assert.Contains(t, lines[i], "annotate --overwrite challenges.ctf.challenge-hook.dev "+want)
+	require.Len(t, lines, 2, "one stamp per Service, none of team 7's: %q", lines)
+	for i, want := range []string{"-n ctf web-sqli-team42 ", "-n ctf trio-team-a-web "} {
+		assert.Contains(t, lines[i], "annotate --overwrite services "+want)
 		assert.Regexp(t, `ctf\.challenge-hook\.dev/last-activity=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`, lines[i])
 	}
 }

@@ -137,7 +137,7 @@ const (
 	hookSyncsPerStep = 40
 	// From 50 minutes on, 1 of the hook's /sync answers per step is a 429 (--max-concurrent-requests).
 	overloadFrom = 50 * time.Minute
-	// The activity stamper writes stamperStampsPerStep stamps and reads one Challenge again after a
+	// The activity stamper writes stamperStampsPerStep stamps and reads one Service again after a
 	// Conflict per step; from stamperForbiddenFrom on, stamperForbiddenPerStep stamps per step are
 	// refused as Forbidden (a ClusterRole edited). Its polls of the gateways never fail. It serves
 	// every reason of both counters from its start, at 0.

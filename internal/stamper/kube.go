@@ -14,55 +14,59 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
-// LabelChallenge is the label the hook puts on every child of a Challenge, its name (the hook's
-// sync.LabelChallenge).
-const LabelChallenge = "ctf.challenge-hook.dev/challenge"
+// LabelChallenge is the label the hook puts on every child of a Challenge, its name.
+const LabelChallenge = v1alpha1.Group + "/challenge"
 
-var (
-	challengesGVR = schema.GroupVersionResource{Group: "ctf.challenge-hook.dev", Version: "v1alpha1", Resource: "challenges"}
-	servicesGVR   = schema.GroupVersionResource{Version: "v1", Resource: "services"}
-)
+var servicesGVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 
 // byAddress is the Services' index by ClusterIP:port.
 const byAddress = "address"
 
-// Kube is the Cluster of a real API server: watches (list and watch) of the Services labelled
-// with a Challenge and of the Challenges, in every namespace, and a merge patch of the one
-// annotation. It needs challenges get, list, watch and patch, and services list and watch.
+// Kube is the Cluster of a real API server: a watch (list and watch) of the Services labelled
+// with a Challenge in each namespace of instances (or in every namespace), and a merge patch of
+// the one annotation. It needs services get, list, watch and patch there, and nothing else.
 type Kube struct {
-	client     dynamic.Interface
-	factory    dynamicinformer.DynamicSharedInformerFactory
-	services   cache.SharedIndexInformer
-	challenges cache.SharedIndexInformer
+	client dynamic.Interface
+	// informers holds one watch per namespace (metav1.NamespaceAll: one of every namespace).
+	informers map[string]cache.SharedIndexInformer
 }
 
-// NewKube prepares the watches; Start starts them.
-func NewKube(client dynamic.Interface) (*Kube, error) {
-	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, metav1.NamespaceAll, nil)
-	services := dynamicinformer.NewFilteredDynamicInformer(client, servicesGVR, metav1.NamespaceAll, 0,
-		cache.Indexers{byAddress: serviceAddresses}, func(o *metav1.ListOptions) { o.LabelSelector = LabelChallenge }).Informer()
-	if err := services.SetTransform(trimService); err != nil {
-		return nil, fmt.Errorf("the Services' watch: %w", err)
+// NewKube prepares the watches of the Services of namespaces (none: of every namespace); Start
+// starts them.
+func NewKube(client dynamic.Interface, namespaces []string) (*Kube, error) {
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
 	}
-	challenges := factory.ForResource(challengesGVR).Informer()
-	if err := challenges.SetTransform(trimChallenge); err != nil {
-		return nil, fmt.Errorf("the Challenges' watch: %w", err)
+	k := &Kube{client: client, informers: map[string]cache.SharedIndexInformer{}}
+	for _, ns := range namespaces {
+		informer := dynamicinformer.NewFilteredDynamicInformer(client, servicesGVR, ns, 0,
+			cache.Indexers{byAddress: serviceAddresses}, func(o *metav1.ListOptions) { o.LabelSelector = LabelChallenge }).Informer()
+		if err := informer.SetTransform(trimService); err != nil {
+			return nil, fmt.Errorf("the Services' watch of namespace %q: %w", ns, err)
+		}
+		k.informers[ns] = informer
 	}
-	return &Kube{client: client, factory: factory, services: services, challenges: challenges}, nil
+	return k, nil
 }
 
-// Start runs the watches until ctx ends, and waits until both have listed once; false when ctx
+// Start runs the watches until ctx ends, and waits until each has listed once; false when ctx
 // ended first.
 func (k *Kube) Start(ctx context.Context) bool {
-	go k.services.RunWithContext(ctx)
-	k.factory.Start(ctx.Done())
-	return cache.WaitForCacheSync(ctx.Done(), k.services.HasSynced, k.challenges.HasSynced)
+	synced := make([]cache.InformerSynced, 0, len(k.informers))
+	for _, informer := range k.informers {
+		go informer.RunWithContext(ctx)
+		synced = append(synced, informer.HasSynced)
+	}
+	return cache.WaitForCacheSync(ctx.Done(), synced...)
 }
 
-// trimService keeps what the index reads of a Service: its name, namespace, Challenge label and
-// addresses (a Service of an instance is small, but an event has thousands).
+// trimService keeps what the stamper reads of a Service: its name, namespace, identity, Challenge
+// label, the two annotations and its addresses (a Service of an instance is small, but an event
+// has thousands).
 func trimService(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -74,6 +78,13 @@ func trimService(obj any) (any, error) {
 	trimmed.SetUID(u.GetUID())
 	trimmed.SetResourceVersion(u.GetResourceVersion())
 	trimmed.SetLabels(map[string]string{LabelChallenge: u.GetLabels()[LabelChallenge]})
+	annotations := map[string]string{}
+	for _, key := range []string{AnnotationLastActivity, AnnotationIdleTimeout} {
+		if v, ok := u.GetAnnotations()[key]; ok {
+			annotations[key] = v
+		}
+	}
+	trimmed.SetAnnotations(annotations)
 	spec := map[string]any{}
 	for _, field := range []string{"clusterIP", "clusterIPs", "ports"} {
 		if v, ok := u.Object["spec"].(map[string]any)[field]; ok {
@@ -81,31 +92,6 @@ func trimService(obj any) (any, error) {
 		}
 	}
 	trimmed.Object["spec"] = spec
-	return trimmed, nil
-}
-
-// trimChallenge keeps what the stamper reads of a Challenge: its name, namespace, version, the
-// stamp, and the two status times.
-func trimChallenge(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	trimmed := &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
-	trimmed.SetName(u.GetName())
-	trimmed.SetNamespace(u.GetNamespace())
-	trimmed.SetUID(u.GetUID())
-	trimmed.SetResourceVersion(u.GetResourceVersion())
-	if stamp, ok := u.GetAnnotations()[AnnotationLastActivity]; ok {
-		trimmed.SetAnnotations(map[string]string{AnnotationLastActivity: stamp})
-	}
-	status := map[string]any{}
-	for _, field := range []string{"lastActivityAt", "idleAt"} {
-		if v, ok, _ := unstructured.NestedString(u.Object, "status", field); ok {
-			status[field] = v
-		}
-	}
-	trimmed.Object["status"] = status
 	return trimmed, nil
 }
 
@@ -136,74 +122,77 @@ func serviceAddresses(obj any) ([]string, error) {
 	return addresses, nil
 }
 
-// ChallengeAt is the Challenge of the Service at address: the Service's label names it, in the
-// Service's namespace.
-func (k *Kube) ChallengeAt(address netip.AddrPort) (types.NamespacedName, bool) {
-	objs, err := k.services.GetIndexer().ByIndex(byAddress, address.String())
-	if err != nil || len(objs) != 1 {
+// ServiceAt is the Service at address, of whichever namespace watched.
+func (k *Kube) ServiceAt(address netip.AddrPort) (types.NamespacedName, bool) {
+	var found []any
+	for _, informer := range k.informers {
+		objs, err := informer.GetIndexer().ByIndex(byAddress, address.String())
+		if err == nil {
+			found = append(found, objs...)
+		}
+	}
+	if len(found) != 1 {
 		return types.NamespacedName{}, false // none, or two Services claiming one address for a moment
 	}
-	u := objs[0].(*unstructured.Unstructured)
-	name := u.GetLabels()[LabelChallenge]
-	if name == "" {
-		return types.NamespacedName{}, false
-	}
-	return types.NamespacedName{Namespace: u.GetNamespace(), Name: name}, true
+	u := found[0].(*unstructured.Unstructured)
+	return types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, true
 }
 
-// Challenge is the Challenge as the watch last saw it.
-func (k *Kube) Challenge(key types.NamespacedName) (Challenge, bool) {
-	obj, ok, err := k.challenges.GetIndexer().GetByKey(key.String())
+// Service is the Service as the watch last saw it.
+func (k *Kube) Service(key types.NamespacedName) (Service, bool) {
+	informer, ok := k.informers[key.Namespace]
+	if !ok {
+		informer, ok = k.informers[metav1.NamespaceAll]
+	}
+	if !ok {
+		return Service{}, false
+	}
+	obj, ok, err := informer.GetIndexer().GetByKey(cache.ObjectName{Namespace: key.Namespace, Name: key.Name}.String())
 	if err != nil || !ok {
-		return Challenge{}, false
+		return Service{}, false
 	}
-	return challengeOf(obj.(*unstructured.Unstructured)), true
+	return serviceOf(obj.(*unstructured.Unstructured)), true
 }
 
-// Get reads the Challenge from the API server.
-func (k *Kube) Get(ctx context.Context, key types.NamespacedName) (Challenge, error) {
-	u, err := k.client.Resource(challengesGVR).Namespace(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+// Get reads the Service from the API server.
+func (k *Kube) Get(ctx context.Context, key types.NamespacedName) (Service, error) {
+	u, err := k.client.Resource(servicesGVR).Namespace(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 	if err != nil {
-		return Challenge{}, fmt.Errorf("get Challenge %s: %w", key, err)
+		return Service{}, fmt.Errorf("get Service %s: %w", key, err)
 	}
-	return challengeOf(u), nil
+	return serviceOf(u), nil
 }
 
 // Stamp is a JSON merge patch of the annotation alone, with the resourceVersion as its
-// precondition: a Challenge written meanwhile answers Conflict.
-func (k *Kube) Stamp(ctx context.Context, key types.NamespacedName, resourceVersion, value string) (Challenge, error) {
+// precondition: a Service written meanwhile answers Conflict.
+func (k *Kube) Stamp(ctx context.Context, key types.NamespacedName, resourceVersion, value string) (Service, error) {
 	metadata := map[string]any{"annotations": map[string]string{AnnotationLastActivity: value}}
 	if resourceVersion != "" {
 		metadata["resourceVersion"] = resourceVersion
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": metadata})
 	if err != nil {
-		return Challenge{}, err
+		return Service{}, err
 	}
-	u, err := k.client.Resource(challengesGVR).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, patch,
+	u, err := k.client.Resource(servicesGVR).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, patch,
 		metav1.PatchOptions{FieldManager: "challenge-hook-activity-stamper"})
 	if err != nil {
-		return Challenge{}, fmt.Errorf("stamp Challenge %s: %w", key, err)
+		return Service{}, fmt.Errorf("stamp Service %s: %w", key, err)
 	}
-	return challengeOf(u), nil
+	return serviceOf(u), nil
 }
 
-// challengeOf reads a Challenge.
-func challengeOf(u *unstructured.Unstructured) Challenge {
-	at := func(field string) time.Time {
-		s, _, _ := unstructured.NestedString(u.Object, "status", field)
-		t, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			return time.Time{}
-		}
-		return t
+// serviceOf reads a Service.
+func serviceOf(u *unstructured.Unstructured) Service {
+	idleTimeout, err := time.ParseDuration(u.GetAnnotations()[AnnotationIdleTimeout])
+	if err != nil || idleTimeout < 0 {
+		idleTimeout = 0
 	}
-	return Challenge{
+	return Service{
 		Key:             types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()},
 		UID:             u.GetUID(),
 		ResourceVersion: u.GetResourceVersion(),
 		Stamp:           u.GetAnnotations()[AnnotationLastActivity],
-		LastActivityAt:  at("lastActivityAt"),
-		IdleAt:          at("idleAt"),
+		IdleTimeout:     idleTimeout,
 	}
 }

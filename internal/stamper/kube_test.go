@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -21,54 +22,63 @@ func object(o map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: o}
 }
 
-// TestKube: the watches map a Service address (each ClusterIP with each port, IPv6 too) to the
-// Challenge its label names, in its namespace; a Service without the label is not watched; a
-// Challenge is read with its stamp and status times; a stamp is a merge patch of the annotation
-// alone, conditional on the resourceVersion.
+// instanceService is the Service ns/name of a Challenge, with annotations and addresses.
+func instanceService(ns, name string, annotations map[string]any, clusterIPs []any, ports ...int64) *unstructured.Unstructured {
+	var portList []any
+	for _, p := range ports {
+		portList = append(portList, map[string]any{"port": p})
+	}
+	return object(map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{
+		"name": name, "namespace": ns, "uid": "uid-" + name, "resourceVersion": "41",
+		"labels": map[string]any{LabelChallenge: name}, "annotations": annotations,
+	}, "spec": map[string]any{"clusterIP": clusterIPs[0], "clusterIPs": clusterIPs, "ports": portList}})
+}
+
+// TestKube: the watches, of the namespaces given, map a Service address (each ClusterIP with each
+// port, IPv6 too) to the instance's Service; a Service without the Challenge label, or in another
+// namespace, is not watched; a Service is read with its stamp and idle timeout; a stamp is a merge
+// patch of the annotation alone, conditional on the resourceVersion.
 func TestKube(t *testing.T) {
-	scheme := runtime.NewScheme()
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
-		servicesGVR: "ServiceList", challengesGVR: "ChallengeList",
-	},
-		object(map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{
-			"name": "web-team42", "namespace": "ctf", "labels": map[string]any{LabelChallenge: "web-team42"},
-		}, "spec": map[string]any{"clusterIP": "10.96.12.7", "clusterIPs": []any{"10.96.12.7", "fd00::7"},
-			"ports": []any{map[string]any{"port": int64(1337)}, map[string]any{"port": int64(8080)}}}}),
-		object(map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": "kubernetes", "namespace": "default"},
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{servicesGVR: "ServiceList"},
+		instanceService("ctf", "web-team42", map[string]any{AnnotationLastActivity: "2026-11-27T13:41:00Z", AnnotationIdleTimeout: "10m0s", "other": "x"},
+			[]any{"10.96.12.7", "fd00::7"}, 1337, 8080),
+		instanceService("ctf-b", "pwn-team7", map[string]any{AnnotationIdleTimeout: "5m0s"}, []any{"10.96.40.1"}, 31337),
+		instanceService("elsewhere", "pwn-team9", map[string]any{AnnotationIdleTimeout: "5m0s"}, []any{"10.96.50.1"}, 31337),
+		object(map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": "kubernetes", "namespace": "ctf"},
 			"spec": map[string]any{"clusterIP": "10.96.0.1", "ports": []any{map[string]any{"port": int64(443)}}}}),
-		object(map[string]any{"apiVersion": "ctf.challenge-hook.dev/v1alpha1", "kind": "Challenge", "metadata": map[string]any{
-			"name": "web-team42", "namespace": "ctf", "resourceVersion": "41",
-			"annotations": map[string]any{AnnotationLastActivity: "2026-11-27T13:41:00Z", "other": "x"},
-		}, "spec": map[string]any{"owner": "team-42"}, "status": map[string]any{
-			"phase": "Running", "lastActivityAt": "2026-11-27T13:41:00Z", "idleAt": "2026-11-27T13:51:00Z"}}),
 	)
 	var patches []string
-	client.PrependReactor("patch", "challenges", func(action k8stesting.Action) (bool, runtime.Object, error) {
+	client.PrependReactor("patch", "services", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		p := action.(k8stesting.PatchAction)
 		assert.Equal(t, types.MergePatchType, p.GetPatchType())
 		patches = append(patches, string(p.GetPatch()))
 		return false, nil, nil
 	})
-	kube, err := NewKube(client)
+	var watched []string
+	client.PrependWatchReactor("services", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		watched = append(watched, action.GetNamespace())
+		return false, nil, nil
+	})
+	kube, err := NewKube(client, []string{"ctf", "ctf-b"})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	require.True(t, kube.Start(ctx))
 
-	for _, address := range []string{"10.96.12.7:1337", "10.96.12.7:8080", "[fd00::7]:1337"} {
-		key, ok := kube.ChallengeAt(netip.MustParseAddrPort(address))
+	pwn := types.NamespacedName{Namespace: "ctf-b", Name: "pwn-team7"}
+	for address, want := range map[string]types.NamespacedName{"10.96.12.7:1337": web, "10.96.12.7:8080": web, "[fd00::7]:1337": web, "10.96.40.1:31337": pwn} {
+		key, ok := kube.ServiceAt(netip.MustParseAddrPort(address))
 		assert.True(t, ok, address)
-		assert.Equal(t, web, key, address)
+		assert.Equal(t, want, key, address)
 	}
-	for _, address := range []string{"10.96.12.7:1338", "10.96.0.1:443"} {
-		_, ok := kube.ChallengeAt(netip.MustParseAddrPort(address))
+	for _, address := range []string{"10.96.12.7:1338", "10.96.0.1:443", "10.96.50.1:31337"} {
+		_, ok := kube.ServiceAt(netip.MustParseAddrPort(address))
 		assert.False(t, ok, address)
 	}
-	c, ok := kube.Challenge(web)
+	assert.ElementsMatch(t, []string{"ctf", "ctf-b"}, watched, "one watch per namespace, none of every namespace")
+	svc, ok := kube.Service(web)
 	require.True(t, ok)
-	want := Challenge{Key: web, ResourceVersion: "41", Stamp: "2026-11-27T13:41:00Z",
-		LastActivityAt: t0.Add(time.Minute), IdleAt: t0.Add(11 * time.Minute)}
-	assert.Equal(t, want, c)
+	assert.Equal(t, Service{Key: web, UID: "uid-web-team42", ResourceVersion: "41", Stamp: "2026-11-27T13:41:00Z", IdleTimeout: 10 * time.Minute}, svc)
 
 	_, err = kube.Stamp(ctx, web, "41", "2026-11-27T13:45:00Z")
 	require.NoError(t, err)

@@ -1,15 +1,18 @@
 // Package stamper is the activity stamper (`challenge-hook activity-stamper`): it reads what the
 // TCP gateways saw (GET /activity on each gateway Pod's metrics port) and writes it, coalesced, as
-// the Challenge annotation ctf.challenge-hook.dev/last-activity, which the hook's idle clock reads.
-// The gateways face the internet and hold no Kubernetes credential; the stamper holds the one
-// credential that turns their traffic into stamps, and an admission policy lets it change that one
-// annotation, forward in time, and nothing else.
+// the annotation ctf.challenge-hook.dev/last-activity of the instance's Service the sessions
+// reached, which the hook's idle clock reads. The gateways face the internet and hold no
+// Kubernetes credential; the stamper holds the one credential that turns their traffic into
+// stamps, and an admission policy lets it change that one annotation, forward in time, and nothing
+// else. It reads and writes Services alone, never a Challenge: a Challenge's status holds the
+// players' capabilities (the TCP tokens, the unguessable hosts), and a credential that may patch an
+// object reads it whole in the answer.
 //
-// Coalescing: a Challenge is stamped only when it shows status.idleAt (its idle clock runs), and
-// only when the activity seen is later than what the Challenge already knows (its stamp, its
-// status.lastActivityAt) by at least a quarter of its idleTimeout (idleAt - lastActivityAt). So an
-// instance in use costs at most one write per quarter of its idleTimeout, and is stamped at least
-// three quarters of it before its idle stop: one in use never stops for idleness.
+// Coalescing: a Service is stamped only when it carries the hook's idle-timeout annotation (its
+// instance idles), and only when the activity seen is later than its stamp by at least a quarter
+// of that idleTimeout (the first stamp at once). So an instance in use costs at most one write per
+// quarter of its idleTimeout, and is stamped at least three quarters of it before its idle stop:
+// one in use never stops for idleness.
 package stamper
 
 import (
@@ -27,16 +30,19 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 	"github.com/challenge-hook/challenge-hook/internal/tcpgateway"
-	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
-// AnnotationLastActivity is the Challenge annotation the stamper writes, which the hook's idle
-// clock reads.
-const AnnotationLastActivity = hooksync.AnnotationLastActivity
+// AnnotationLastActivity is the Service annotation the stamper writes, which the hook's idle
+// clock reads; AnnotationIdleTimeout, which the hook writes, says how often a stamp matters.
+const (
+	AnnotationLastActivity = v1alpha1.AnnotationLastActivity
+	AnnotationIdleTimeout  = v1alpha1.AnnotationIdleTimeout
+)
 
 // Retention is how long a gateway remembers a Service's last activity, and how long the stamper
-// keeps activity it could not place yet (a Service or Challenge its caches do not hold yet).
+// keeps activity it could not place yet (a Service its cache does not hold yet).
 const Retention = tcpgateway.ActivityRetention
 
 // maxClockSkew is how far ahead of the stamper's clock a gateway's time may be: the hook ignores a
@@ -51,30 +57,31 @@ const maxClockSkew = time.Minute
 // read, within the component's memory limit of 128Mi.
 const maxPending = 100000
 
-// Challenge is what the stamper reads of a Challenge.
-type Challenge struct {
+// Service is what the stamper reads of an instance's Service.
+type Service struct {
 	Key types.NamespacedName
-	// UID tells a Challenge from a later one of the same name.
+	// UID tells a Service from a later one of the same name (a Challenge deleted and created again).
 	UID             types.UID
 	ResourceVersion string
-	// Stamp is the annotation as written ("" without one).
+	// Stamp is the AnnotationLastActivity as written ("" without one).
 	Stamp string
-	// LastActivityAt and IdleAt are the status' (zero when absent or unreadable).
-	LastActivityAt, IdleAt time.Time
+	// IdleTimeout is the AnnotationIdleTimeout (zero without one, or unreadable: the instance does
+	// not idle, and is never stamped).
+	IdleTimeout time.Duration
 }
 
-// Cluster is the stamper's view of the cluster: the Services and Challenges it watches, and its
-// one write.
+// Cluster is the stamper's view of the cluster: the instances' Services it watches, and its one
+// write.
 type Cluster interface {
-	// ChallengeAt is the Challenge whose Service serves address (ClusterIP:port, as a token names it).
-	ChallengeAt(address netip.AddrPort) (types.NamespacedName, bool)
-	// Challenge is the Challenge as last seen by the watch.
-	Challenge(key types.NamespacedName) (Challenge, bool)
-	// Get reads the Challenge from the API server.
-	Get(ctx context.Context, key types.NamespacedName) (Challenge, error)
-	// Stamp sets the annotation to value, if the Challenge is still at resourceVersion, and
-	// returns the Challenge as written.
-	Stamp(ctx context.Context, key types.NamespacedName, resourceVersion, value string) (Challenge, error)
+	// ServiceAt is the instance's Service that serves address (ClusterIP:port, as a token names it).
+	ServiceAt(address netip.AddrPort) (types.NamespacedName, bool)
+	// Service is the Service as last seen by the watch.
+	Service(key types.NamespacedName) (Service, bool)
+	// Get reads the Service from the API server.
+	Get(ctx context.Context, key types.NamespacedName) (Service, error)
+	// Stamp sets the annotation to value, if the Service is still at resourceVersion, and returns
+	// the Service as written.
+	Stamp(ctx context.Context, key types.NamespacedName, resourceVersion, value string) (Service, error)
 }
 
 // Config is the stamper's configuration.
@@ -88,7 +95,7 @@ type Config struct {
 	Timeout time.Duration
 }
 
-// Stamper polls the gateways and stamps the Challenges. Run it once.
+// Stamper polls the gateways and stamps the instances' Services. Run it once.
 type Stamper struct {
 	cfg     Config
 	cluster Cluster
@@ -236,7 +243,7 @@ func (s *Stamper) poll(ctx context.Context) {
 				continue
 			}
 			if _, held := s.pending[service.address]; !held && len(s.pending) >= s.maxPending {
-				if _, placed := s.cluster.ChallengeAt(service.address); !placed {
+				if _, placed := s.cluster.ServiceAt(service.address); !placed {
 					dropped++
 					continue
 				}
@@ -304,7 +311,7 @@ func (s *Stamper) stamp(ctx context.Context) {
 			delete(s.pending, address) // never placed: not an instance's Service, or one long gone
 			continue
 		}
-		key, ok := s.cluster.ChallengeAt(address)
+		key, ok := s.cluster.ServiceAt(address)
 		if !ok {
 			continue // the Service may not be in the cache yet
 		}
@@ -312,7 +319,7 @@ func (s *Stamper) stamp(ctx context.Context) {
 		addresses[key] = append(addresses[key], address)
 	}
 	for key := range s.written {
-		if _, ok := s.cluster.Challenge(key); !ok {
+		if _, ok := s.cluster.Service(key); !ok {
 			delete(s.written, key)
 			delete(s.warned, key)
 		}
@@ -323,11 +330,11 @@ func (s *Stamper) stamp(ctx context.Context) {
 	}
 	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
 	for _, key := range keys {
-		c, ok := s.cluster.Challenge(key)
+		svc, ok := s.cluster.Service(key)
 		if !ok {
 			continue
 		}
-		if s.stampOne(ctx, c, activity[key]) {
+		if s.stampOne(ctx, svc, activity[key]) {
 			for _, address := range addresses[key] {
 				delete(s.pending, address)
 			}
@@ -335,100 +342,97 @@ func (s *Stamper) stamp(ctx context.Context) {
 	}
 }
 
-// stampOne writes the stamp of one Challenge when it is due; it says whether the activity is
-// placed (written, or nothing new), so that it is forgotten.
-func (s *Stamper) stampOne(ctx context.Context, c Challenge, activity time.Time) (placed bool) {
+// stampOne writes the stamp of one Service when it is due; it says whether the activity is placed
+// (written, or nothing to write), so that it is forgotten.
+func (s *Stamper) stampOne(ctx context.Context, svc Service, activity time.Time) (placed bool) {
 	for attempt := 0; ; attempt++ {
 		var written time.Time
-		if w := s.written[c.Key]; w.uid == c.UID {
-			written = w.stamp // not one of an earlier Challenge of the same name
+		if w := s.written[svc.Key]; w.uid == svc.UID {
+			written = w.stamp // not one of an earlier Service of the same name
 		}
-		d := decide(c, written, activity, s.now())
-		if d.ahead != "" && s.warned[c.Key] != d.ahead {
-			s.warned[c.Key] = d.ahead
-			s.logger.Warn("a Challenge's last-activity stamp is ahead of this clock: no stamp may move it back, so the instance idles although used; "+
-				"have the platform remove the annotation or set it to the current time",
-				slog.String("challenge", c.Key.String()), slog.String("stamp", d.ahead))
+		d := decide(svc, written, activity, s.now())
+		if d.ahead != "" && s.warned[svc.Key] != d.ahead {
+			s.warned[svc.Key] = d.ahead
+			s.logger.Warn("a Service's last-activity stamp is ahead of this clock: no stamp may move it back, so the instance idles although used; "+
+				"remove the annotation, or set it to the current time, as an administrator",
+				slog.String("service", svc.Key.String()), slog.String("stamp", d.ahead))
 		}
 		if !d.write {
 			return d.placed
 		}
-		stamped, err := s.cluster.Stamp(ctx, c.Key, c.ResourceVersion, formatStamp(d.stamp))
+		stamped, err := s.cluster.Stamp(ctx, svc.Key, svc.ResourceVersion, formatStamp(d.stamp))
 		if err == nil {
 			s.metrics.written.Inc()
-			s.written[c.Key] = writtenStamp{c.UID, d.stamp}
-			s.logger.Debug("stamped", slog.String("challenge", c.Key.String()), slog.String("stamp", formatStamp(d.stamp)),
+			s.written[svc.Key] = writtenStamp{svc.UID, d.stamp}
+			s.logger.Debug("stamped", slog.String("service", svc.Key.String()), slog.String("stamp", formatStamp(d.stamp)),
 				slog.String("resource_version", stamped.ResourceVersion))
 			return true
 		}
 		reason := refusalReason(err)
 		s.metrics.refused.WithLabelValues(reason).Inc()
-		delete(s.written, c.Key)
+		delete(s.written, svc.Key)
 		switch {
 		case apierrors.IsNotFound(err):
 			return true // deleted: nothing to stamp
 		case apierrors.IsConflict(err) && attempt == 0:
-			// Written meanwhile (Metacontroller's status, another stamp): read it and decide again.
-			fresh, err := s.cluster.Get(ctx, c.Key)
+			// Written meanwhile (Metacontroller applying a change, another stamp): read it and
+			// decide again.
+			fresh, err := s.cluster.Get(ctx, svc.Key)
 			if err != nil {
-				s.logger.Warn("read a Challenge again after a conflict", slog.String("challenge", c.Key.String()), slog.Any("error", err))
+				s.logger.Warn("read a Service again after a conflict", slog.String("service", svc.Key.String()), slog.Any("error", err))
 				return false
 			}
-			c = fresh
+			svc = fresh
 			continue
 		case apierrors.IsConflict(err):
 			return false // the next round reads it again
 		case apierrors.IsForbidden(err), apierrors.IsInvalid(err):
-			s.logger.Error("the API server refused a stamp: the stamper may change the annotation "+AnnotationLastActivity+" of Challenges alone, forward in time; "+
-				"check the ClusterRole and the ValidatingAdmissionPolicy challenge-hook-activity-stamper (manifests/components/activity-stamper), "+
-				"and who else writes the annotation",
-				slog.String("challenge", c.Key.String()), slog.String("stamp", formatStamp(d.stamp)), slog.String("reason", reason), slog.Any("error", err))
+			s.logger.Error("the API server refused a stamp: the stamper may change the annotation "+AnnotationLastActivity+" of the instances' Services alone, forward in time; "+
+				"check the stamper's Role and its RoleBinding in the Service's namespace, the ValidatingAdmissionPolicy challenge-hook-activity-stamper "+
+				"(manifests/components/activity-stamper), and who else writes the annotation",
+				slog.String("service", svc.Key.String()), slog.String("stamp", formatStamp(d.stamp)), slog.String("reason", reason), slog.Any("error", err))
 			return false
 		default:
-			s.logger.Error("write a stamp", slog.String("challenge", c.Key.String()), slog.Any("error", err))
+			s.logger.Error("write a stamp", slog.String("service", svc.Key.String()), slog.Any("error", err))
 			return false
 		}
 	}
 }
 
-// writtenStamp is a stamp the stamper wrote, and the Challenge it wrote it on.
+// writtenStamp is a stamp the stamper wrote, and the Service it wrote it on.
 type writtenStamp struct {
 	uid   types.UID
 	stamp time.Time
 }
 
-// decision is what decide says of one Challenge.
+// decision is what decide says of one Service.
 type decision struct {
 	stamp  time.Time
 	write  bool
 	placed bool   // nothing left to write for this activity
-	ahead  string // the Challenge's stamp, when it is ahead of the clock
+	ahead  string // the Service's stamp, when it is ahead of the clock
 }
 
-// decide: write activity (to the second) as the stamp when the Challenge's idle clock runs
-// (status.idleAt) and activity is later than everything the Challenge knows (its stamp, its
-// status.lastActivityAt, the stamp last written) by a quarter of its idleTimeout; never a stamp
-// before the one it has.
-func decide(c Challenge, written, activity, now time.Time) decision {
-	current, err := time.Parse(time.RFC3339, c.Stamp)
+// decide: write activity (to the second) as the stamp when the Service's instance idles (its
+// idle-timeout annotation) and activity is later than every stamp it knows (the Service's, the
+// one last written) by a quarter of its idleTimeout, or there is none yet; never a stamp before
+// the one it has.
+func decide(svc Service, written, activity, now time.Time) decision {
+	current, err := time.Parse(time.RFC3339, svc.Stamp)
 	if err != nil {
 		current = time.Time{} // none, or unreadable: the hook ignores it, the admission policy lets any valid stamp replace it
 	}
 	var d decision
 	if current.After(now.Add(maxClockSkew)) {
-		d.ahead = c.Stamp
+		d.ahead = svc.Stamp
 	}
-	known := latest(current, c.LastActivityAt, written)
-	if !activity.After(known) {
-		d.placed = true
+	known := latest(current, written)
+	if !activity.After(known) || svc.IdleTimeout <= 0 {
+		d.placed = true // nothing new, or an instance that never idles: nothing to stamp
 		return d
 	}
-	if c.IdleAt.IsZero() || c.LastActivityAt.IsZero() || !c.IdleAt.After(c.LastActivityAt) {
-		return d // the idle clock does not run (Queued, stopped, no idleTimeout): nothing to stamp yet
-	}
-	quarter := c.IdleAt.Sub(c.LastActivityAt) / 4
 	stamp := activity.Truncate(time.Second)
-	if activity.Sub(known) < quarter || stamp.Before(current) {
+	if (!known.IsZero() && activity.Sub(known) < svc.IdleTimeout/4) || stamp.Before(current) {
 		return d
 	}
 	d.stamp, d.write = stamp, true

@@ -118,64 +118,66 @@ func (g *fakeGateway) requests() []string {
 	return slices.Clone(g.queries)
 }
 
-// fakeCluster holds Services and Challenges, and plays the hook: a stamp moves lastActivityAt and
-// idleAt as the hook's next sync would.
+// fakeCluster holds the instances' Services, and plays the hook: it keeps each instance's idle
+// deadline (idleAt), which a stamp moves as the hook's next sync would.
 type fakeCluster struct {
-	mu          sync.Mutex
-	services    map[netip.AddrPort]types.NamespacedName
-	challenges  map[types.NamespacedName]*Challenge
-	idleTimeout map[types.NamespacedName]time.Duration
-	version     int
-	stamps      []string // key=value of every write
-	refuse      []error  // the next writes' errors, in order
-	gets        int
+	mu       sync.Mutex
+	services map[netip.AddrPort]types.NamespacedName
+	objects  map[types.NamespacedName]*Service
+	idleAt   map[types.NamespacedName]time.Time
+	version  int
+	stamps   []string // key=value of every write
+	refuse   []error  // the next writes' errors, in order
+	gets     int
 }
 
 func newFakeCluster() *fakeCluster {
-	return &fakeCluster{services: map[netip.AddrPort]types.NamespacedName{}, challenges: map[types.NamespacedName]*Challenge{},
-		idleTimeout: map[types.NamespacedName]time.Duration{}}
+	return &fakeCluster{services: map[netip.AddrPort]types.NamespacedName{}, objects: map[types.NamespacedName]*Service{},
+		idleAt: map[types.NamespacedName]time.Time{}}
 }
 
-// add is a running Challenge ns/name whose idle clock started at last, and its Service addresses.
+var servicesResource = schema.GroupResource{Resource: "services"}
+
+// add is the Service ns/name of a running instance whose idle clock started at last, and its
+// addresses; idleTimeout zero: an instance that does not idle.
 func (f *fakeCluster) add(key types.NamespacedName, idleTimeout time.Duration, last time.Time, addresses ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.version++
-	f.challenges[key] = &Challenge{Key: key, UID: types.UID(fmt.Sprint("uid-", f.version)), ResourceVersion: fmt.Sprint(f.version),
-		LastActivityAt: last, IdleAt: last.Add(idleTimeout)}
-	f.idleTimeout[key] = idleTimeout
+	f.objects[key] = &Service{Key: key, UID: types.UID(fmt.Sprint("uid-", f.version)), ResourceVersion: fmt.Sprint(f.version), IdleTimeout: idleTimeout}
+	f.idleAt[key] = last.Add(idleTimeout)
 	for _, a := range addresses {
 		f.services[netip.MustParseAddrPort(a)] = key
 	}
 }
 
-func (f *fakeCluster) ChallengeAt(address netip.AddrPort) (types.NamespacedName, bool) {
+func (f *fakeCluster) ServiceAt(address netip.AddrPort) (types.NamespacedName, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	key, ok := f.services[address]
 	return key, ok
 }
 
-func (f *fakeCluster) Challenge(key types.NamespacedName) (Challenge, bool) {
+func (f *fakeCluster) Service(key types.NamespacedName) (Service, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, ok := f.challenges[key]
+	svc, ok := f.objects[key]
 	if !ok {
-		return Challenge{}, false
+		return Service{}, false
 	}
-	return *c, true
+	return *svc, true
 }
 
-func (f *fakeCluster) Get(ctx context.Context, key types.NamespacedName) (Challenge, error) {
+func (f *fakeCluster) Get(ctx context.Context, key types.NamespacedName) (Service, error) {
 	f.gets++
-	c, ok := f.Challenge(key)
+	svc, ok := f.Service(key)
 	if !ok {
-		return Challenge{}, apierrors.NewNotFound(schema.GroupResource{Group: "ctf.challenge-hook.dev", Resource: "challenges"}, key.Name)
+		return Service{}, apierrors.NewNotFound(servicesResource, key.Name)
 	}
-	return c, nil
+	return svc, nil
 }
 
-func (f *fakeCluster) Stamp(ctx context.Context, key types.NamespacedName, resourceVersion, value string) (Challenge, error) {
+func (f *fakeCluster) Stamp(ctx context.Context, key types.NamespacedName, resourceVersion, value string) (Service, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.refuse) > 0 {
@@ -183,30 +185,35 @@ func (f *fakeCluster) Stamp(ctx context.Context, key types.NamespacedName, resou
 		f.refuse = f.refuse[1:]
 		if apierrors.IsConflict(err) { // written meanwhile
 			f.version++
-			f.challenges[key].ResourceVersion = fmt.Sprint(f.version)
+			f.objects[key].ResourceVersion = fmt.Sprint(f.version)
 		}
-		return Challenge{}, err
+		return Service{}, err
 	}
-	c, ok := f.challenges[key]
+	svc, ok := f.objects[key]
 	if !ok {
-		return Challenge{}, apierrors.NewNotFound(schema.GroupResource{Group: "ctf.challenge-hook.dev", Resource: "challenges"}, key.Name)
+		return Service{}, apierrors.NewNotFound(servicesResource, key.Name)
 	}
-	if c.ResourceVersion != resourceVersion {
-		return Challenge{}, apierrors.NewConflict(schema.GroupResource{Resource: "challenges"}, key.Name, fmt.Errorf("resourceVersion %s, not %s", c.ResourceVersion, resourceVersion))
+	if svc.ResourceVersion != resourceVersion {
+		return Service{}, apierrors.NewConflict(servicesResource, key.Name, fmt.Errorf("resourceVersion %s, not %s", svc.ResourceVersion, resourceVersion))
 	}
-	old, _ := time.Parse(time.RFC3339, c.Stamp)
+	old, _ := time.Parse(time.RFC3339, svc.Stamp)
 	stamp, err := time.Parse(time.RFC3339, value)
 	if err != nil || stamp.Before(old) {
-		return Challenge{}, apierrors.NewForbidden(schema.GroupResource{Resource: "challenges"}, key.Name, fmt.Errorf("the stamp %q goes back from %q", value, c.Stamp))
+		return Service{}, apierrors.NewForbidden(servicesResource, key.Name, fmt.Errorf("the stamp %q goes back from %q", value, svc.Stamp))
 	}
 	f.version++
-	c.ResourceVersion, c.Stamp = fmt.Sprint(f.version), value
+	svc.ResourceVersion, svc.Stamp = fmt.Sprint(f.version), value
 	f.stamps = append(f.stamps, key.String()+"="+value)
 	// The hook's next sync.
-	if stamp.After(c.LastActivityAt) {
-		c.LastActivityAt, c.IdleAt = stamp, stamp.Add(f.idleTimeout[key])
-	}
-	return *c, nil
+	f.idleAt[key] = latest(f.idleAt[key], stamp.Add(svc.IdleTimeout))
+	return *svc, nil
+}
+
+// idleDeadline is when the hook stops the instance of the Service key for idleness.
+func (f *fakeCluster) idleDeadline(key types.NamespacedName) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.idleAt[key]
 }
 
 func (f *fakeCluster) written() []string {
@@ -239,36 +246,35 @@ func hostPort(g *fakeGateway) string { return strings.TrimPrefix(g.URL, "http://
 var web = types.NamespacedName{Namespace: "ctf", Name: "web-team42"}
 
 func TestDecide(t *testing.T) {
-	last := t0
-	running := Challenge{Key: web, LastActivityAt: last, IdleAt: last.Add(8 * time.Minute)} // a quarter: 2m
+	stamped := Service{Key: web, Stamp: "2026-11-27T13:40:00Z", IdleTimeout: 8 * time.Minute} // a quarter: 2m
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	for _, c := range []struct {
-		what      string
-		challenge Challenge
-		written   time.Time
-		activity  time.Time
-		want      decision
+		what     string
+		service  Service
+		written  time.Time
+		activity time.Time
+		want     decision
 	}{
-		{"activity a quarter later: stamped, to the second", running, time.Time{}, at(2*time.Minute + 300*time.Millisecond),
+		{"activity a quarter after the stamp: stamped, to the second", stamped, time.Time{}, at(2*time.Minute + 300*time.Millisecond),
 			decision{stamp: at(2 * time.Minute), write: true}},
-		{"less than a quarter later: not yet", running, time.Time{}, at(2*time.Minute - time.Second), decision{}},
-		{"nothing newer than lastActivityAt: placed", running, time.Time{}, at(-time.Second), decision{placed: true}},
-		{"after the stamp last written by less than a quarter: not yet", running, at(3 * time.Minute), at(4 * time.Minute), decision{}},
-		{"after the stamp last written by a quarter", running, at(3 * time.Minute), at(5 * time.Minute), decision{stamp: at(5 * time.Minute), write: true}},
-		{"after the annotation by less than a quarter", withStamp(running, "2026-11-27T13:43:00Z"), time.Time{}, at(4 * time.Minute), decision{}},
-		{"older than the annotation: never backwards", withStamp(running, "2026-11-27T13:50:00Z"), time.Time{}, at(9 * time.Minute), decision{placed: true}},
-		{"an unreadable annotation counts for nothing", withStamp(running, "yesterday"), time.Time{}, at(2 * time.Minute), decision{stamp: at(2 * time.Minute), write: true}},
-		{"an annotation far ahead of the clock: reported, not moved back", withStamp(running, "2027-01-01T00:00:00Z"), time.Time{}, at(9 * time.Minute),
+		{"less than a quarter later: not yet", stamped, time.Time{}, at(2*time.Minute - time.Second), decision{}},
+		{"nothing newer than the stamp: placed", stamped, time.Time{}, at(-time.Second), decision{placed: true}},
+		{"no stamp yet: stamped at once", withStamp(stamped, ""), time.Time{}, at(10 * time.Second), decision{stamp: at(10 * time.Second), write: true}},
+		{"after the stamp last written by less than a quarter: not yet", stamped, at(3 * time.Minute), at(4 * time.Minute), decision{}},
+		{"after the stamp last written by a quarter", stamped, at(3 * time.Minute), at(5 * time.Minute), decision{stamp: at(5 * time.Minute), write: true}},
+		{"older than the annotation: never backwards", withStamp(stamped, "2026-11-27T13:50:00Z"), time.Time{}, at(9 * time.Minute), decision{placed: true}},
+		{"an unreadable annotation counts for nothing", withStamp(stamped, "yesterday"), time.Time{}, at(time.Minute), decision{stamp: at(time.Minute), write: true}},
+		{"an annotation far ahead of the clock: reported, not moved back", withStamp(stamped, "2027-01-01T00:00:00Z"), time.Time{}, at(9 * time.Minute),
 			decision{placed: true, ahead: "2027-01-01T00:00:00Z"}},
-		{"no idleAt (Queued, stopped, no idleTimeout): not yet", Challenge{Key: web}, time.Time{}, at(time.Hour), decision{}},
+		{"no idle-timeout annotation (an instance that does not idle): placed, never stamped", Service{Key: web}, time.Time{}, at(time.Hour), decision{placed: true}},
 	} {
-		assert.Equal(t, c.want, decide(c.challenge, c.written, c.activity, at(10*time.Minute)), c.what)
+		assert.Equal(t, c.want, decide(c.service, c.written, c.activity, at(10*time.Minute)), c.what)
 	}
 }
 
-func withStamp(c Challenge, stamp string) Challenge {
-	c.Stamp = stamp
-	return c
+func withStamp(svc Service, stamp string) Service {
+	svc.Stamp = stamp
+	return svc
 }
 
 // TestCoalescedAndNeverIdle: a session moves bytes every second for 20 minutes through one
@@ -289,8 +295,8 @@ func TestCoalescedAndNeverIdle(t *testing.T) {
 		clk.now = clk.now.Add(2 * time.Second)
 		gw.used("10.96.12.7:1337", clk.now.Add(-300*time.Millisecond))
 		s.Tick(ctx)
-		c, _ := cluster.Challenge(web)
-		require.True(t, c.IdleAt.After(clk.now.Add(idleTimeout/2)), "at %s the instance in use stops at %s", clk.now, c.IdleAt)
+		idleAt := cluster.idleDeadline(web)
+		require.True(t, idleAt.After(clk.now.Add(idleTimeout/2)), "at %s the instance in use stops at %s", clk.now, idleAt)
 	}
 	stamps := cluster.written()
 	var previous time.Time
@@ -303,7 +309,7 @@ func TestCoalescedAndNeverIdle(t *testing.T) {
 		}
 		previous = stamp
 	}
-	assert.LessOrEqual(t, len(stamps), int(20*time.Minute/(idleTimeout/4)), "writes in 20 minutes: %v", stamps)
+	assert.LessOrEqual(t, len(stamps), 1+int(20*time.Minute/(idleTimeout/4)), "writes in 20 minutes (the first at once): %v", stamps)
 	assert.GreaterOrEqual(t, len(stamps), int(20*time.Minute/(idleTimeout/4+2*time.Second)), "writes in 20 minutes: %v", stamps)
 	assert.Equal(t, float64(len(stamps)), testutil.ToFloat64(s.metrics.written))
 	t.Logf("%d stamps in 20 minutes of use, idleTimeout %s, a poll every 2 s", len(stamps), idleTimeout)
@@ -314,20 +320,24 @@ func TestCoalescedAndNeverIdle(t *testing.T) {
 		s.Tick(ctx)
 	}
 	assert.Equal(t, stamps, cluster.written(), "stamps without activity")
-	c, _ := cluster.Challenge(web)
-	assert.True(t, clk.now.After(c.IdleAt), "idle at %s, now %s", c.IdleAt, clk.now)
+	assert.True(t, clk.now.After(cluster.idleDeadline(web)), "idle at %s, now %s", cluster.idleDeadline(web), clk.now)
 	assert.Equal(t, 0.0, testutil.ToFloat64(s.metrics.pollsFailed.WithLabelValues(failRequest)))
-	assert.Equal(t, 0, len(s.pending), "activity left unplaced")
+	// The session's last activity, within a quarter of the last stamp, is kept no longer than the
+	// retention.
+	assert.LessOrEqual(t, len(s.pending), 1)
+	clk.now = clk.now.Add(Retention)
+	s.Tick(ctx)
+	assert.Empty(t, s.pending, "activity kept past the retention")
 	_ = registry
 }
 
-// TestNeverBackwards: a gateway's activity older than the Challenge's stamp (the platform stamped
+// TestNeverBackwards: a gateway's activity older than the Service's stamp (another writer stamped
 // it later) is never written, and neither is activity within a quarter of it.
 func TestNeverBackwards(t *testing.T) {
 	gw := newFakeGateway(t)
 	cluster := newFakeCluster()
 	cluster.add(web, 4*time.Minute, t0, "10.96.12.7:1337")
-	cluster.challenges[web].Stamp = "2026-11-27T13:45:00Z" // the platform's, ahead of the gateways
+	cluster.objects[web].Stamp = "2026-11-27T13:45:00Z" // ahead of the gateways (another writer's)
 	s, clk, _, _ := newTestStamper(t, hostPort(gw), cluster, nil)
 	clk.now = t0.Add(6 * time.Minute)
 	gw.used("10.96.12.7:1337", t0.Add(3*time.Minute))
@@ -459,7 +469,7 @@ func TestSeveralGatewaysByDNS(t *testing.T) {
 	assert.Equal(t, 2.0, testutil.ToFloat64(s.metrics.gateways))
 }
 
-// TestConflictAndRefusal: a Challenge written meanwhile (Conflict) is read again and stamped in
+// TestConflictAndRefusal: a Service written meanwhile (Conflict) is read again and stamped in
 // the same round; a refusal (the admission policy, RBAC) is counted by its reason, said with what
 // to check, and tried again on the next round.
 func TestConflictAndRefusal(t *testing.T) {
@@ -468,7 +478,7 @@ func TestConflictAndRefusal(t *testing.T) {
 	cluster.add(web, 4*time.Minute, t0, "10.96.12.7:1337")
 	s, clk, _, logs := newTestStamper(t, hostPort(gw), cluster, nil)
 	ctx := context.Background()
-	gr := schema.GroupResource{Group: "ctf.challenge-hook.dev", Resource: "challenges"}
+	gr := servicesResource
 
 	clk.now = t0.Add(3 * time.Minute)
 	gw.used("10.96.12.7:1337", t0.Add(2*time.Minute))
@@ -489,7 +499,7 @@ func TestConflictAndRefusal(t *testing.T) {
 
 	// Deleted: forgotten.
 	gw.used("10.96.12.7:1337", t0.Add(5*time.Minute))
-	delete(cluster.challenges, web)
+	delete(cluster.objects, web)
 	s.Tick(ctx)
 	assert.Len(t, cluster.written(), 2)
 }
@@ -510,9 +520,9 @@ func TestGatewayClockAhead(t *testing.T) {
 }
 
 // TestRecreatedChallenge: a Challenge deleted and created again under the same name between two
-// polls is a new instance: what the stamper wrote on the old one does not hold back its stamps,
-// even when the new one started before that stamp by the API server's clock (a few seconds of
-// skew with the stamper's).
+// polls is a new instance, with a new Service of the same name: what the stamper wrote on the old
+// one does not hold back its stamps, even when the new one started before that stamp by the API
+// server's clock (a few seconds of skew with the stamper's).
 func TestRecreatedChallenge(t *testing.T) {
 	gw := newFakeGateway(t)
 	cluster := newFakeCluster()
