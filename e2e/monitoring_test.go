@@ -587,14 +587,14 @@ func TestMonitoringComponentAdmitted(t *testing.T) {
 }
 
 // postOverTheLimit sends the suite's hook, with Metacontroller's token, a /sync request larger
-// than its default --max-request-bytes (1 MiB), and checks that it answers 413.
+// than its default --max-request-bytes, and checks that it answers 413.
 func postOverTheLimit(ctx context.Context, t *testing.T) {
 	t.Helper()
 	token, err := os.ReadFile(suiteTokenFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := `{"parent":{"metadata":{"name":"too-large","namespace":"monitoring"}},"related":"` + strings.Repeat("x", 1<<20) + `"}`
+	body := `{"parent":{"metadata":{"name":"too-large","namespace":"monitoring"}},"related":"` + strings.Repeat("x", hookMaxRequestBytes) + `"}`
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+shared.hook.addr+"/sync", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)

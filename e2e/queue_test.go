@@ -191,7 +191,7 @@ func TestOwnerQueue(t *testing.T) {
 		}
 		largest = max(largest, len(body))
 	}
-	t.Logf("largest Challenge %d bytes: an owner's Challenges of one namespace fit the hook's 1 MiB --max-request-bytes up to about %d", largest, (1<<20)/largest)
+	t.Logf("largest Challenge %d bytes: an owner's Challenges of one namespace fit the hook's default --max-request-bytes (%d bytes) up to about %d", largest, hookMaxRequestBytes, hookMaxRequestBytes/largest)
 	t.Logf("first sync of every Challenge settled %s after the creates began; the expected Running/Queued split %s after",
 		settled.Sub(start).Round(time.Millisecond), allRunning.Sub(start).Round(time.Millisecond))
 

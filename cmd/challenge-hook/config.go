@@ -103,9 +103,10 @@ const (
 
 // defaultMaxRequestBytes bounds the bodies of Metacontroller's requests held at once, and so the
 // largest one: a Challenge bloated to the API server's object size limit (1.5 MiB, etcd's) in its
-// finalize request, or two among an owner's related Challenges; 40 times the largest request a
-// maximal template makes; sized in docs/benchmarks.md ("The hook's request limits"). A larger
-// request gets 413.
+// own sync requests, where with --max-instances-per-owner it travels twice (the parent, and among
+// the owner's related Challenges; TestBloatedChallengeStaysWithinReach in e2e), or two such among
+// another's related Challenges; 40 times the largest request a maximal template makes; sized in
+// docs/benchmarks.md ("The hook's request limits"). A larger request gets 413.
 const defaultMaxRequestBytes = 4 << 20
 
 // defaultMaxConcurrentRequests bounds the sync, finalize and customize requests answered at once,
