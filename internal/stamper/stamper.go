@@ -223,52 +223,7 @@ func (s *Stamper) poll(ctx context.Context) {
 			continue
 		}
 		s.recovered(address)
-		// The cursor never runs ahead of this clock: one entry dated ahead (a gateway's clock
-		// off, or lying) would otherwise make the gateway answer nothing older, and its real
-		// activity would go unseen until that date. Asking again since now costs entries read
-		// twice, which coalesce.
-		cursor := earliest(s.cursors[address], now)
-		var ahead, dropped int
-		var firstAhead serviceActivity
-		for _, service := range a.services {
-			cursor = latest(cursor, earliest(service.at, now))
-			if service.at.After(now.Add(maxClockSkew)) {
-				if ahead == 0 {
-					firstAhead = service
-				}
-				ahead++
-			}
-			at := earliest(service.at, now)
-			if now.Sub(at) > Retention {
-				continue
-			}
-			if _, held := s.pending[service.address]; !held && len(s.pending) >= s.maxPending {
-				if _, placed := s.cluster.ServiceAt(service.address); !placed {
-					dropped++
-					continue
-				}
-			}
-			if at.After(s.pending[service.address]) {
-				s.pending[service.address] = at
-			}
-		}
-		s.cursors[address] = cursor
-		if ahead > 0 {
-			s.logger.Warn("a gateway reports activity ahead of this clock: fix the nodes' clocks (NTP); the stamp is written at this clock's time",
-				slog.String("gateway", address), slog.String("address", firstAhead.address.String()),
-				slog.Time("last_activity", firstAhead.at), slog.Time("now", now), slog.Int("entries_ahead", ahead))
-		}
-		if dropped > 0 {
-			s.metrics.dropped.Add(float64(dropped))
-			if !s.full[address] {
-				s.logger.Warn(fmt.Sprintf("the stamper holds the activity of %d addresses, its most: the activity of addresses no Service is known for is dropped "+
-					"until some are placed or age out (%s); a gateway answering many addresses of no instance is lying, or the Services' watch lags", len(s.pending), Retention),
-					slog.String("gateway", address), slog.Int("dropped", dropped))
-			}
-			s.full[address] = true
-		} else {
-			delete(s.full, address)
-		}
+		s.take(address, a.services, now)
 	}
 	// Gateways no longer resolved (a Pod replaced) lose their cursor; a new Pod starts afresh.
 	for address := range s.cursors {
@@ -277,6 +232,58 @@ func (s *Stamper) poll(ctx context.Context) {
 			delete(s.failing, address)
 			delete(s.full, address)
 		}
+	}
+}
+
+// take holds what one gateway answered: the latest activity of each address it names, unless
+// older than Retention or beyond what the stamper may hold (maxPending addresses, but those of
+// known Services), and moves its cursor.
+func (s *Stamper) take(address string, services []serviceActivity, now time.Time) {
+	// The cursor never runs ahead of this clock: one entry dated ahead (a gateway's clock
+	// off, or lying) would otherwise make the gateway answer nothing older, and its real
+	// activity would go unseen until that date. Asking again since now costs entries read
+	// twice, which coalesce.
+	cursor := earliest(s.cursors[address], now)
+	var ahead, dropped int
+	var firstAhead serviceActivity
+	for _, service := range services {
+		cursor = latest(cursor, earliest(service.at, now))
+		if service.at.After(now.Add(maxClockSkew)) {
+			if ahead == 0 {
+				firstAhead = service
+			}
+			ahead++
+		}
+		at := earliest(service.at, now)
+		if now.Sub(at) > Retention {
+			continue
+		}
+		if _, held := s.pending[service.address]; !held && len(s.pending) >= s.maxPending {
+			if _, placed := s.cluster.ServiceAt(service.address); !placed {
+				dropped++
+				continue
+			}
+		}
+		if at.After(s.pending[service.address]) {
+			s.pending[service.address] = at
+		}
+	}
+	s.cursors[address] = cursor
+	if ahead > 0 {
+		s.logger.Warn("a gateway reports activity ahead of this clock: fix the nodes' clocks (NTP); the stamp is written at this clock's time",
+			slog.String("gateway", address), slog.String("address", firstAhead.address.String()),
+			slog.Time("last_activity", firstAhead.at), slog.Time("now", now), slog.Int("entries_ahead", ahead))
+	}
+	if dropped > 0 {
+		s.metrics.dropped.Add(float64(dropped))
+		if !s.full[address] {
+			s.logger.Warn(fmt.Sprintf("the stamper holds the activity of %d addresses, its most: the activity of addresses no Service is known for is dropped "+
+				"until some are placed or age out (%s); a gateway answering many addresses of no instance is lying, or the Services' watch lags", len(s.pending), Retention),
+				slog.String("gateway", address), slog.Int("dropped", dropped))
+		}
+		s.full[address] = true
+	} else {
+		delete(s.full, address)
 	}
 }
 
