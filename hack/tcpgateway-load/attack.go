@@ -23,6 +23,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +32,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -491,10 +494,6 @@ func runAttack(o options, key []byte, keyFile string) error {
 		return err
 	}
 	defer attackerInstance.Close()
-	var attackers []netip.Addr
-	for i := range a.addrs {
-		attackers = append(attackers, netip.AddrFrom4([4]byte{127, 1, byte(i / 250), byte(i%250 + 1)}))
-	}
 	flags := []string{"--service-cidrs=127.0.0.0/8"}
 	if a.maxConnections > 0 {
 		flags = append(flags, fmt.Sprintf("--max-connections=%d", a.maxConnections))
@@ -552,40 +551,23 @@ func runAttack(o options, key []byte, keyFile string) error {
 		}
 		time.Sleep(a.warm)
 
-		run.attackStart = time.Now()
 		before := lastRSS()
-		cpuBefore, _ := cpuTime(g.pid()) // the child runs until g.stop: /proc has it
-		attackCtx, stopAttack := context.WithTimeout(context.Background(), a.classFor)
-		var attackDone sync.WaitGroup
-		for _, src := range attackers {
-			if class.paced != nil {
-				attackDone.Go(func() { paced(attackCtx, run, src, class.paced, a) })
+		var cpuBefore, cpuAfter time.Duration
+		if err := runAttackChild(run, name, a, func(started bool) {
+			// The gateway runs until g.stop: /proc has its CPU time.
+			if started {
+				run.attackStart = time.Now()
+				cpuBefore, _ = cpuTime(g.pid())
+			} else {
+				run.attackEnd = time.Now()
+				cpuAfter, _ = cpuTime(g.pid())
 			}
-			if class.held != nil {
-				for range a.perAddr {
-					attackDone.Go(func() {
-						// Spread the first connections over the first second.
-						select {
-						case <-attackCtx.Done():
-							return
-						case <-time.After(rand.N(time.Second)):
-						}
-						for attackCtx.Err() == nil {
-							class.held(attackCtx, run, src)
-							select {
-							case <-attackCtx.Done():
-							case <-time.After(a.retry):
-							}
-						}
-					})
-				}
-			}
+		}); err != nil {
+			stopHonest()
+			stopSampling()
+			g.stop()
+			return err
 		}
-		<-attackCtx.Done()
-		run.attackEnd = time.Now()
-		cpuAfter, _ := cpuTime(g.pid())
-		attackDone.Wait()
-		stopAttack()
 
 		// Settle: until the RSS is within 10% (and 1 MiB) of before, or -attack-settle.
 		settled := time.Duration(-1)
@@ -619,6 +601,119 @@ func runAttack(o options, key []byte, keyFile string) error {
 	}
 	printAttackTable(results, a)
 	return nil
+}
+
+// The attackers run in a process of their own (this program, with -attack-child-class), as they
+// would on machines of their own: in this one, their goroutines (4,000 held connections, and up
+// to three connections per eviction under silent-credited) would share one Go scheduler with the
+// honest players and their instances, and the players' figures would be the time their goroutines
+// wait behind the attackers' in this process's run queue (hundreds to thousands of runnable
+// goroutines under silent-credited), not the gateway's. The processes still share the machine's
+// cores with the gateway, as before.
+
+// attackReport is what the attackers' process tells of its attack, as its last line (JSON).
+type attackReport struct {
+	Dials, DialErrors, Prompts, Spliced, Skipped int64
+	Answers                                      map[string]int
+}
+
+// runAttackChild runs class's attack in a child process against run's gateway, for -attack-for;
+// mark is called when the attack started (true) and ended (false), and run's counters are the
+// child's once it returns.
+func runAttackChild(run *attackRun, class string, a attackOptions, mark func(started bool)) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe, "-attack-child-class="+class, "-attack-child-gateway="+run.gateway, "-attack-child-token="+run.ownToken,
+		fmt.Sprintf("-attack-for=%s", a.classFor), fmt.Sprintf("-attack-addrs=%d", a.addrs), fmt.Sprintf("-attack-rate=%d", a.rate),
+		fmt.Sprintf("-attack-inflight=%d", a.inflight), fmt.Sprintf("-attack-per-addr=%d", a.perAddr), fmt.Sprintf("-attack-retry=%s", a.retry))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	var report attackReport
+	scanner := bufio.NewScanner(out)
+	scanner.Buffer(nil, 1<<20)
+	for scanner.Scan() {
+		switch line := scanner.Text(); line {
+		case "started":
+			mark(true)
+		case "ended":
+			mark(false)
+		default:
+			if err := json.Unmarshal([]byte(line), &report); err != nil {
+				fmt.Printf("  attackers: %s\n", line)
+			}
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("the attackers' process: %w", err)
+	}
+	run.dials.Store(report.Dials)
+	run.dialErrors.Store(report.DialErrors)
+	run.prompts.Store(report.Prompts)
+	run.spliced.Store(report.Spliced)
+	run.skipped.Store(report.Skipped)
+	run.answers = report.Answers
+	if run.answers == nil {
+		run.answers = map[string]int{}
+	}
+	return nil
+}
+
+// attackChild is the attackers' process: it runs class's attack against gateway for -attack-for,
+// writes "started" and "ended" when the attack starts and ends, then its report.
+func attackChild(a attackOptions, className, gateway, ownToken string) error {
+	i := slices.IndexFunc(attackClasses, func(c attackClass) bool { return c.name == className })
+	if i < 0 {
+		return fmt.Errorf("-attack-child-class: no class %q", className)
+	}
+	class := attackClasses[i]
+	run := &attackRun{gateway: gateway, ownToken: ownToken, timeout: 10 * time.Second, answers: map[string]int{}}
+	var attackers []netip.Addr
+	for i := range a.addrs {
+		attackers = append(attackers, netip.AddrFrom4([4]byte{127, 1, byte(i / 250), byte(i%250 + 1)}))
+	}
+	fmt.Println("started")
+	attackCtx, stopAttack := context.WithTimeout(context.Background(), a.classFor)
+	defer stopAttack()
+	var attackDone sync.WaitGroup
+	for _, src := range attackers {
+		if class.paced != nil {
+			attackDone.Go(func() { paced(attackCtx, run, src, class.paced, a) })
+		}
+		if class.held != nil {
+			for range a.perAddr {
+				attackDone.Go(func() {
+					// Spread the first connections over the first second.
+					select {
+					case <-attackCtx.Done():
+						return
+					case <-time.After(rand.N(time.Second)):
+					}
+					for attackCtx.Err() == nil {
+						class.held(attackCtx, run, src)
+						select {
+						case <-attackCtx.Done():
+						case <-time.After(a.retry):
+						}
+					}
+				})
+			}
+		}
+	}
+	<-attackCtx.Done()
+	fmt.Println("ended")
+	attackDone.Wait()
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	return json.NewEncoder(os.Stdout).Encode(attackReport{Dials: run.dials.Load(), DialErrors: run.dialErrors.Load(), Prompts: run.prompts.Load(),
+		Spliced: run.spliced.Load(), Skipped: run.skipped.Load(), Answers: run.answers})
 }
 
 // paced makes attempts from src at -attack-rate / -attack-addrs a second, at most -attack-inflight

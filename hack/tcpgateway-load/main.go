@@ -80,6 +80,10 @@ func run() error {
 	flag.DurationVar(&o.rateFor, "rate-for", 3*time.Second, "duration of each connection-rate run")
 	flag.IntVar(&o.rateRounds, "rate-rounds", 3, "connection-rate runs each way, alternating")
 	attackFlags(&o.attack)
+	var childClass, childGateway, childToken string
+	flag.StringVar(&childClass, "attack-child-class", "", "internal: run this attack class's attackers only, against -attack-child-gateway (the attack run's own child process)")
+	flag.StringVar(&childGateway, "attack-child-gateway", "", "internal: the gateway the attackers' process attacks")
+	flag.StringVar(&childToken, "attack-child-token", "", "internal: the attacker's own token, for the attackers' process")
 	flag.StringVar(&idle, "idle", "1000,10000", "comma-separated counts of idle connections for the memory figure (lowered to what RLIMIT_NOFILE allows)")
 	flag.Parse()
 	for _, s := range strings.Split(idle, ",") {
@@ -93,6 +97,9 @@ func run() error {
 	hard, err := raiseNoFile()
 	if err != nil {
 		return fmt.Errorf("RLIMIT_NOFILE: %w", err)
+	}
+	if childClass != "" {
+		return attackChild(o.attack, childClass, childGateway, childToken)
 	}
 	fmt.Printf("%s UTC, load average %s, %d CPUs, GOMAXPROCS/nbthread %d, RLIMIT_NOFILE %d (soft raised to hard, for this process and its children)\n",
 		time.Now().UTC().Format("2006-01-02 15:04"), loadAverage(), runtime.NumCPU(), o.procs, hard)

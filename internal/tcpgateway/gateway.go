@@ -188,8 +188,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		ln.Close()
 	}()
-	// One worker at a time accepts; it hands accepting on to another worker before it serves the
-	// connection it took, so that the player's prompt waits for no hand-off (see acceptor).
+	// One worker at a time accepts; it hands accepting on to another worker once the connection it
+	// took has a slot, before it serves it, so that the player's prompt waits for no hand-off and
+	// the next accept for no evicted connection (see acceptor).
 	acceptEnded := make(chan error, 1)
 	g.work(&acceptor{g: g, ctx: ctx, ln: ln, ended: acceptEnded})
 	if err := <-acceptEnded; err != nil {
@@ -288,8 +289,9 @@ var refusalFull = refusal{reason: reasonTooManyConnections, line: "gateway full,
 
 // handle serves one player's connection on a worker: its token, then the instance's connection,
 // whose splice goes on without this worker (see splice) until the connection ends: the worker is
-// free once the splice began.
-func (g *Gateway) handle(player *net.TCPConn) {
+// free once the splice began. It calls admitted once the connection has a slot (or was refused
+// one), before anything that waits.
+func (g *Gateway) handle(player *net.TCPConn, admitted func()) {
 	c := &session{g: g, player: player, start: time.Now()}
 	g.track(player, true)
 	g.metrics.open.Inc()
@@ -299,6 +301,7 @@ func (g *Gateway) handle(player *net.TCPConn) {
 
 	source := sourceOf(c.log.player.Addr())
 	c.slot = g.admission.admit(player, source, time.Now())
+	admitted()
 	if c.slot == nil {
 		g.metrics.acceptedTracked.Inc()
 		c.refuse(refusalFull)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -819,4 +821,48 @@ func TestResetEndsBothSides(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err := io.Copy(io.Discard, c)
 	assert.False(t, errors.Is(err, os.ErrDeadlineExceeded), "the instance's side still open 5 s after the player's reset")
+}
+
+// TestAcceptHandedOnAfterAdmission: the worker that accepted a connection hands accepting on only
+// once the connection holds its slot, the pending connection it took evicted. The eviction wakes
+// the evicted connection's goroutine; handed on after it, the next accept is the goroutine that
+// runs next, and the evicted one waits behind it (the other way round, every accept at the cap
+// waited behind the wake-ups of the evictions before it).
+func TestAcceptHandedOnAfterAdmission(t *testing.T) {
+	cfg := Defaults()
+	cfg.Key = testKey
+	cfg.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	cfg.MaxConnections = 1
+	g, err := New(cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	pair := func() (*net.TCPConn, net.Conn) {
+		client, err := net.Dial("tcp4", ln.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { client.Close() })
+		server, err := ln.Accept()
+		require.NoError(t, err)
+		t.Cleanup(func() { server.Close() })
+		return server.(*net.TCPConn), client
+	}
+
+	waiting, _ := pair()
+	pending := g.admission.admit(waiting, netip.MustParseAddr("127.0.0.8"), time.Now())
+	require.NotNil(t, pending)
+	newcomer, client := pair()
+	handedOn := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.handle(newcomer, func() {
+			handedOn++
+			assert.True(t, pending.evicted, "accepting handed on before the newcomer's admission evicted the pending connection")
+			assert.Equal(t, 1, g.admission.slotsHeld())
+		})
+	}()
+	client.Close()
+	<-done
+	assert.Equal(t, 1, handedOn)
 }

@@ -33,10 +33,17 @@ func (g *Gateway) work(t job) {
 type job interface{ run() }
 
 // acceptor is the gateway's accept loop as a worker's job: it takes the next player's connection,
-// hands itself on to another worker, which waits for the connection after, and serves the one it
-// took. So the player's prompt is written by the goroutine that Go's poller woke for the
-// connection, not by a second one woken in turn (10 to 30 µs on the connection's path on two
-// cores).
+// gives it a slot, hands itself on to another worker, which waits for the connection after, and
+// serves the one it took. So the player's prompt is written by the goroutine that Go's poller woke
+// for the connection, not by a second one woken in turn (10 to 30 µs on the connection's path on
+// two cores). It hands itself on once the slot is given, not before: at the cap, giving it evicts
+// a pending connection, whose goroutine the eviction wakes, and Go runs the goroutine woken last
+// first (its run queue's next slot). Handed on after, the next accept runs as soon as this
+// worker waits for the player's token, and the evicted connections' goroutines wait behind it;
+// handed on before, the eviction's wake-up took that slot and the next accept waited behind every
+// goroutine already runnable: under a flood that turns the slots over (about 2,000 evictions a
+// second in make bench-gateway-attack's silent class), players' handshakes waited behind the
+// evictions (docs/benchmarks-gateway.md).
 type acceptor struct {
 	g       *Gateway
 	ctx     context.Context
@@ -51,9 +58,8 @@ func (a *acceptor) run() {
 		return
 	}
 	a.g.wg.Add(1)
-	a.g.work(a)
 	defer a.g.wg.Done()
-	a.g.handle(player)
+	a.g.handle(player, func() { a.g.work(a) })
 }
 
 // accept returns the next player's connection, or nil once accepting ended (said on ended).
