@@ -12,7 +12,7 @@ import (
 const (
 	LabelPrefix = v1alpha1.Group + "/"
 
-	LabelChallenge  = LabelPrefix + "challenge"
+	LabelChallenge  = v1alpha1.LabelChallenge
 	LabelDefinition = LabelPrefix + "definition"
 	LabelOwner      = LabelPrefix + "owner"
 	LabelInstance   = LabelPrefix + "instance"

@@ -19,7 +19,7 @@ import (
 )
 
 // LabelChallenge is the label the hook puts on every child of a Challenge, its name.
-const LabelChallenge = v1alpha1.Group + "/challenge"
+const LabelChallenge = v1alpha1.LabelChallenge
 
 var servicesGVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 
