@@ -174,9 +174,7 @@ func limitBodies(maxBytes int64, wait time.Duration, flagName string) func(http.
 			err := budget.Acquire(ctx, weight)
 			cancel()
 			if err != nil {
-				w.Header().Set("Retry-After", "1")
-				respondError(w, r, http.StatusTooManyRequests, "overloaded",
-					fmt.Sprintf("the hook holds %d bytes of requests already (%s): retry in 1s", maxBytes, flagName))
+				respondOverloaded(w, r, fmt.Sprintf("the hook holds %d bytes of requests already (%s): retry in 1s", maxBytes, flagName))
 				return
 			}
 			defer budget.Release(weight)
@@ -266,7 +264,12 @@ func (l *concurrencyLimit) overloaded(w http.ResponseWriter, r *http.Request) {
 	if l.refused != nil {
 		l.refused()
 	}
+	respondOverloaded(w, r, fmt.Sprintf("the hook is answering %d %s already (%s): retry in 1s%s", cap(l.inFlight), l.what, l.flagName, l.advice))
+}
+
+// respondOverloaded answers 429 with Retry-After: 1, which Metacontroller honours (it syncs the
+// parent again after that long and changes nothing meanwhile).
+func respondOverloaded(w http.ResponseWriter, r *http.Request, message string) {
 	w.Header().Set("Retry-After", "1")
-	respondError(w, r, http.StatusTooManyRequests, "overloaded",
-		fmt.Sprintf("the hook is answering %d %s already (%s): retry in 1s%s", cap(l.inFlight), l.what, l.flagName, l.advice))
+	respondError(w, r, http.StatusTooManyRequests, "overloaded", message)
 }
