@@ -73,51 +73,42 @@ func TestBloatedChallengeStaysWithinReach(t *testing.T) {
 // bloat grows the object to about size bytes as stored, with merge patches any holder of `patch`
 // may send: an annotation of 200 KiB (within the API server's 256 KiB for all of them), then labels
 // by the thousand (each key of its own, each value 63 bytes, each also owned in the writer's
-// metadata.managedFields entry), until it is that large. (Hand-written managedFields entries are
-// no way to it: the API server keeps one at first, and drops every entry, its own included, once
-// its field manager fails to merge them.) It returns the size the API server then serves.
+// metadata.managedFields entry), until the object each patch answers (managedFields included, as
+// Metacontroller sends it to the hook) is that large. (Hand-written managedFields entries are no
+// way to it: the API server keeps one at first, and drops every entry, its own included, once its
+// field manager fails to merge them.) It returns that size.
 func bloat(ctx context.Context, t *testing.T, client dynamic.ResourceInterface, name string, size int) int {
 	t.Helper()
-	patch := func(what string, metadata map[string]any) {
+	// patch sends a merge patch of metadata and returns the size of the object it answers, as stored.
+	patch := func(what string, metadata map[string]any) int {
 		t.Helper()
 		body, err := json.Marshal(map[string]any{"metadata": metadata})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := client.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		stored, err := client.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+		if err != nil {
 			t.Fatalf("bloat %s with %s: %v", name, what, err)
 		}
+		raw, err := json.Marshal(stored.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(raw)
 	}
-	patch("an annotation", map[string]any{"annotations": map[string]string{"bloat.example/padding": strings.Repeat("x", 200<<10)}})
+	current := patch("an annotation", map[string]any{"annotations": map[string]string{"bloat.example/padding": strings.Repeat("x", 200<<10)}})
 	const labelsPerPatch = 2000
 	value := strings.Repeat("x", 63)
-	for round := 0; ; round++ {
-		current := storedSize(ctx, t, client, name)
-		if current >= size {
-			return current
-		}
+	for round := 0; current < size; round++ {
 		labels := map[string]string{}
 		for i := range labelsPerPatch {
 			labels[fmt.Sprintf("bloat.example/l-%d-%04d", round, i)] = value
 		}
-		patch(fmt.Sprintf("labels (%d bytes already)", current), map[string]any{"labels": labels})
-		if grown := storedSize(ctx, t, client, name); grown <= current {
+		grown := patch(fmt.Sprintf("labels (%d bytes already)", current), map[string]any{"labels": labels})
+		if grown <= current {
 			t.Fatalf("bloat %s: the API server kept %d bytes of it after adding labels, %d before", name, grown, current)
 		}
+		current = grown
 	}
-}
-
-// storedSize is the object's size as the API server serves it (JSON), managedFields included, as
-// Metacontroller sends it to the hook.
-func storedSize(ctx context.Context, t *testing.T, client dynamic.ResourceInterface, name string) int {
-	t.Helper()
-	obj, err := client.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := json.Marshal(obj.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(raw)
+	return current
 }
