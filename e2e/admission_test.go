@@ -251,6 +251,15 @@ func validChallenge(name string) *unstructured.Unstructured {
 	}}
 }
 
+// validPlatformChallenge is a correct Challenge whose inline template takes its flag from the
+// platform, which gives it in spec.flag.
+func validPlatformChallenge(name string) *unstructured.Unstructured {
+	obj := validChallenge(name)
+	template(obj)["flag"] = map[string]any{"platform": true, "env": "FLAG"}
+	spec(obj)["flag"] = "rctf{x}"
+	return obj
+}
+
 // validPodsTemplate is a correct template of several pods: a web app players reach by HTTP,
 // which its admin bot also visits (internal 8080 from bot); its database, which only the web app
 // reaches (internal 5432 from web); the bot, with no port, which holds the flag.
@@ -384,7 +393,16 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		}, "must have at most 8 items"},
 		{"flag both static and dynamic", validDefinition, func(o *unstructured.Unstructured) {
 			spec(o)["flag"] = map[string]any{"value": "flag{x}", "dynamic": true, "env": "FLAG"}
-		}, "flag must set exactly one of value or dynamic: true"},
+		}, "flag must set exactly one of value, dynamic: true or platform: true"},
+		{"flag both dynamic and the platform's", validDefinition, func(o *unstructured.Unstructured) {
+			spec(o)["flag"] = map[string]any{"dynamic": true, "platform": true, "env": "FLAG"}
+		}, "flag must set exactly one of value, dynamic: true or platform: true"},
+		{"flag of no kind", validDefinition, func(o *unstructured.Unstructured) {
+			spec(o)["flag"] = map[string]any{"env": "FLAG"}
+		}, "flag must set exactly one of value, dynamic: true or platform: true"},
+		{"prefix on the platform's flag", validDefinition, func(o *unstructured.Unstructured) {
+			spec(o)["flag"] = map[string]any{"platform": true, "prefix": "CTF", "env": "FLAG"}
+		}, "flag.prefix applies only to dynamic: true flags"},
 		{"flag path relative", validDefinition, func(o *unstructured.Unstructured) {
 			spec(o)["flag"] = map[string]any{"value": "flag{x}", "path": "flag.txt"}
 		}, "spec.flag.path in body should match"},
@@ -411,6 +429,13 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			"spec.expiresAt in body must be of type date-time"},
 		{"inline template timeout above maxLifetime", validChallenge, func(o *unstructured.Unstructured) { template(o)["timeout"] = "3h" },
 			"timeout must not exceed maxLifetime"},
+		{"challenge spec.flag longer than 1024 characters", validPlatformChallenge, func(o *unstructured.Unstructured) {
+			spec(o)["flag"] = "rctf{" + strings.Repeat("x", 1020) + "}"
+		}, "spec.flag: Too long: may not be more than 1024"},
+		{"inline template taking the platform's flag without spec.flag", validPlatformChallenge, func(o *unstructured.Unstructured) { delete(spec(o), "flag") },
+			"with an inline template, spec.flag is set exactly when the template's flag says platform: true"},
+		{"spec.flag with an inline template's dynamic flag", validChallenge, func(o *unstructured.Unstructured) { spec(o)["flag"] = "rctf{x}" },
+			"with an inline template, spec.flag is set exactly when the template's flag says platform: true"},
 	}
 	// The rules of a template of several pods, on a ChallengeDefinition and on an inline template.
 	podsCases := []struct {
@@ -452,7 +477,7 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		}
 	}
 	// The unbroken objects are accepted: each refusal below is due to the one thing broken.
-	for _, base := range []*unstructured.Unstructured{validDefinition("base"), validChallenge("base"), validPodsDefinition("base"), validPodsChallenge("base")} {
+	for _, base := range []*unstructured.Unstructured{validDefinition("base"), validChallenge("base"), validPodsDefinition("base"), validPodsChallenge("base"), validPlatformChallenge("base")} {
 		base.SetNamespace(ns)
 		if err := createDryRun(ctx, c, base); err != nil {
 			t.Fatalf("valid %s refused: %v", base.GetKind(), err)

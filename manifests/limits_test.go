@@ -11,7 +11,7 @@ import (
 // TestCRDSchemaHasTheLimits reads the generated CRDs (make generate) and checks that every limit of
 // api/v1alpha1/limits.go (and the TCP token's proof of work), which the hook validates with, stands
 // with the same number in the schema the API server admits by: in a ChallengeDefinition's spec and
-// in a Challenge's spec.template.
+// in a Challenge's spec.template, and the platform's flag in a Challenge's spec.flag.
 func TestCRDSchemaHasTheLimits(t *testing.T) {
 	limits := []struct {
 		path    string // from the template's schema; "items" steps into a list's or a map's items
@@ -34,11 +34,15 @@ func TestCRDSchemaHasTheLimits(t *testing.T) {
 		{"expose.items.proofOfWorkBits", "maximum", tcptoken.MaxProofOfWorkBits},
 		{"pods.items.expose.items.proofOfWorkBits", "maximum", tcptoken.MaxProofOfWorkBits},
 		{"flag.prefix", "maxLength", v1alpha1.MaxFlagPrefix},
+		{"flag.value", "maxLength", v1alpha1.MaxFlagValue},
 		{"terminationGracePeriodSeconds", "maximum", v1alpha1.MaxTerminationGracePeriodSeconds},
 	}
 	templates := map[string]map[string]any{
 		"ChallengeDefinition spec": crdProperty(t, "crd-challengedefinitions.yaml", "spec"),
 		"Challenge spec.template":  crdProperty(t, "crd-challenges.yaml", "spec", "template"),
+	}
+	if got := crdProperty(t, "crd-challenges.yaml", "spec", "flag")["maxLength"]; got != float64(v1alpha1.MaxFlagValue) {
+		t.Errorf("Challenge spec.flag: maxLength is %v in the CRD, the hook's limit is %d", got, v1alpha1.MaxFlagValue)
 	}
 	for name, template := range templates {
 		for _, limit := range limits {

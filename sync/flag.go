@@ -22,11 +22,14 @@ const (
 	dynamicFlagHexLength = 32
 )
 
-// flagValue is the instance's flag: the template's static value, or its dynamic flag (see
-// DynamicFlag).
+// flagValue is the instance's flag: the template's static value, its dynamic flag (see
+// DynamicFlag), or the platform's (the Challenge's spec.flag).
 func flagValue(in *instance) string {
 	f := in.template.Flag
-	if !f.Dynamic {
+	switch {
+	case f.Platform:
+		return in.parent.Spec.Flag
+	case !f.Dynamic:
 		return f.Value
 	}
 	if len(in.cfg.FlagKey) == 0 {

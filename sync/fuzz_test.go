@@ -156,7 +156,8 @@ func definitionSeeds(f *testing.F) [][]byte {
 }
 
 // FuzzValidateDefinition: validation never panics and is deterministic, and a template it accepts
-// builds an instance: an inline Challenge with it syncs to children with a Pod, not to Error.
+// builds an instance: an inline Challenge with it (and the platform's flag, when the template takes
+// its flag from the platform) syncs to children with a Pod, not to Error.
 func FuzzValidateDefinition(f *testing.F) {
 	for _, seed := range definitionSeeds(f) {
 		f.Add(seed)
@@ -194,6 +195,9 @@ func FuzzValidateDefinition(f *testing.F) {
 			Metadata:   hooksync.ChallengeMeta{Name: "fuzz", Namespace: "ctf", UID: "00000000-0000-4000-8000-000000000000", Generation: 1},
 			Spec:       v1alpha1.ChallengeSpec{Owner: "team-1", Template: &spec},
 		}}
+		if spec.Flag != nil && spec.Flag.Platform {
+			req.Parent.Spec.Flag = "rctf{fuzz}"
+		}
 		resp := hooksync.AnswerWithEveryPod(t, req, fuzzNow, cfg)
 		if resp.Status.Phase == v1alpha1.PhaseError {
 			t.Fatalf("ValidateDefinition accepts the template but sync answers Error %s: %s", resp.Status.Reason, resp.Status.Message)

@@ -265,7 +265,8 @@ func requireOnlyHeldIsolation(t testing.TB, request []byte, a goldenAnswer, when
 }
 
 // TestFlagNeverInStatus: a flag may reach players only through the instance's Secret; neither
-// key reaches the status (the TCP gateway's token is an HMAC under its key, never the key).
+// key reaches the status (the TCP gateway's token is an HMAC under its key, never the key), nor
+// the platform's flag (spec.flag).
 func TestFlagNeverInStatus(t *testing.T) {
 	cfg := goldenConfig(t)
 	for _, c := range goldenCases(t) {
@@ -273,7 +274,19 @@ func TestFlagNeverInStatus(t *testing.T) {
 			Status json.RawMessage `json:"status"`
 		}
 		require.NoError(t, json.Unmarshal(answer(t, c, cfg), &resp))
-		for _, marker := range []string{"CTF{", "flag{", string(cfg.FlagKey), string(cfg.TCPGateway.Key)} {
+		markers := []string{"CTF{", "flag{", string(cfg.FlagKey), string(cfg.TCPGateway.Key)}
+		var req struct {
+			Parent struct {
+				Spec struct {
+					Flag string `json:"flag"`
+				} `json:"spec"`
+			} `json:"parent"`
+		}
+		require.NoError(t, json.Unmarshal(c.request, &req))
+		if flag := req.Parent.Spec.Flag; flag != "" {
+			markers = append(markers, flag)
+		}
+		for _, marker := range markers {
 			require.NotContains(t, string(resp.Status), marker, c.name)
 		}
 	}

@@ -38,6 +38,9 @@ func resolveTemplate(in *instance, related Related) *problem {
 	if refused != nil {
 		return refused
 	}
+	if refused := in.platformFlagProblem(); refused != nil {
+		return refused
+	}
 	if flag := in.template.Flag; flag != nil && flag.Dynamic && len(cfg.FlagKey) == 0 && cfg.DynamicFlagPlaceholder == "" {
 		return &problem{v1alpha1.ReasonFlagKeyMissing,
 			"the template asks for a dynamic flag but the hook has no flag key: give it one (--flag-key-file; in-cluster, the Secret challenge-hook-flag-key) and restart the hook", &in.template}
@@ -92,6 +95,33 @@ func (in *instance) resolveDefinitionRef(related Related) *problem {
 	// The definition is valid; the Challenge's name is what makes its children's names too long.
 	if errs := ValidateComponentNames(in.name, in.template, field.NewPath("spec")); len(errs) > 0 {
 		return &problem{v1alpha1.ReasonInvalidSpec, fmt.Sprintf("metadata.name: too long for the pods of ChallengeDefinition %s/%s: %v", ref.Namespace, ref.Name, errs.ToAggregate()), &in.template}
+	}
+	return nil
+}
+
+// platformFlagProblem checks the Challenge's spec.flag against its template's flag: required when
+// the flag is the platform's (flag.platform: true), refused otherwise, as the platform would verify
+// a flag the instance does not hold. No message holds the flag.
+func (in *instance) platformFlagProblem() *problem {
+	flag, given := in.template.Flag, in.parent.Spec.Flag != ""
+	platform := flag != nil && flag.Platform
+	switch {
+	case platform && !given:
+		return &problem{v1alpha1.ReasonInvalidSpec,
+			"the template takes its flag from the platform (flag.platform: true): set spec.flag on the Challenge", &in.template}
+	case !platform && given:
+		template, flagOf := "spec.template", "spec.template.flag"
+		if in.parent.Spec.DefinitionRef != nil {
+			template = fmt.Sprintf("ChallengeDefinition %s/%s", in.definitionNamespace, in.definition)
+			flagOf = "the flag of " + template
+		}
+		why := flagOf + " does not"
+		if flag == nil {
+			why = template + " has no flag"
+		}
+		return &problem{v1alpha1.ReasonInvalidSpec, fmt.Sprintf(
+			"spec.flag is used only when the template's flag sets platform: true, and %s: remove spec.flag, or make the template's flag the platform's (flag.platform: true); otherwise the platform would verify a flag the instance does not hold",
+			why), &in.template}
 	}
 	return nil
 }

@@ -22,11 +22,6 @@ func TestDynamicFlagWithoutKey(t *testing.T) {
 		require.Equal(t, v1alpha1.ReasonFlagKeyMissing, resp.Status.Reason)
 		require.Contains(t, resp.Status.Message, "--flag-key-file")
 		require.Len(t, resp.Children, wantChildren, name)
-		observed := req.Children.Objects()
-		for i, child := range resp.Children {
-			out, err := EncodeResponse(child)
-			require.NoError(t, err)
-			require.JSONEq(t, observed[i].Metadata.Annotations.LastApplied, string(out), "kept children are what Metacontroller last applied")
-		}
+		requireKeptChildren(t, req, resp)
 	}
 }

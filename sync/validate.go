@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -39,6 +40,10 @@ func validateChallengeSpec(parent Challenge) field.ErrorList {
 		if _, err := parsePositiveDuration(spec.Timeout); err != nil {
 			errs = append(errs, field.Invalid(specPath.Child("timeout"), spec.Timeout, err.Error()))
 		}
+	}
+	if utf8.RuneCountInString(spec.Flag) > v1alpha1.MaxFlagValue {
+		// The value is the flag: never in a message.
+		errs = append(errs, field.TooLongCharacters(specPath.Child("flag"), spec.Flag, v1alpha1.MaxFlagValue))
 	}
 	for _, f := range []struct{ name, value string }{{"expiresAt", spec.ExpiresAt}, {"restartedAt", spec.RestartedAt}} {
 		if _, err := time.Parse(time.RFC3339, f.value); f.value != "" && err != nil {
@@ -201,8 +206,17 @@ func validateFlag(spec v1alpha1.DefinitionSpec, fldPath *field.Path) field.Error
 		return nil
 	}
 	var errs field.ErrorList
-	if (flag.Value == "") == !flag.Dynamic {
-		errs = append(errs, field.Invalid(fldPath, field.OmitValueType{}, "set exactly one of value and dynamic: true"))
+	modes := 0
+	for _, set := range []bool{flag.Value != "", flag.Dynamic, flag.Platform} {
+		if set {
+			modes++
+		}
+	}
+	if modes != 1 {
+		errs = append(errs, field.Invalid(fldPath, field.OmitValueType{}, "set exactly one of value, dynamic: true and platform: true"))
+	}
+	if utf8.RuneCountInString(flag.Value) > v1alpha1.MaxFlagValue {
+		errs = append(errs, field.TooLongCharacters(fldPath.Child("value"), flag.Value, v1alpha1.MaxFlagValue))
 	}
 	if flag.Env == "" && flag.Path == "" {
 		errs = append(errs, field.Required(fldPath, "set env, path or both, to say how the flag reaches the containers"))

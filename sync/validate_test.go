@@ -92,7 +92,15 @@ func TestValidateDefinition(t *testing.T) {
 		{"timeout above maxLifetime", func(d *v1alpha1.DefinitionSpec) { d.Timeout = "3h" }, `spec.timeout: Invalid value: "3h": longer than maxLifetime 2h`},
 		{"idleTimeout not a duration", func(d *v1alpha1.DefinitionSpec) { d.IdleTimeout = "soon" }, `spec.idleTimeout: Invalid value: "soon"`},
 		{"idleTimeout too short to see use", func(d *v1alpha1.DefinitionSpec) { d.IdleTimeout = "5s" }, `spec.idleTimeout: Invalid value: "5s": shorter than 10s`},
-		{"flag with value and dynamic", func(d *v1alpha1.DefinitionSpec) { d.Flag.Value = "CTF{x}" }, "spec.flag: Invalid value: set exactly one of value and dynamic: true"},
+		{"flag with value and dynamic", func(d *v1alpha1.DefinitionSpec) { d.Flag.Value = "CTF{x}" }, "spec.flag: Invalid value: set exactly one of value, dynamic: true and platform: true"},
+		{"flag dynamic and the platform's", func(d *v1alpha1.DefinitionSpec) { d.Flag.Platform = true }, "spec.flag: Invalid value: set exactly one of value, dynamic: true and platform: true"},
+		{"flag with value and the platform's", func(d *v1alpha1.DefinitionSpec) {
+			d.Flag = &v1alpha1.Flag{Value: "CTF{x}", Platform: true, Env: "FLAG"}
+		}, "spec.flag: Invalid value: set exactly one of value, dynamic: true and platform: true"},
+		{"flag of no kind", func(d *v1alpha1.DefinitionSpec) { d.Flag.Dynamic = false }, "spec.flag: Invalid value: set exactly one of value, dynamic: true and platform: true"},
+		{"flag value too long", func(d *v1alpha1.DefinitionSpec) {
+			d.Flag = &v1alpha1.Flag{Value: strings.Repeat("é", v1alpha1.MaxFlagValue+1), Env: "FLAG"}
+		}, "spec.flag.value: Too long: may not be more than 1024 characters"},
 		{"flag delivered nowhere", func(d *v1alpha1.DefinitionSpec) { d.Flag.Env = "" }, "spec.flag: Required value: set env, path or both"},
 		{"flag path relative", func(d *v1alpha1.DefinitionSpec) { d.Flag.Path = "flag.txt" }, `spec.flag.path: Invalid value: "flag.txt": must be a clean absolute file path`},
 		{"flag env clash", func(d *v1alpha1.DefinitionSpec) { d.Containers[0].Env = []v1alpha1.EnvVar{{Name: "FLAG", Value: "x"}} }, `spec.flag.env: Invalid value: "FLAG": container "web" already sets it`},
@@ -108,6 +116,23 @@ func TestValidateDefinition(t *testing.T) {
 			require.NotEmpty(t, errs)
 			require.Contains(t, errs[0].Error(), c.want, "the first error is the mistake's own: %v", errs)
 		})
+	}
+}
+
+// A flag is one of three kinds: a static value (at most MaxFlagValue characters, as the CRD counts
+// them), a dynamic flag, or the platform's.
+func TestValidateDefinitionFlagKinds(t *testing.T) {
+	for name, flag := range map[string]v1alpha1.Flag{
+		"static":                                 {Value: "CTF{x}", Env: "FLAG"},
+		"static, the longest in characters":      {Value: strings.Repeat("é", v1alpha1.MaxFlagValue), Env: "FLAG"},
+		"dynamic":                                {Dynamic: true, Prefix: "CTF", Env: "FLAG"},
+		"the platform's":                         {Platform: true, Env: "FLAG"},
+		"the platform's, in a file":              {Platform: true, Path: "/flag.txt"},
+		"the platform's, in a variable and file": {Platform: true, Env: "FLAG", Path: "/flag.txt"},
+	} {
+		def := validDefinition()
+		def.Flag = &flag
+		require.Empty(t, ValidateDefinition(def, field.NewPath("spec")), name)
 	}
 }
 

@@ -40,6 +40,7 @@ type Challenge struct {
 //
 // +kubebuilder:validation:XValidation:rule="has(self.definitionRef) != has(self.template)",message="spec must set exactly one of definitionRef or template"
 // +kubebuilder:validation:XValidation:rule="!has(self.template) || !has(self.template.prePull)",message="template.prePull applies to ChallengeDefinitions only: an inline template is never pre-pulled",fieldPath=`.template.prePull`
+// +kubebuilder:validation:XValidation:rule="!has(self.template) || has(self.flag) == (has(self.template.flag) && has(self.template.flag.platform) && self.template.flag.platform)",message="with an inline template, spec.flag is set exactly when the template's flag says platform: true (the platform's flag)",fieldPath=`.flag`
 type ChallengeSpec struct {
 	// The ChallengeDefinition to run. Its namespace defaults to the Challenge's.
 	//
@@ -58,6 +59,15 @@ type ChallengeSpec struct {
 	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.owner is immutable (the flag and the instance derive from it); create a new Challenge"
 	Owner string `json:"owner,omitempty"`
+	// The flag the platform gives this instance, for a template whose flag says platform: true
+	// (required then, refused otherwise): delivered into the instance where the template's flag
+	// says (env, path), never in the status. Whoever can read the Challenge can read it. A new
+	// value restarts the instance's Pod with it.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Flag string `json:"flag,omitempty"`
 	// Lifetime override, a Go duration such as 30m or 1h30m; capped by the template's
 	// maxLifetime.
 	//

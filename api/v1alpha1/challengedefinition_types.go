@@ -501,9 +501,10 @@ type ExposePeer struct {
 // +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
 type LabelValue string
 
-// Flag is the secret players hunt for: a static value, or one derived per owner.
+// Flag is the secret players hunt for: a static value, one derived per owner, or the one the
+// platform gives each instance.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.value) != (has(self.dynamic) && self.dynamic)",message="flag must set exactly one of value or dynamic: true"
+// +kubebuilder:validation:XValidation:rule="(has(self.value) ? 1 : 0) + (has(self.dynamic) && self.dynamic ? 1 : 0) + (has(self.platform) && self.platform ? 1 : 0) == 1",message="flag must set exactly one of value, dynamic: true or platform: true"
 // +kubebuilder:validation:XValidation:rule="has(self.env) || has(self.path)",message="flag must set env, path or both (where the flag is delivered)"
 // +kubebuilder:validation:XValidation:rule="!has(self.prefix) || (has(self.dynamic) && self.dynamic)",message="flag.prefix applies only to dynamic: true flags"
 type Flag struct {
@@ -517,6 +518,11 @@ type Flag struct {
 	//
 	// +optional
 	Dynamic bool `json:"dynamic,omitempty"`
+	// The flag is the Challenge's spec.flag, which the platform sets (a platform that mints and
+	// verifies its own flags, such as rCTF).
+	//
+	// +optional
+	Platform bool `json:"platform,omitempty"`
 	// Prefix of a dynamic flag (letters, digits, underscores); default "flag".
 	//
 	// +optional

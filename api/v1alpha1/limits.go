@@ -1,9 +1,10 @@
 package v1alpha1
 
-// Limits of a template (DefinitionSpec), which the API server's schema and the hook's own
-// validation both enforce. The +kubebuilder markers on the fields repeat these numbers, as a marker
-// cannot name a Go constant: TestCRDSchemaHasTheLimits (manifests/limits_test.go) reads the generated CRDs and fails when a
-// marker and a constant disagree.
+// Limits of a template (DefinitionSpec) and of a Challenge's spec.flag, which the API server's
+// schema and the hook's own validation both enforce. The +kubebuilder markers on the fields repeat
+// these numbers, as a marker cannot name a Go constant: TestCRDSchemaHasTheLimits
+// (manifests/limits_test.go) reads the generated CRDs and fails when a marker and a constant
+// disagree.
 const (
 	// MaxContainers bounds the containers of a Pod (containers, pods[].containers).
 	MaxContainers = 8
@@ -24,6 +25,9 @@ const (
 	MaxInternalFrom = MaxPods - 1
 	// MaxFlagPrefix bounds a dynamic flag's prefix.
 	MaxFlagPrefix = 32
+	// MaxFlagValue bounds a flag, in characters: a static one (flag.value) and the platform's (a
+	// Challenge's spec.flag).
+	MaxFlagValue = 1024
 	// MaxTerminationGracePeriodSeconds bounds the grace period a template may set: while a Pod
 	// terminates its NetworkPolicy stays, and a player keeps a shell that long.
 	MaxTerminationGracePeriodSeconds = 30

@@ -147,6 +147,39 @@ func flagSecretValue(t *testing.T, docs []map[string]any) string {
 	return ""
 }
 
+// TestRenderPlatformFlag: a Challenge whose definition takes its flag from the platform renders
+// with its spec.flag in the flag Secret, and nowhere else; it needs no flag key, so render warns of
+// no placeholder.
+func TestRenderPlatformFlag(t *testing.T) {
+	const flag = "rctf{m1n73d_by_7h3_pl4tf0rm}"
+	file := filepath.Join(t.TempDir(), "challenge.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`apiVersion: ctf.challenge-hook.dev/v1alpha1
+kind: Challenge
+metadata: {name: web-notes-team42, namespace: ctf}
+spec:
+  owner: team-42
+  definitionRef: {name: web-notes}
+  flag: `+flag+`
+---
+apiVersion: ctf.challenge-hook.dev/v1alpha1
+kind: ChallengeDefinition
+metadata: {name: web-notes, namespace: ctf}
+spec:
+  containers:
+  - {name: web, image: registry.example/web-notes:1, ports: [{containerPort: 8080}]}
+  expose: [{port: 8080, type: HTTP}]
+  flag: {platform: true, env: FLAG}
+`), 0o600))
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"challenge-hook", "render", "-f", file, "--now=2026-11-01T12:00:00Z"}, noEnv, &stdout, &stderr), stderr.String())
+	assert.Empty(t, stderr.String())
+	out := stdout.String()
+	docs := parseYAMLDocuments(t, strings.NewReader(out))
+	assert.Equal(t, flag, flagSecretValue(t, docs))
+	assert.Equal(t, "Creating", docs[len(docs)-1]["status"].(map[string]any)["phase"])
+	assert.NotContains(t, out, flag, "only the Secret holds it, base64-encoded")
+}
+
 // TestRenderREADMECommand runs the README's render command exactly as written, from the repository
 // root: without a flag key it shows every child, the dynamic flag as the placeholder, and says so.
 func TestRenderREADMECommand(t *testing.T) {
