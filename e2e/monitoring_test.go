@@ -9,18 +9,16 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/challenge-hook/challenge-hook/e2e/e2eutil"
 )
@@ -32,54 +30,29 @@ const (
 	referencedSeriesFile = "hack/monitoring/referenced-series.txt"
 )
 
-// configuredPhases are the values of kube_ctf_challenge_status_phase's phase label: the list of
-// the configuration's phase StateSet (hack/monitoring checks that it holds the hook's phases).
-func configuredPhases(t *testing.T) []string {
-	t.Helper()
-	var config struct {
-		Spec struct {
-			Resources []struct {
-				Metrics []struct {
-					Name string `json:"name"`
-					Each struct {
-						StateSet struct {
-							List []string `json:"list"`
-						} `json:"stateSet"`
-					} `json:"each"`
-				} `json:"metrics"`
-			} `json:"resources"`
-		} `json:"spec"`
-	}
-	for _, obj := range componentObjects(t, "challenge-metrics.yaml") {
-		data, _, _ := unstructured.NestedStringMap(obj.Object, "data")
-		if err := yaml.Unmarshal([]byte(data["challenge-metrics.yaml"]), &config); err != nil {
-			t.Fatalf("challenge-metrics.yaml: %v", err)
-		}
-	}
-	for _, r := range config.Spec.Resources {
-		for _, m := range r.Metrics {
-			if m.Name == "status_phase" && len(m.Each.StateSet.List) > 0 {
-				return m.Each.StateSet.List
-			}
-		}
-	}
-	t.Fatal("challenge-metrics.yaml has no status_phase StateSet with a list of phases")
-	return nil
-}
+// challengePhases are the values of kube_ctf_challenge_status_phase's phase label, as
+// docs/monitoring.md lists them (hack/monitoring checks that the platform component's list is
+// the hook's phases).
+var challengePhases = []string{"None", "Creating", "Running", "Queued", "Error", "Stopped", "Expired", "Terminating", "Deleted"}
 
-// TestMonitoring runs kube-state-metrics (the release the component deploys, built by
-// hack/build-kube-state-metrics.sh) against the control plane with the component's Challenge
-// configuration, drives Challenges to Running, Error, Stopped and Expired, and checks that it
-// serves each Challenge's series with the values of the Challenge as stored. Then every series
-// the alerts and the dashboard select (referenced-series.txt) must be served, with the labels
-// and values they match on, by kube-state-metrics, the hook or Metacontroller as they run here.
+// challengeSeriesLabels are the only labels a Challenge series carries: never a host, URL, token
+// or flag.
+var challengeSeriesLabels = []string{"namespace", "challenge", "owner", "definition", "phase", "reason"}
+
+// TestMonitoring runs the platform component (`challenge-hook platform`, which serves the
+// Challenge series) against the control plane as its ServiceAccount, with the rights
+// manifests/components/platform grants it in the test's namespace, drives Challenges to Running,
+// Error, Stopped and Expired, and checks that its metrics listener serves each Challenge's series
+// with the values of the Challenge as stored, only those of its namespace, and no label but the
+// documented ones (nothing of an endpoint). Then every series the alerts and the dashboard select
+// (referenced-series.txt) must be served, with the labels and values they match on, by the
+// platform component, the hook or Metacontroller as they run here.
 func TestMonitoring(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	ctx := e2eutil.TestContext(t)
 	ns := c.createNamespace(ctx, t, "monitoring", podSecurityRestricted)
-	ksm := startKubeStateMetrics(t)
-	phases := configuredPhases(t)
+	platform := startPlatformComponent(ctx, t, c, ns).metricsURL
 
 	def := lifecycleChallenge("web", "ghcr.io/example/web:1.0", "")
 	def.SetKind("ChallengeDefinition")
@@ -116,25 +89,28 @@ func TestMonitoring(t *testing.T) {
 		}
 	}
 
-	// What kube-state-metrics must serve for each Challenge, from the Challenge as stored now (a
+	// What the component must serve for each Challenge, from the Challenge as stored now (a
 	// status may still change, e.g. ErrImagePull to ImagePullBackOff: both are read again).
-	e2eutil.WaitFor(ctx, t, 30*time.Second, "kube-state-metrics to serve every Challenge's series", func() (bool, error) {
+	e2eutil.WaitFor(ctx, t, 30*time.Second, "the platform component to serve every Challenge's series", func() (bool, error) {
 		var want []expectedSample
+		var stored []*unstructured.Unstructured
 		for _, in := range instances {
-			want = append(want, challengeSamples(t, mustGetChallenge(ctx, t, c, ns, in.chal.GetName()), phases)...)
+			chal := mustGetChallenge(ctx, t, c, ns, in.chal.GetName())
+			stored = append(stored, chal)
+			want = append(want, challengeSamples(t, chal, challengePhases)...)
 		}
-		samples, err := scrape(ctx, ksm)
+		samples, err := scrape(ctx, platform)
 		if err != nil {
 			return false, err
 		}
-		var problems []string
+		problems := challengeSeriesProblems(samples, ns, stored)
 		for _, w := range want {
 			if problem := w.check(samples); problem != "" {
 				problems = append(problems, problem)
 			}
 		}
 		if len(problems) > 0 {
-			return false, fmt.Errorf("kube-state-metrics' Challenge series:\n  %s", strings.Join(problems, "\n  "))
+			return false, fmt.Errorf("the platform component's Challenge series:\n  %s", strings.Join(problems, "\n  "))
 		}
 		return true, nil
 	})
@@ -145,8 +121,8 @@ func TestMonitoring(t *testing.T) {
 
 	// Every series the alerts and the dashboard select, as each program serves it now.
 	sources := map[string]string{
-		"kube-state-metrics": ksm,
-		"challenge-hook":     "http://" + shared.hook.metricsAddr() + "/metrics",
+		"platform":       platform,
+		"challenge-hook": "http://" + shared.hook.metricsAddr() + "/metrics",
 	}
 	// The activity stamper's series are read from the stamper process TestActivityStamper runs.
 	t.Log("the activity stamper's series are checked by TestActivityStamper, against the stamper it runs")
@@ -175,7 +151,49 @@ func TestMonitoring(t *testing.T) {
 	if checked == 0 {
 		t.Errorf("%s names no series", referencedSeriesFile)
 	}
-	t.Logf("kube-state-metrics served %d samples; %d series of the alerts and the dashboard checked", len(served["kube-state-metrics"]), checked)
+	t.Logf("the platform component served %d samples; %d series of the alerts and the dashboard checked", len(served["platform"]), checked)
+}
+
+// challengeSeriesProblems checks every Challenge series served (kube_ctf_challenge_*): of ns
+// alone (the component's --namespaces; the suite's other tests run Challenges elsewhere), with
+// the documented labels alone, none of whose values holds anything of an endpoint of the stored
+// Challenges (host, URL, token) or their instance ids (the unguessable hosts' basis).
+func challengeSeriesProblems(samples []metricSample, ns string, stored []*unstructured.Unstructured) []string {
+	var capabilities []string
+	for _, chal := range stored {
+		if id, _, _ := unstructured.NestedString(chal.Object, "status", "instanceId"); id != "" {
+			capabilities = append(capabilities, id)
+		}
+		endpoints, _, _ := unstructured.NestedSlice(chal.Object, "status", "endpoints")
+		for _, raw := range endpoints {
+			endpoint, _ := raw.(map[string]any)
+			for _, field := range []string{"host", "url", "token"} {
+				if v, _ := endpoint[field].(string); v != "" {
+					capabilities = append(capabilities, v)
+				}
+			}
+		}
+	}
+	var problems []string
+	for _, s := range samples {
+		if !strings.HasPrefix(s.name, "kube_ctf_challenge_") {
+			continue
+		}
+		if s.labels["namespace"] != ns {
+			problems = append(problems, fmt.Sprintf("%s of namespace %q is served: the component watches %s alone", s.name, s.labels["namespace"], ns))
+		}
+		for label, value := range s.labels {
+			if !slices.Contains(challengeSeriesLabels, label) {
+				problems = append(problems, fmt.Sprintf("%s carries label %s=%q: the Challenge series carry %v alone", s.name, label, value, challengeSeriesLabels))
+			}
+			for _, capability := range capabilities {
+				if strings.Contains(value, capability) {
+					problems = append(problems, fmt.Sprintf("%s carries %q (label %s), a player's capability", s.name, capability, label))
+				}
+			}
+		}
+	}
+	return problems
 }
 
 // componentObjects are the Kubernetes objects of the monitoring component's files.
@@ -192,101 +210,7 @@ func componentObjects(t *testing.T, files ...string) []*unstructured.Unstructure
 	return out
 }
 
-// startKubeStateMetrics runs $E2E_KSM_BIN as the component's Deployment runs its image: with the
-// container's arguments, the ConfigMap's keys as files where the Deployment mounts them, and the
-// ports moved to free loopback ones. It stops it when the test ends and returns its metrics URL.
-func startKubeStateMetrics(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("E2E_KSM_BIN")
-	if bin == "" {
-		t.Fatal("E2E_KSM_BIN is not set: run the e2e tests with `make e2e` (hack/build-kube-state-metrics.sh builds it)")
-	}
-	var configMaps []*unstructured.Unstructured
-	var deployment *unstructured.Unstructured
-	for _, obj := range componentObjects(t, "challenge-metrics.yaml", "kube-state-metrics.yaml") {
-		switch obj.GetKind() {
-		case "ConfigMap":
-			configMaps = append(configMaps, obj)
-		case "Deployment":
-			deployment = obj
-		}
-	}
-	if deployment == nil || len(configMaps) != 1 {
-		t.Fatalf("the component has %d ConfigMaps and Deployment %v, want one of each", len(configMaps), deployment != nil)
-	}
-	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
-	if len(containers) != 1 {
-		t.Fatalf("the kube-state-metrics Deployment has %d containers, want 1", len(containers))
-	}
-	container := containers[0].(map[string]any)
-
-	// The binary is the image's release.
-	image, _ := container["image"].(string)
-	_, tag, _ := strings.Cut(image, ":")
-	version, err := exec.Command(bin, "version").CombinedOutput()
-	if err != nil || !strings.Contains(string(version), "version "+tag+" ") {
-		t.Fatalf("%s version: %q (%v), want the image's %s", bin, version, err, tag)
-	}
-
-	// The ConfigMap's keys, where the container reads them.
-	mounts, _ := container["volumeMounts"].([]any)
-	if len(mounts) != 1 {
-		t.Fatalf("the kube-state-metrics container has %d volume mounts, want its configuration's only", len(mounts))
-	}
-	mountPath, _ := mounts[0].(map[string]any)["mountPath"].(string)
-	configDir := t.TempDir()
-	data, _, _ := unstructured.NestedStringMap(configMaps[0].Object, "data")
-	for key, value := range data {
-		if err := os.WriteFile(filepath.Join(configDir, key), []byte(value), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	metricsAddr, telemetryAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
-	host, port, _ := strings.Cut(metricsAddr, ":")
-	_, telemetryPort, _ := strings.Cut(telemetryAddr, ":")
-	args := []string{"--kubeconfig=" + os.Getenv("KUBECONFIG"), "--host=" + host, "--telemetry-host=" + host}
-	rawArgs, _ := container["args"].([]any)
-	for _, raw := range rawArgs {
-		arg, _ := raw.(string)
-		switch {
-		case strings.HasPrefix(arg, "--port="):
-			arg = "--port=" + port
-		case strings.HasPrefix(arg, "--telemetry-port="):
-			arg = "--telemetry-port=" + telemetryPort
-		default:
-			arg = strings.ReplaceAll(arg, mountPath, configDir)
-		}
-		args = append(args, arg)
-	}
-	t.Logf("kube-state-metrics %s %s", tag, strings.Join(args[3:], " "))
-	cmd := exec.Command(bin, args...)
-	logs := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	dieWithParent(cmd)
-	proc, err := e2eutil.Start(cmd)
-	if err != nil {
-		t.Fatalf("kube-state-metrics: %v", err)
-	}
-	t.Cleanup(func() {
-		proc.Stop(syscall.SIGTERM, 10*time.Second)
-		if t.Failed() {
-			t.Logf("kube-state-metrics log (last 4 KiB):\n%s", tail(logs.String(), 4096))
-		}
-	})
-	url := "http://" + metricsAddr + "/metrics"
-	e2eutil.WaitFor(e2eutil.TestContext(t), t, 30*time.Second, "kube-state-metrics to serve "+url, func() (bool, error) {
-		select {
-		case <-proc.Exited():
-			return false, fmt.Errorf("kube-state-metrics exited: %v\n%s", proc.Err(), logs.String())
-		default:
-		}
-		_, err := scrape(context.Background(), url)
-		return err == nil, nil
-	})
-	return url
-}
-
-// expectedSample is a sample kube-state-metrics must serve (value set) or must not (absent).
+// expectedSample is a sample the platform component must serve (value set) or must not (absent).
 type expectedSample struct {
 	name   string
 	labels map[string]string
@@ -323,7 +247,7 @@ func (e expectedSample) String() string {
 	return e.name + "{" + strings.Join(pairs, ",") + "}"
 }
 
-// challengeSamples are the series challenge-metrics.yaml describes for one stored Challenge.
+// challengeSamples are the series docs/monitoring.md describes for one stored Challenge.
 func challengeSamples(t *testing.T, chal *unstructured.Unstructured, phases []string) []expectedSample {
 	t.Helper()
 	status := func(field string) string {
@@ -333,8 +257,7 @@ func challengeSamples(t *testing.T, chal *unstructured.Unstructured, phases []st
 	ids := map[string]string{"namespace": chal.GetNamespace(), "challenge": chal.GetName()}
 	every := map[string]string{
 		"namespace": chal.GetNamespace(), "challenge": chal.GetName(),
-		"owner":                spec(chal)["owner"].(string),
-		"customresource_group": ctfGroup, "customresource_version": "v1alpha1", "customresource_kind": "Challenge",
+		"owner": spec(chal)["owner"].(string),
 	}
 	if ref, ok := spec(chal)["definitionRef"].(map[string]any); ok {
 		every["definition"] = ref["name"].(string)
@@ -538,8 +461,8 @@ func parseSample(line string) (metricSample, error) {
 
 // TestMonitoringComponentAdmitted: the API server accepts the component's objects of Kubernetes'
 // own kinds (all but the Prometheus Operator's ServiceMonitors and PrometheusRule, whose CRDs this
-// cluster lacks), as server-side dry runs moved to a test namespace, and admits the
-// kube-state-metrics Pod under Pod Security "restricted".
+// cluster lacks), as server-side dry runs moved to a test namespace. The component runs nothing
+// and holds no credential: it has no ServiceAccount, RBAC or workload to admit.
 func TestMonitoringComponentAdmitted(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
@@ -547,7 +470,7 @@ func TestMonitoringComponentAdmitted(t *testing.T) {
 	ns := c.createNamespace(ctx, t, "monitoring-install", podSecurityRestricted)
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	kinds := map[string]int{}
-	for _, obj := range componentObjects(t, "challenge-metrics.yaml", "kube-state-metrics.yaml", "scrape.yaml", "alerts.yaml") {
+	for _, obj := range componentObjects(t, "scrape.yaml", "alerts.yaml") {
 		kinds[obj.GetKind()]++
 		if obj.GroupVersionKind().Group == "monitoring.coreos.com" {
 			continue
@@ -562,24 +485,8 @@ func TestMonitoringComponentAdmitted(t *testing.T) {
 		if _, err := client.Create(ctx, obj, dryRun); err != nil {
 			t.Errorf("dry run of %s %s: %v", obj.GetKind(), obj.GetName(), err)
 		}
-		if obj.GetKind() != "Deployment" {
-			continue
-		}
-		// Its Pod, as the ReplicaSet would create it; without its ServiceAccount, which the dry
-		// runs above did not create (Pod Security does not look at it).
-		podSpec, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec")
-		delete(podSpec, "serviceAccountName")
-		podSpec["automountServiceAccountToken"] = false
-		pod := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "v1", "kind": "Pod",
-			"metadata": map[string]any{"name": obj.GetName(), "namespace": ns},
-			"spec":     podSpec,
-		}}
-		if _, err := c.dyn.Resource(podGVR).Namespace(ns).Create(ctx, pod, dryRun); err != nil {
-			t.Errorf("dry run of the kube-state-metrics Pod in a namespace enforcing Pod Security restricted: %v", err)
-		}
 	}
-	for _, kind := range []string{"ConfigMap", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "NetworkPolicy", "ServiceMonitor", "PrometheusRule"} {
+	for _, kind := range []string{"Service", "NetworkPolicy", "ServiceMonitor", "PrometheusRule"} {
 		if kinds[kind] == 0 {
 			t.Errorf("the monitoring component has no %s", kind)
 		}

@@ -583,7 +583,7 @@ func stamperProcess(ctx context.Context, t *testing.T, c *cluster, ns string) {
 		t.Fatalf("scrape the stamper: %v", err)
 	}
 	if checkReferencedSeries(t, map[string][]metricSample{"activity-stamper": samples},
-		map[string]string{"kube-state-metrics": "TestMonitoring", "challenge-hook": "TestMonitoring", "metacontroller": "TestMonitoring"}) == 0 {
+		map[string]string{"platform": "TestMonitoring", "challenge-hook": "TestMonitoring", "metacontroller": "TestMonitoring"}) == 0 {
 		t.Errorf("%s names no series of the activity stamper", referencedSeriesFile)
 	}
 }

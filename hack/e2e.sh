@@ -3,8 +3,7 @@
 # project's simulator in Metacontroller's part (a test double, hack/metacontroller-sim), or under a
 # real Metacontroller when METACONTROLLER_BIN names one (v4.17+; the same flags either way).
 #   1. builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok once
-#      per version into a cache outside the repository (hack/build-k8s-bins.sh), and
-#      kube-state-metrics once per version (hack/build-kube-state-metrics.sh);
+#      per version into a cache outside the repository (hack/build-k8s-bins.sh);
 #   2. builds the hook binary, and the simulator unless METACONTROLLER_BIN is set;
 #   3. starts the control plane, a kwok fake node and the controller (Metacontroller's CRDs applied
 #      first, from METACONTROLLER_CRDS) on fixed loopback ports, in .cache/e2e/;
@@ -23,19 +22,15 @@ source hack/lib.sh
 run_defaults e2e
 RUN=${E2E_RUN:-$ROOT/.cache/e2e}
 # What it costs, before it starts: no root and no Docker, but a long first build.
-log "make e2e: no root, no Docker, no cluster. The first time it builds the control plane, kwok
-  and kube-state-metrics from source into $CACHE (about 18 minutes on 2 cores, more on a busy
-  machine); once they are cached a run takes 1½ to 3 minutes."
+log "make e2e: no root, no Docker, no cluster. The first time it builds the control plane and kwok
+  from source into $CACHE (up to about 18 minutes on 2 cores, more on a busy machine); once they
+  are cached a run takes 1½ to 3 minutes."
 
 start=$SECONDS
 bash hack/build-k8s-bins.sh
 log "control-plane binaries ready in $((SECONDS - start))s ($K8S_BINS_DIR)"
 build_controller
 log "$E2E_CONTROLLER ready after $((SECONDS - start))s ($E2E_CONTROLLER_BIN)"
-# kube-state-metrics with the monitoring component's configuration (e2e/monitoring_test.go).
-export KSM_DIR=${KSM_DIR:-$CACHE/kube-state-metrics/${KSM_VERSION:-v2.18.0}}
-bash hack/build-kube-state-metrics.sh
-log "kube-state-metrics ready after $((SECONDS - start))s ($KSM_DIR)"
 
 CGO_ENABLED=0 $GO build -o bin/challenge-hook ./cmd/challenge-hook
 
@@ -87,7 +82,7 @@ $GO test -tags e2e -c -o "$RUN/e2e.test" ./e2e
   E2E_CONTROLLER="$E2E_CONTROLLER" E2E_CONTROLLER_BIN="$E2E_CONTROLLER_BIN" \
   E2E_HOOK_ADDR=$HOOK_ADDR E2E_RESYNC_SECONDS=$RESYNC_SECONDS E2E_METACONTROLLER_LOG="$RUN/logs/metacontroller.log" \
   E2E_METACONTROLLER_KUBECONFIG="$RUN/kubeconfig" \
-  E2E_METACONTROLLER_METRICS="127.0.0.1:$MC_METRICS_PORT" E2E_KSM_BIN="$KSM_DIR/kube-state-metrics" \
+  E2E_METACONTROLLER_METRICS="127.0.0.1:$MC_METRICS_PORT" \
   "$RUN/e2e.test" -test.v -test.count=1 -test.timeout=15m ${E2E_RUN_ARGS:-}) 9>&- &
 await_tests $!
 exit $status

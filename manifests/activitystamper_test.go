@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -53,73 +52,22 @@ type activityStamper struct {
 // the Services of those namespaces, and may do so in no other.
 func readActivityStamper(t *testing.T) activityStamper {
 	t.Helper()
-	var component struct {
-		APIVersion string   `json:"apiVersion"`
-		Kind       string   `json:"kind"`
-		Resources  []string `json:"resources"`
-		Patches    []any    `json:"patches"`
-	}
-	decodeSingleYAML(t, filepath.Join(activityStamperComponent, "kustomization.yaml"), &component)
-	require.Equal(t, "Component", component.Kind)
-	assert.Empty(t, component.Patches, "the component changes nothing of the base or the gateway")
-	onDisk, err := filepath.Glob(filepath.Join(activityStamperComponent, "*.yaml"))
-	require.NoError(t, err)
-	var files []string
-	for _, file := range onDisk {
-		if base := filepath.Base(file); base != "kustomization.yaml" {
-			files = append(files, base)
-		}
-	}
-	assert.ElementsMatch(t, files, component.Resources, "the component's resources are its files")
-
-	s := activityStamper{policies: map[string]networkingv1.NetworkPolicy{}, kinds: map[string]int{}}
-	var bindingNamespaces []string
-	for _, resource := range component.Resources {
-		docs, err := readYAMLDocuments(filepath.Join(activityStamperComponent, resource))
-		require.NoError(t, err)
-		for _, doc := range docs {
-			object := doc.(map[string]any)
-			kind, _ := object["kind"].(string)
-			s.kinds[kind]++
-			switch kind {
-			case "ServiceAccount":
-				convert(t, object, &s.serviceAccount)
-			case "ClusterRole":
-				convert(t, object, &s.role)
-			case "RoleBinding":
-				convert(t, object, &s.binding)
-				bindingNamespaces = append(bindingNamespaces, s.binding.Namespace)
-			case "Deployment":
-				convert(t, object, &s.deployment)
-			case "Service":
-				var service corev1.Service
-				convert(t, object, &service)
-				if service.Spec.ClusterIP == corev1.ClusterIPNone {
-					s.service = service
-				} else {
-					s.metricsService = service
-				}
-			case "NetworkPolicy":
-				var policy networkingv1.NetworkPolicy
-				convert(t, object, &policy)
-				s.policies[policy.Name] = policy
-			case "ValidatingAdmissionPolicy":
-				convert(t, object, &s.admission)
-			case "ValidatingAdmissionPolicyBinding":
-				convert(t, object, &s.admissionBind)
-			}
+	objects, _ := componentObjects(t, activityStamperComponent)
+	var s activityStamper
+	var services []corev1.Service
+	s.kinds = decodeByKind(t, objects, map[string]any{"ServiceAccount": &s.serviceAccount, "ClusterRole": &s.role, "RoleBinding": &s.binding,
+		"Deployment": &s.deployment, "Service": &services, "NetworkPolicy": &s.policies,
+		"ValidatingAdmissionPolicy": &s.admission, "ValidatingAdmissionPolicyBinding": &s.admissionBind})
+	for _, service := range services {
+		if service.Spec.ClusterIP == corev1.ClusterIPNone {
+			s.service = service
+		} else {
+			s.metricsService = service
 		}
 	}
 	assert.Equal(t, map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "RoleBinding": 1, "Deployment": 1, "Service": 2,
 		"NetworkPolicy": 2, "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1}, s.kinds)
-
-	// --namespaces empty is every namespace, which a RoleBinding does not cover.
-	require.Len(t, s.deployment.Spec.Template.Spec.Containers, 1)
-	namespaces := flagValue(s.deployment.Spec.Template.Spec.Containers[0].Args, "namespaces")
-	require.NotEmpty(t, namespaces, "the stamper watches every namespace: it would need a ClusterRoleBinding")
-	assert.NotContains(t, bindingNamespaces, "", "a RoleBinding without a namespace")
-	assert.ElementsMatch(t, strings.Split(namespaces, ","), bindingNamespaces,
-		"each namespace of --namespaces has the stamper's RoleBinding, and each RoleBinding is in one of --namespaces")
+	assertBoundWhereItWatches(t, s.deployment, []rbacv1.RoleBinding{s.binding})
 	return s
 }
 
@@ -139,17 +87,7 @@ func (s activityStamper) username() string {
 // policy matches that ServiceAccount's username.
 func TestActivityStamperRBACIsNarrowest(t *testing.T) {
 	s := readActivityStamper(t)
-	granted := map[string][]string{}
-	for _, rule := range s.role.Rules {
-		assert.Empty(t, rule.ResourceNames)
-		assert.Empty(t, rule.NonResourceURLs)
-		for _, group := range rule.APIGroups {
-			for _, resource := range rule.Resources {
-				granted[group+"/"+resource] = append(granted[group+"/"+resource], rule.Verbs...)
-			}
-		}
-	}
-	assert.Equal(t, map[string][]string{"/services": {"get", "list", "watch", "patch"}}, granted)
+	assert.Equal(t, map[string][]string{"/services": {"get", "list", "watch", "patch"}}, grantsOf(t, s.role.Rules))
 	assert.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: s.role.Name}, s.binding.RoleRef)
 	stamperSubject := rbacv1.Subject{Kind: "ServiceAccount", Name: s.serviceAccount.Name, Namespace: s.serviceAccount.Namespace}
 	assert.Equal(t, []rbacv1.Subject{stamperSubject}, s.binding.Subjects)
@@ -169,31 +107,10 @@ func TestActivityStamperRBACIsNarrowest(t *testing.T) {
 	assert.Equal(t, platformNamespaces, []string{s.binding.Namespace}, "the stamper is bound where the platform's Challenges are")
 
 	// Nothing that ships binds the stamper's ClusterRole, or its ServiceAccount, cluster-wide.
-	objects, files := shippedObjects(t)
-	var roles int
-	for i, object := range objects {
-		if object["kind"] == "ClusterRole" && object["metadata"].(map[string]any)["name"] == s.role.Name {
-			roles++
-		}
-		if object["kind"] != "ClusterRoleBinding" {
-			continue
-		}
-		var binding rbacv1.ClusterRoleBinding
-		convert(t, object, &binding)
-		assert.False(t, binding.RoleRef.Kind == "ClusterRole" && binding.RoleRef.Name == s.role.Name,
-			"%s: ClusterRoleBinding %s grants the stamper's ClusterRole in every namespace", files[i], binding.Name)
-		assert.NotContains(t, binding.Subjects, stamperSubject, "%s: ClusterRoleBinding %s binds the stamper's ServiceAccount", files[i], binding.Name)
-	}
-	assert.Equal(t, 1, roles, "the shipped objects read are those of the component too")
+	assertNotBoundClusterWide(t, s.role.Name, stamperSubject)
 
-	pod := s.deployment.Spec.Template.Spec
-	assert.Equal(t, s.serviceAccount.Name, pod.ServiceAccountName)
-	assert.Equal(t, s.serviceAccount.Namespace, s.deployment.Namespace)
-	require.NotNil(t, pod.AutomountServiceAccountToken)
-	assert.True(t, *pod.AutomountServiceAccountToken, "the stamper needs its token")
-	require.NotNil(t, s.serviceAccount.AutomountServiceAccountToken)
-	assert.False(t, *s.serviceAccount.AutomountServiceAccountToken, "only the stamper's Pods mount the token, by their own choice")
-	assert.Empty(t, pod.Volumes, "the stamper mounts no Secret")
+	assertRunsWithItsOwnToken(t, s.serviceAccount, s.deployment)
+	assert.Empty(t, s.deployment.Spec.Template.Spec.Volumes, "the stamper mounts no Secret")
 
 	require.Len(t, s.admission.Spec.MatchConditions, 1)
 	assert.Contains(t, s.admission.Spec.MatchConditions[0].Expression, "'"+s.username()+"'")

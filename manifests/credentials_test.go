@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -227,70 +226,4 @@ type serviceMonitor struct {
 			TargetPort any    `json:"targetPort"`
 		} `json:"endpoints"`
 	} `json:"spec"`
-}
-
-// TestKubeStateMetricsAdmitsOnlyPrometheus: the monitoring component's kube-state-metrics serves
-// every Challenge's owner and phase; its NetworkPolicy admits the Prometheus Pods the hook's
-// metrics policy admits, to its metrics port, and nothing else.
-func TestKubeStateMetricsAdmitsOnlyPrometheus(t *testing.T) {
-	const component = "components/monitoring"
-	docs, err := readYAMLDocuments(filepath.Join(component, "kube-state-metrics.yaml"))
-	require.NoError(t, err)
-	var deployment appsv1.Deployment
-	var service corev1.Service
-	var policies []networkingv1.NetworkPolicy
-	for _, doc := range docs {
-		object := doc.(map[string]any)
-		switch object["kind"] {
-		case "Deployment":
-			convert(t, object, &deployment)
-		case "Service":
-			convert(t, object, &service)
-		case "NetworkPolicy":
-			var policy networkingv1.NetworkPolicy
-			convert(t, object, &policy)
-			policies = append(policies, policy)
-		}
-	}
-	require.Len(t, policies, 1, "kube-state-metrics.yaml has no NetworkPolicy: any Pod reads every Challenge's owner")
-	policy := policies[0]
-	assert.Equal(t, deployment.Namespace, policy.Namespace)
-	selector, err := metav1.LabelSelectorAsSelector(&policy.Spec.PodSelector)
-	require.NoError(t, err)
-	assert.False(t, selector.Empty(), "the policy selects every Pod of the namespace")
-	assert.True(t, selector.Matches(labels.Set(deployment.Spec.Template.Labels)), "the policy does not select kube-state-metrics' Pods")
-	assert.Contains(t, policy.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
-
-	var metricsPort int32
-	for _, p := range deployment.Spec.Template.Spec.Containers[0].Ports {
-		if p.Name == "http-metrics" {
-			metricsPort = p.ContainerPort
-		}
-	}
-	require.NotZero(t, metricsPort)
-
-	// The Prometheus peer of the hook's metrics policy (scrape.yaml).
-	scrape, err := readYAMLDocuments(filepath.Join(component, "scrape.yaml"))
-	require.NoError(t, err)
-	var prometheus *networkingv1.NetworkPolicyPeer
-	for _, doc := range scrape {
-		object := doc.(map[string]any)
-		if object["kind"] != "NetworkPolicy" {
-			continue
-		}
-		var hookMetrics networkingv1.NetworkPolicy
-		convert(t, object, &hookMetrics)
-		require.Len(t, hookMetrics.Spec.Ingress, 1)
-		require.Len(t, hookMetrics.Spec.Ingress[0].From, 1)
-		prometheus = &hookMetrics.Spec.Ingress[0].From[0]
-	}
-	require.NotNil(t, prometheus, "scrape.yaml has no NetworkPolicy for Prometheus")
-	require.NotNil(t, prometheus.PodSelector, "the hook's metrics policy admits a whole namespace")
-
-	require.Len(t, policy.Spec.Ingress, 1)
-	rule := policy.Spec.Ingress[0]
-	assert.Equal(t, []networkingv1.NetworkPolicyPeer{*prometheus}, rule.From, "the peers are not the Prometheus Pods alone")
-	require.Len(t, rule.Ports, 1)
-	require.NotNil(t, rule.Ports[0].Port)
-	assert.Equal(t, metricsPort, rule.Ports[0].Port.IntVal, "the policy admits Prometheus to another port than the metrics port")
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -431,20 +430,7 @@ func TestEachCallerReachesOnlyItsOwnPort(t *testing.T) {
 // runs the maximal concurrent load under both.
 func TestGOMEMLIMITFollowsTheMemoryLimit(t *testing.T) {
 	_, container := hookContainer(t)
-	limit, ok := container.Resources.Limits[corev1.ResourceMemory]
-	require.True(t, ok, "the hook has no memory limit")
-	var goMemLimit string
-	for _, env := range container.Env {
-		if env.Name == "GOMEMLIMIT" {
-			goMemLimit = env.Value
-		}
-	}
-	value, ok := strings.CutSuffix(goMemLimit, "MiB")
-	require.True(t, ok, "GOMEMLIMIT %q: want a value in MiB", goMemLimit)
-	mib, err := strconv.ParseInt(value, 10, 64)
-	require.NoError(t, err)
-	ratio := float64(mib<<20) / float64(limit.Value())
-	assert.InDelta(t, 0.9, ratio, 0.03, "GOMEMLIMIT %s is %.0f%% of limits.memory %s", goMemLimit, 100*ratio, limit.String())
+	assertGoMemLimit(t, container)
 }
 
 // TestReleaseImageIsTheShippedImage: the policy gate's default image (sync.ReleaseImage) is the

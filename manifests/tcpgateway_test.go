@@ -3,7 +3,6 @@ package manifests
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,30 +51,10 @@ func readTCPGateway(t *testing.T) tcpGateway {
 	decodeSingleYAML(t, filepath.Join(tcpGatewayComponent, "kustomization.yaml"), &component)
 	require.Equal(t, "Component", component.Kind)
 
-	gw := tcpGateway{services: map[string]corev1.Service{}, kinds: map[string]int{}}
-	for _, resource := range component.Resources {
-		docs, err := readYAMLDocuments(filepath.Join(tcpGatewayComponent, resource))
-		require.NoError(t, err)
-		for _, doc := range docs {
-			object := doc.(map[string]any)
-			kind, _ := object["kind"].(string)
-			gw.kinds[kind]++
-			switch kind {
-			case "ServiceAccount":
-				convert(t, object, &gw.serviceAccount)
-			case "Deployment":
-				convert(t, object, &gw.deployment)
-			case "PodDisruptionBudget":
-				convert(t, object, &gw.pdb)
-			case "Service":
-				var service corev1.Service
-				convert(t, object, &service)
-				gw.services[service.Name] = service
-			case "NetworkPolicy":
-				convert(t, object, &gw.policy)
-			}
-		}
-	}
+	var gw tcpGateway
+	gw.kinds = decodeByKind(t, resourceObjects(t, tcpGatewayComponent, component.Resources), map[string]any{
+		"ServiceAccount": &gw.serviceAccount, "Deployment": &gw.deployment, "PodDisruptionBudget": &gw.pdb,
+		"Service": &gw.services, "NetworkPolicy": &gw.policy})
 
 	// The hook's Deployment with the component's patch: additions only, to the hook's container
 	// and Pod (anything else would change the base install for everyone).
@@ -246,14 +225,8 @@ func TestTCPGatewayHoldsNoCredential(t *testing.T) {
 	assert.Equal(t, hook.Spec.Template.Spec.TopologySpreadConstraints[0].TopologyKey, pod.TopologySpreadConstraints[0].TopologyKey)
 
 	assert.Equal(t, int32(2), *gw.deployment.Spec.Replicas)
-	limits := pod.Containers[0].Resources.Limits
-	assert.False(t, limits.Memory().IsZero(), "no memory limit")
-	assert.False(t, limits.Cpu().IsZero(), "no CPU limit")
-	goMemLimit, ok := strings.CutSuffix(envValue(pod.Containers[0], "GOMEMLIMIT"), "MiB")
-	require.True(t, ok, "GOMEMLIMIT in MiB")
-	mib, err := strconv.ParseInt(goMemLimit, 10, 64)
-	require.NoError(t, err)
-	assert.InDelta(t, 0.9, float64(mib<<20)/float64(limits.Memory().Value()), 0.03, "GOMEMLIMIT is not 90%% of limits.memory")
+	assert.False(t, pod.Containers[0].Resources.Limits.Cpu().IsZero(), "no CPU limit")
+	assertGoMemLimit(t, pod.Containers[0])
 
 	cfg := hooksync.DefaultConfig()
 	assert.Equal(t, cfg.TCPGateway.Pods.Namespace, gw.deployment.Namespace, "the instances admit the gateway's Pods in another namespace")
@@ -262,10 +235,7 @@ func TestTCPGatewayHoldsNoCredential(t *testing.T) {
 	assert.False(t, admitted.Empty())
 	assert.True(t, admitted.Matches(labels.Set(gw.deployment.Spec.Template.Labels)), "the instances admit Pods labelled %v, not the gateway's", cfg.TCPGateway.Pods.Labels)
 
-	selector, err := metav1.LabelSelectorAsSelector(gw.pdb.Spec.Selector)
-	require.NoError(t, err)
-	assert.True(t, selector.Matches(labels.Set(gw.deployment.Spec.Template.Labels)), "the PodDisruptionBudget selects other Pods")
-	assert.Equal(t, 1, gw.pdb.Spec.MinAvailable.IntValue())
+	assertKeepsOneThroughDisruptions(t, gw.pdb, gw.deployment)
 }
 
 // TestTCPGatewayServesPlayersOnOnePortAndMetricsInside: one LoadBalancer Service carries the
@@ -321,12 +291,7 @@ func TestTCPGatewayPolicy(t *testing.T) {
 	policy := gw.policy
 	container := gw.deployment.Spec.Template.Spec.Containers[0]
 	playerPort, metricsPort := port(t, flagValue(container.Args, "listen")), port(t, flagValue(container.Args, "metrics-listen"))
-	assert.Equal(t, gw.deployment.Namespace, policy.Namespace)
-	selector, err := metav1.LabelSelectorAsSelector(&policy.Spec.PodSelector)
-	require.NoError(t, err)
-	assert.False(t, selector.Empty())
-	assert.True(t, selector.Matches(labels.Set(gw.deployment.Spec.Template.Labels)), "the policy does not select the gateway")
-	assert.ElementsMatch(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, policy.Spec.PolicyTypes)
+	assertPolicySelects(t, policy, gw.deployment, networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress)
 
 	// The Prometheus peer of the hook's metrics policy (the monitoring component's scrape.yaml).
 	docs, err := readYAMLDocuments(filepath.Join("components/monitoring", "scrape.yaml"))

@@ -14,7 +14,7 @@ const (
 
 	LabelChallenge  = v1alpha1.LabelChallenge
 	LabelDefinition = LabelPrefix + "definition"
-	LabelOwner      = LabelPrefix + "owner"
+	LabelOwner      = v1alpha1.LabelOwner
 	LabelInstance   = LabelPrefix + "instance"
 	// LabelComponent names the pod of an instance of several pods that a child belongs to.
 	LabelComponent = LabelPrefix + "component"

@@ -13,3 +13,8 @@ const (
 	// its Services.
 	AnnotationIdleTimeout = Group + "/idle-timeout"
 )
+
+// AnnotationRCTFChallenge marks the ChallengeDefinition that rCTF's challenge of that id
+// (challengeIntegrationId) starts through the platform component: the organizer sets it, and the
+// component starts nothing else.
+const AnnotationRCTFChallenge = Group + "/rctf-challenge"

@@ -18,6 +18,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"tcp-gateway":        func(args []string) error { return runTCPGateway(ctx, args, stderr) },
 		"policy-gate-target": func(args []string) error { return runPolicyGateTarget(ctx, args, stdout, stderr) },
 		"activity-stamper":   func(args []string) error { return runActivityStamper(ctx, args, stderr) },
+		"platform":           func(args []string) error { return runPlatform(ctx, args, stderr) },
 	}
 	if len(args) > 1 {
 		if subcommand, ok := subcommands[args[1]]; ok {
@@ -30,7 +31,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	cfg, flags, err := parseServerConfig(programArgs, getenv)
 	if errors.Is(err, flag.ErrHelp) {
-		flags.usage(stderr, "challenge-hook [flags]\n       challenge-hook render -f challenge.yaml [-f definition.yaml] [flags] (render -h for its flags)\n       challenge-hook flag --definition <namespace>/<name> --owner <owner> --flag-key-file <file> (flag -h for its flags)\n       challenge-hook wait-for-policy --target host:port (the policy gate, run by every instance Pod; wait-for-policy -h for its flags)\n       challenge-hook tcp-gateway --key-file <file> (the TCP gateway; tcp-gateway -h for its flags)\n       challenge-hook policy-gate-target (the policy gate's target for kube-network-policies clusters; policy-gate-target -h for its flags)\n       challenge-hook activity-stamper (stamps the Challenges with the TCP gateways' activity; activity-stamper -h for its flags)")
+		flags.usage(stderr, "challenge-hook [flags]\n       challenge-hook render -f challenge.yaml [-f definition.yaml] [flags] (render -h for its flags)\n       challenge-hook flag --definition <namespace>/<name> --owner <owner> --flag-key-file <file> (flag -h for its flags)\n       challenge-hook wait-for-policy --target host:port (the policy gate, run by every instance Pod; wait-for-policy -h for its flags)\n       challenge-hook tcp-gateway --key-file <file> (the TCP gateway; tcp-gateway -h for its flags)\n       challenge-hook policy-gate-target (the policy gate's target for kube-network-policies clusters; policy-gate-target -h for its flags)\n       challenge-hook activity-stamper (stamps the Challenges with the TCP gateways' activity; activity-stamper -h for its flags)\n       challenge-hook platform --rctf-token-file <file> --namespaces <names> (serves rCTF's instancer contract; platform -h for its flags)")
 		return nil
 	}
 	if err != nil {

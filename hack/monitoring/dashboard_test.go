@@ -202,7 +202,7 @@ func panelChecks() map[string]panelCheck {
 	return map[string]panelCheck{
 		"Instances per phase/A": {labels: []string{"phase"}, want: func(m *moment) map[string]float64 {
 			out := m.countBy(func(_ *modelInstance, s status) (string, bool) { return s.phase, true })
-			if len(out) > 0 { // kube-state-metrics serves a 0 for every other phase
+			if len(out) > 0 { // the platform component serves a 0 for every other phase
 				for _, p := range phases {
 					out[p] += 0
 				}

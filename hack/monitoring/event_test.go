@@ -11,8 +11,9 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// A synthetic event, of the shape make e2e records: the series kube-state-metrics serves for each
-// Challenge (challenge-metrics.yaml; e2e/monitoring_test.go checks the running one), the hook's,
+// A synthetic event, of the shape make e2e records: the series the platform component serves for
+// each Challenge, from each of its two replicas (internal/platform/challengemetrics.go;
+// e2e/monitoring_test.go checks the running one), the hook's,
 // the activity stamper's and Metacontroller's, with the labels a ServiceMonitor's scrape adds, one sample every 30 s
 // for two hours from Unix 0. Its model (which instance is in which phase when) is what the
 // dashboard's numbers are checked against.
@@ -22,8 +23,9 @@ const (
 	eventSteps     = int(eventLength / scrapeInterval) // samples 0..eventSteps
 )
 
-// phases are kube_ctf_challenge_status_phase's phase values (challenge-metrics.yaml's StateSet).
-var phases = []string{"None", "Creating", "Running", "Error", "Stopped", "Expired", "Terminating", "Deleted"}
+// phases are kube_ctf_challenge_status_phase's phase values (the platform component's
+// challengePhases).
+var phases = []string{"None", "Creating", "Running", "Queued", "Error", "Stopped", "Expired", "Terminating", "Deleted"}
 
 // status is a Challenge's status from a moment on; phase "" is no status yet.
 type status struct {
@@ -101,7 +103,7 @@ func newEventModel() eventModel {
 			add(synced, "Creating", "Starting")
 			latency := 20*time.Second + time.Duration(i*7%61)*time.Second
 			m.readyAt = m.created + latency
-			// kube-state-metrics shows the status at the first scrape after it.
+			// The platform component shows the status at the first scrape after it.
 			add((m.readyAt+scrapeInterval-1)/scrapeInterval*scrapeInterval, "Running", "Ready")
 			switch i % 9 {
 			case 7:
@@ -122,13 +124,19 @@ func newEventModel() eventModel {
 
 // Target labels of each scrape (Prometheus Operator: job is the Service's name).
 const (
-	kubeStateMetricsTarget = `job="challenge-hook-kube-state-metrics", instance="10.0.0.12:8080", container="kube-state-metrics", endpoint="http-metrics", pod="challenge-hook-kube-state-metrics-5d8c7b9f6-k2l9p", service="challenge-hook-kube-state-metrics"`
-	hookTarget             = `job="challenge-hook", instance="10.0.0.20:8080", namespace="challenge-hook", container="challenge-hook", endpoint="http", pod="challenge-hook-6b7c9d5f4-x2x7k", service="challenge-hook"`
-	stamperTarget          = `job="challenge-hook-activity-stamper-metrics", instance="10.0.0.40:8082", namespace="challenge-hook", container="activity-stamper", endpoint="metrics", pod="challenge-hook-activity-stamper-7d9f8c6b5-k2m4p", service="challenge-hook-activity-stamper-metrics"`
-	metacontrollerTarget   = `job="metacontroller-metrics", instance="10.0.0.30:9999", namespace="metacontroller", endpoint="metrics", pod="metacontroller-0", service="metacontroller-metrics"`
-	metacontrollerHook     = `controller_name="challenge-hook", controller_type="CompositeController", method="post", url="http://challenge-hook.challenge-hook:80/sync"`
-	metacontrollerQueue    = `name="CompositeController-challenge-hook", controller="CompositeController-challenge-hook"`
+	hookTarget           = `job="challenge-hook", instance="10.0.0.20:8080", namespace="challenge-hook", container="challenge-hook", endpoint="http", pod="challenge-hook-6b7c9d5f4-x2x7k", service="challenge-hook"`
+	stamperTarget        = `job="challenge-hook-activity-stamper-metrics", instance="10.0.0.40:8082", namespace="challenge-hook", container="activity-stamper", endpoint="metrics", pod="challenge-hook-activity-stamper-7d9f8c6b5-k2m4p", service="challenge-hook-activity-stamper-metrics"`
+	metacontrollerTarget = `job="metacontroller-metrics", instance="10.0.0.30:9999", namespace="metacontroller", endpoint="metrics", pod="metacontroller-0", service="metacontroller-metrics"`
+	metacontrollerHook   = `controller_name="challenge-hook", controller_type="CompositeController", method="post", url="http://challenge-hook.challenge-hook:80/sync"`
+	metacontrollerQueue  = `name="CompositeController-challenge-hook", controller="CompositeController-challenge-hook"`
 )
+
+// platformTargets are the platform component's two replicas (manifests/components/platform), each
+// serving every Challenge's series; honorLabels keeps the Challenge's namespace label.
+var platformTargets = []string{
+	`job="challenge-hook-platform-metrics", instance="10.0.0.50:8082", container="platform", endpoint="metrics", pod="challenge-hook-platform-7c5d9b8f4-q8w2e", service="challenge-hook-platform-metrics"`,
+	`job="challenge-hook-platform-metrics", instance="10.0.0.51:8082", container="platform", endpoint="metrics", pod="challenge-hook-platform-7c5d9b8f4-z4x6v", service="challenge-hook-platform-metrics"`,
+}
 
 // Hook traffic per scrape interval. The hook's latency buckets (cmd/challenge-hook/metrics.go)
 // and Metacontroller's (client_golang's default buckets), with the cumulative share of the
@@ -181,49 +189,8 @@ func (e eventModel) loadText() string {
 		series[key][step] = value
 	}
 	for _, m := range e.instances {
-		base := fmt.Sprintf(`namespace=%q, challenge=%q, owner=%q, customresource_group="ctf.challenge-hook.dev", customresource_version="v1alpha1", customresource_kind="Challenge", %s`,
-			m.namespace, m.name, m.owner, kubeStateMetricsTarget)
-		if m.definition != "" {
-			base += fmt.Sprintf(`, definition=%q`, m.definition)
-		}
-		var prevReason string // the reason series' labels at the previous step
-		var prevExists bool
-		for step := 0; step <= eventSteps; step++ {
-			t := time.Duration(step) * scrapeInterval
-			s, exists := m.at(t)
-			if !exists {
-				if prevExists { // deleted: every series it had goes stale
-					for key := range series {
-						if strings.Contains(key, fmt.Sprintf("challenge=%q", m.name)) && series[key][step-1] != "_" && series[key][step-1] != "stale" {
-							series[key][step] = "stale"
-						}
-					}
-				}
-				prevExists = false
-				continue
-			}
-			prevExists = true
-			set("kube_ctf_challenge_created", base, step, seconds(m.created))
-			reasonLabels := ""
-			if s.phase != "" {
-				for _, p := range phases {
-					v := "0"
-					if p == s.phase {
-						v = "1"
-					}
-					set("kube_ctf_challenge_status_phase", base+fmt.Sprintf(", phase=%q", p), step, v)
-				}
-				reasonLabels = base + fmt.Sprintf(", phase=%q, reason=%q", s.phase, s.reason)
-				set("kube_ctf_challenge_status_reason", reasonLabels, step, "1")
-				set("kube_ctf_challenge_status_expires_at", base, step, seconds(m.expiresAt))
-				if m.readyAt != 0 && slices.ContainsFunc(m.statuses, func(st status) bool { return st.phase == "Running" && st.from <= t }) {
-					set("kube_ctf_challenge_status_ready_at", base, step, seconds(m.readyAt))
-				}
-			}
-			if prevReason != "" && prevReason != reasonLabels {
-				set("kube_ctf_challenge_status_reason", prevReason, step, "stale")
-			}
-			prevReason = reasonLabels
+		for _, target := range platformTargets {
+			loadChallenge(series, set, m, target)
 		}
 	}
 	// The hook and Metacontroller: counters that grow by the same amount every scrape.
@@ -287,3 +254,51 @@ func (e eventModel) loadText() string {
 }
 
 func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }
+
+// loadChallenge writes the series one replica of the platform component (target) serves for m:
+// from its creation to its deletion, then stale.
+func loadChallenge(series map[string]seriesValues, set func(name, labels string, step int, value string), m modelInstance, target string) {
+	base := fmt.Sprintf(`namespace=%q, challenge=%q, owner=%q, %s`, m.namespace, m.name, m.owner, target)
+	if m.definition != "" {
+		base += fmt.Sprintf(`, definition=%q`, m.definition)
+	}
+	var prevReason string // the reason series' labels at the previous step
+	var prevExists bool
+	for step := 0; step <= eventSteps; step++ {
+		t := time.Duration(step) * scrapeInterval
+		s, exists := m.at(t)
+		if !exists {
+			if prevExists { // deleted: every series it had goes stale
+				for key := range series {
+					if strings.Contains(key, fmt.Sprintf("challenge=%q", m.name)) && strings.Contains(key, target) && series[key][step-1] != "_" && series[key][step-1] != "stale" {
+						series[key][step] = "stale"
+					}
+				}
+			}
+			prevExists = false
+			continue
+		}
+		prevExists = true
+		set("kube_ctf_challenge_created", base, step, seconds(m.created))
+		reasonLabels := ""
+		if s.phase != "" {
+			for _, p := range phases {
+				v := "0"
+				if p == s.phase {
+					v = "1"
+				}
+				set("kube_ctf_challenge_status_phase", base+fmt.Sprintf(", phase=%q", p), step, v)
+			}
+			reasonLabels = base + fmt.Sprintf(", phase=%q, reason=%q", s.phase, s.reason)
+			set("kube_ctf_challenge_status_reason", reasonLabels, step, "1")
+			set("kube_ctf_challenge_status_expires_at", base, step, seconds(m.expiresAt))
+			if m.readyAt != 0 && slices.ContainsFunc(m.statuses, func(st status) bool { return st.phase == "Running" && st.from <= t }) {
+				set("kube_ctf_challenge_status_ready_at", base, step, seconds(m.readyAt))
+			}
+		}
+		if prevReason != "" && prevReason != reasonLabels {
+			set("kube_ctf_challenge_status_reason", prevReason, step, "stale")
+		}
+		prevReason = reasonLabels
+	}
+}

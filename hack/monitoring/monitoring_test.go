@@ -36,11 +36,11 @@ const (
 
 // Where a series comes from.
 const (
-	fromKubeStateMetrics = "kube-state-metrics"
-	fromHook             = "challenge-hook"
-	fromActivityStamper  = "activity-stamper" // manifests/components/activity-stamper
-	fromMetacontroller   = "metacontroller"
-	fromPrometheus       = "prometheus" // made by the scrape itself, not served by a program
+	fromPlatform        = "platform" // manifests/components/platform: the Challenge series
+	fromHook            = "challenge-hook"
+	fromActivityStamper = "activity-stamper" // manifests/components/activity-stamper
+	fromMetacontroller  = "metacontroller"
+	fromPrometheus      = "prometheus" // made by the scrape itself, not served by a program
 )
 
 // targetLabels are the labels Prometheus puts on every series of a ServiceMonitor's target; a
@@ -53,10 +53,12 @@ type series struct {
 	labels []string
 }
 
-// knownSeries is every series the alerts and the dashboard may select: those the Challenge
-// configuration makes kube-state-metrics serve, those the hook's and the activity stamper's code
-// registers, those Metacontroller v4.17.2 serves (metacontroller-v4.17.2.txt), and Prometheus's
-// `up`.
+// challengeSeriesSource is the platform component's collector of the Challenge series.
+const challengeSeriesSource = "internal/platform/challengemetrics.go"
+
+// knownSeries is every series the alerts and the dashboard may select: those the platform
+// component's, the hook's and the activity stamper's code registers, those Metacontroller v4.17.2
+// serves (metacontroller-v4.17.2.txt), and Prometheus's `up`.
 func knownSeries(t *testing.T) map[string]series {
 	t.Helper()
 	known := map[string]series{"up": {source: fromPrometheus}}
@@ -66,8 +68,8 @@ func knownSeries(t *testing.T) map[string]series {
 		}
 		known[name] = s
 	}
-	for name, labels := range kubeStateMetricsSeries(t) {
-		add(name, series{fromKubeStateMetrics, labels})
+	for name, labels := range registeredSeries(t, challengeSeriesSource) {
+		add(name, series{fromPlatform, labels})
 	}
 	for name, labels := range registeredSeries(t, "cmd/challenge-hook/metrics.go") {
 		add(name, series{fromHook, labels})
@@ -81,143 +83,12 @@ func knownSeries(t *testing.T) map[string]series {
 	return known
 }
 
-// customResourceStateConfig is the part of kube-state-metrics' CustomResourceStateMetrics that
-// names series and labels (k8s.io/kube-state-metrics/v2 pkg/customresourcestate/config.go).
-type customResourceStateConfig struct {
-	Kind string `json:"kind"`
-	Spec struct {
-		Resources []struct {
-			GroupVersionKind struct{ Group, Version, Kind string } `json:"groupVersionKind"`
-			MetricNamePrefix *string                               `json:"metricNamePrefix"`
-			LabelsFromPath   map[string][]string                   `json:"labelsFromPath"`
-			CommonLabels     map[string]string                     `json:"commonLabels"`
-			ErrorLogV        int                                   `json:"errorLogV"`
-			Metrics          []struct {
-				Name           string              `json:"name"`
-				Help           string              `json:"help"`
-				ErrorLogV      int                 `json:"errorLogV"`
-				LabelsFromPath map[string][]string `json:"labelsFromPath"`
-				CommonLabels   map[string]string   `json:"commonLabels"`
-				Each           struct {
-					Type  string `json:"type"`
-					Gauge *struct {
-						eachLabels
-						Path      []string `json:"path"`
-						ValueFrom []string `json:"valueFrom"`
-						NilIsZero bool     `json:"nilIsZero"`
-					} `json:"gauge"`
-					StateSet *struct {
-						Path           []string            `json:"path"`
-						ValueFrom      []string            `json:"valueFrom"`
-						LabelName      string              `json:"labelName"`
-						LabelsFromPath map[string][]string `json:"labelsFromPath"`
-						List           []string            `json:"list"`
-					} `json:"stateSet"`
-					Info *struct {
-						eachLabels
-						Path []string `json:"path"`
-					} `json:"info"`
-				} `json:"each"`
-			} `json:"metrics"`
-		} `json:"resources"`
-	} `json:"spec"`
-}
-
-// eachLabels are the labels a Gauge or an Info metric takes from the object.
-type eachLabels struct {
-	LabelsFromPath map[string][]string `json:"labelsFromPath"`
-	LabelFromKey   string              `json:"labelFromKey"`
-}
-
-func (l eachLabels) names() []string {
-	out := slices.Collect(maps.Keys(l.LabelsFromPath))
-	if l.LabelFromKey != "" {
-		out = append(out, l.LabelFromKey)
-	}
-	return out
-}
-
-// readChallengeMetricsConfig is the configuration kube-state-metrics reads: the one key of the
-// component's ConfigMap.
-func readChallengeMetricsConfig(t *testing.T) (string, customResourceStateConfig) {
-	t.Helper()
-	var configMap struct {
-		Kind string            `json:"kind"`
-		Data map[string]string `json:"data"`
-	}
-	readYAML(t, filepath.Join(component, "challenge-metrics.yaml"), &configMap)
-	if configMap.Kind != "ConfigMap" || len(configMap.Data) != 1 {
-		t.Fatalf("challenge-metrics.yaml: want a ConfigMap with one key, got kind %q with %d keys", configMap.Kind, len(configMap.Data))
-	}
-	var raw string
-	for _, v := range configMap.Data {
-		raw = v
-	}
-	var config customResourceStateConfig
-	if err := yaml.UnmarshalStrict([]byte(raw), &config); err != nil {
-		t.Fatalf("challenge-metrics.yaml: the CustomResourceStateMetrics configuration: %v", err)
-	}
-	return raw, config
-}
-
-// kubeStateMetricsSeries computes, as kube-state-metrics v2.18.0 does (registry_factory.go,
-// fullName and the label sources), the series the configuration produces and their labels.
-func kubeStateMetricsSeries(t *testing.T) map[string][]string {
-	t.Helper()
-	_, config := readChallengeMetricsConfig(t)
-	if config.Kind != "CustomResourceStateMetrics" || len(config.Spec.Resources) == 0 {
-		t.Fatalf("challenge-metrics.yaml: want kind CustomResourceStateMetrics with resources, got %q", config.Kind)
-	}
-	out := map[string][]string{}
-	for _, r := range config.Spec.Resources {
-		prefix := "kube_customresource"
-		if r.MetricNamePrefix != nil {
-			prefix = *r.MetricNamePrefix
-		}
-		common := []string{"customresource_group", "customresource_version", "customresource_kind"}
-		common = append(append(common, slices.Collect(maps.Keys(r.LabelsFromPath))...), slices.Collect(maps.Keys(r.CommonLabels))...)
-		for _, m := range r.Metrics {
-			name := m.Name
-			if prefix != "" {
-				name = prefix + "_" + m.Name
-			}
-			if m.Help == "" {
-				t.Errorf("challenge-metrics.yaml: %s has no help", name)
-			}
-			labels := append(append(append([]string(nil), common...), slices.Collect(maps.Keys(m.LabelsFromPath))...), slices.Collect(maps.Keys(m.CommonLabels))...)
-			switch e := m.Each; e.Type {
-			case "Gauge":
-				if e.Gauge == nil {
-					t.Fatalf("%s: type Gauge without gauge", name)
-				}
-				labels = append(labels, e.Gauge.names()...)
-			case "StateSet":
-				if e.StateSet == nil || e.StateSet.LabelName == "" || len(e.StateSet.List) == 0 {
-					t.Fatalf("%s: type StateSet needs stateSet.labelName and stateSet.list", name)
-				}
-				labels = append(append(labels, e.StateSet.LabelName), slices.Collect(maps.Keys(e.StateSet.LabelsFromPath))...)
-			case "Info":
-				if e.Info == nil {
-					t.Fatalf("%s: type Info without info", name)
-				}
-				labels = append(labels, e.Info.names()...)
-			default:
-				t.Fatalf("%s: type %q is not one kube-state-metrics knows (Gauge, StateSet, Info)", name, e.Type)
-			}
-			if _, dup := out[name]; dup {
-				t.Fatalf("challenge-metrics.yaml: %s defined twice", name)
-			}
-			out[name] = sortedUnique(labels)
-		}
-	}
-	return out
-}
-
 // registeredSeries reads the series a program registers from its source (a file, from the
 // repository's root: the hook's cmd/challenge-hook/metrics.go, the activity stamper's
-// internal/stamper/metrics.go): every prometheus.{Counter,Gauge,Histogram}Opts literal's Name, with
-// the label names of the New...Vec call around it; a histogram serves _bucket (with le), _sum and
-// _count.
+// internal/stamper/metrics.go, the platform component's internal/platform/challengemetrics.go):
+// every prometheus.{Counter,Gauge,Histogram}Opts literal's Name, with the label names of the
+// New...Vec call around it (a histogram serves _bucket (with le), _sum and _count), and every
+// prometheus.NewDesc call's name and variable labels (a collector's, a gauge each).
 func registeredSeries(t *testing.T, source string) map[string][]string {
 	t.Helper()
 	path := filepath.Join(repoRoot, filepath.FromSlash(source))
@@ -226,9 +97,40 @@ func registeredSeries(t *testing.T, source string) map[string][]string {
 		t.Fatalf("parse %s: %v", path, err)
 	}
 	out := map[string][]string{}
+	stringLiteral := func(expr ast.Expr, what string) string {
+		lit, ok := expr.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			t.Fatalf("%s: %s is not a string literal", path, what)
+		}
+		value, _ := strconv.Unquote(lit.Value)
+		return value
+	}
+	labelList := func(expr ast.Expr, name string) []string {
+		list, ok := expr.(*ast.CompositeLit)
+		if !ok {
+			t.Fatalf("%s: the label names of %s are not a literal", path, name)
+		}
+		var labels []string
+		for _, elt := range list.Elts {
+			labels = append(labels, stringLiteral(elt, "a label name of "+name))
+		}
+		return labels
+	}
 	ast.Inspect(file, func(n ast.Node) bool {
 		call, ok := n.(*ast.CallExpr)
 		if !ok || len(call.Args) == 0 {
+			return true
+		}
+		if fun, ok := call.Fun.(*ast.SelectorExpr); ok && fmt.Sprint(fun.X) == "prometheus" && fun.Sel.Name == "NewDesc" {
+			if len(call.Args) != 4 {
+				t.Fatalf("%s: prometheus.NewDesc with %d arguments", path, len(call.Args))
+			}
+			name := stringLiteral(call.Args[0], "a NewDesc's name")
+			var labels []string
+			if ident, ok := call.Args[2].(*ast.Ident); !ok || ident.Name != "nil" {
+				labels = labelList(call.Args[2], name)
+			}
+			out[name] = sortedUnique(labels)
 			return true
 		}
 		opts, ok := call.Args[0].(*ast.CompositeLit)
@@ -243,11 +145,7 @@ func registeredSeries(t *testing.T, source string) map[string][]string {
 		var name string
 		for _, elt := range opts.Elts {
 			if kv, ok := elt.(*ast.KeyValueExpr); ok && fmt.Sprint(kv.Key) == "Name" {
-				lit, ok := kv.Value.(*ast.BasicLit)
-				if !ok {
-					t.Fatalf("%s: a metric Name that is not a string literal", path)
-				}
-				name, _ = strconv.Unquote(lit.Value)
+				name = stringLiteral(kv.Value, "a metric Name")
 			}
 		}
 		if name == "" {
@@ -255,18 +153,7 @@ func registeredSeries(t *testing.T, source string) map[string][]string {
 		}
 		var labels []string
 		if len(call.Args) > 1 {
-			list, ok := call.Args[1].(*ast.CompositeLit)
-			if !ok {
-				t.Fatalf("%s: the label names of %s are not a literal", path, name)
-			}
-			for _, elt := range list.Elts {
-				lit, _ := elt.(*ast.BasicLit)
-				if lit == nil {
-					t.Fatalf("%s: a label name of %s is not a string literal", path, name)
-				}
-				label, _ := strconv.Unquote(lit.Value)
-				labels = append(labels, label)
-			}
+			labels = labelList(call.Args[1], name)
 		}
 		switch sel.Sel.Name {
 		case "HistogramOpts":
@@ -631,10 +518,10 @@ func TestDashboardIsWellFormed(t *testing.T) {
 	}
 }
 
-// TestChallengeSeriesAreDocumented: each series of the Challenge configuration is described in
-// the configuration's own comments and on the operator's page.
+// TestChallengeSeriesAreDocumented: each Challenge series of the platform component is described
+// in its collector's comments and on the operator's page, with each of its labels.
 func TestChallengeSeriesAreDocumented(t *testing.T) {
-	manifest, err := os.ReadFile(filepath.Join(component, "challenge-metrics.yaml"))
+	source, err := os.ReadFile(filepath.Join(repoRoot, filepath.FromSlash(challengeSeriesSource)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -642,11 +529,16 @@ func TestChallengeSeriesAreDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, labels := range kubeStateMetricsSeries(t) {
-		for what, text := range map[string]string{"challenge-metrics.yaml's comments": string(manifest), "docs/monitoring.md": string(doc)} {
-			if !strings.Contains(text, "`"+name) && !strings.Contains(text, "#   "+name) {
-				t.Errorf("%s does not describe %s", what, name)
-			}
+	challengeSeries := registeredSeries(t, challengeSeriesSource)
+	if len(challengeSeries) < 5 {
+		t.Fatalf("%s registers %d series, want the 5 Challenge series", challengeSeriesSource, len(challengeSeries))
+	}
+	for name, labels := range challengeSeries {
+		if !regexp.MustCompile(`(?m)^//\s+` + name + `\s`).Match(source) {
+			t.Errorf("%s's comments do not describe %s", challengeSeriesSource, name)
+		}
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/monitoring.md does not describe %s", name)
 		}
 		for _, label := range labels {
 			if !strings.Contains(string(doc), "`"+label+"`") {
@@ -673,50 +565,74 @@ func sortedUnique(s []string) []string {
 	return slices.Compact(out)
 }
 
-// TestPhaseListIsTheHooks: the phase StateSet lists exactly the phases the hook writes (the
-// Phase* string constants of its Go packages), so that every phase has its 0/1 series and none is
-// missed.
+// TestPhaseListIsTheHooks: the phases the platform component serves a 0/1 series for
+// (challengePhases in its collector, named by api/v1alpha1's constants) are exactly the phases the
+// hook writes (the Phase* string constants of api/v1alpha1), so that every phase has its series
+// and none is missed.
 func TestPhaseListIsTheHooks(t *testing.T) {
-	var phases []string
-	for _, dir := range []string{"api/v1alpha1"} {
-		files, _ := filepath.Glob(filepath.Join(repoRoot, dir, "*.go"))
-		for _, path := range files {
-			if strings.HasSuffix(path, "_test.go") {
-				continue
-			}
-			file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-			if err != nil {
-				t.Fatalf("parse %s: %v", path, err)
-			}
-			ast.Inspect(file, func(n ast.Node) bool {
-				spec, ok := n.(*ast.ValueSpec)
-				if !ok || len(spec.Names) != len(spec.Values) {
-					return true
-				}
-				for i, name := range spec.Names {
-					lit, ok := spec.Values[i].(*ast.BasicLit)
-					if ok && lit.Kind == token.STRING && regexp.MustCompile(`^Phase[A-Z]\w*$`).MatchString(name.Name) {
-						value, _ := strconv.Unquote(lit.Value)
-						phases = append(phases, value)
-					}
-				}
-				return true
-			})
+	phases := map[string]string{} // constant name -> value
+	files, _ := filepath.Glob(filepath.Join(repoRoot, "api", "v1alpha1", "*.go"))
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
 		}
+		file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			t.Fatalf("parse %s: %v", path, err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			spec, ok := n.(*ast.ValueSpec)
+			if !ok || len(spec.Names) != len(spec.Values) {
+				return true
+			}
+			for i, name := range spec.Names {
+				lit, ok := spec.Values[i].(*ast.BasicLit)
+				if ok && lit.Kind == token.STRING && regexp.MustCompile(`^Phase[A-Z]\w*$`).MatchString(name.Name) {
+					value, _ := strconv.Unquote(lit.Value)
+					phases[name.Name] = value
+				}
+			}
+			return true
+		})
 	}
 	if len(phases) == 0 {
 		t.Fatal("found no Phase* constant in api/v1alpha1")
 	}
-	_, config := readChallengeMetricsConfig(t)
-	var listed []string
-	for _, r := range config.Spec.Resources {
-		for _, m := range r.Metrics {
-			if m.Each.StateSet != nil && m.Each.StateSet.LabelName == "phase" {
-				listed = append(listed, m.Each.StateSet.List...)
-			}
-		}
+
+	path := filepath.Join(repoRoot, filepath.FromSlash(challengeSeriesSource))
+	file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		t.Fatalf("parse %s: %v", path, err)
 	}
-	if got, want := sortedUnique(listed), sortedUnique(phases); !slices.Equal(got, want) {
-		t.Errorf("challenge-metrics.yaml's phase StateSet lists %v, the hook's phases are %v", got, want)
+	var listed []string
+	found := false
+	ast.Inspect(file, func(n ast.Node) bool {
+		spec, ok := n.(*ast.ValueSpec)
+		if !ok || len(spec.Names) != 1 || spec.Names[0].Name != "challengePhases" || len(spec.Values) != 1 {
+			return true
+		}
+		found = true
+		list, ok := spec.Values[0].(*ast.CompositeLit)
+		if !ok {
+			t.Fatalf("%s: challengePhases is not a list literal", path)
+		}
+		for _, elt := range list.Elts {
+			sel, ok := elt.(*ast.SelectorExpr)
+			if !ok || fmt.Sprint(sel.X) != "v1alpha1" {
+				t.Fatalf("%s: challengePhases holds %T, not a v1alpha1.Phase* constant", path, elt)
+			}
+			value, known := phases[sel.Sel.Name]
+			if !known {
+				t.Fatalf("%s: challengePhases holds v1alpha1.%s, not a Phase* constant", path, sel.Sel.Name)
+			}
+			listed = append(listed, value)
+		}
+		return false
+	})
+	if !found {
+		t.Fatalf("%s declares no challengePhases", path)
+	}
+	if got, want := sortedUnique(listed), sortedUnique(slices.Collect(maps.Values(phases))); !slices.Equal(got, want) || len(listed) != len(got) {
+		t.Errorf("%s's challengePhases lists %v, the hook's phases are %v", challengeSeriesSource, listed, want)
 	}
 }
