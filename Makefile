@@ -16,7 +16,7 @@ PHASE := bash hack/phase.sh
 # any testdata request (with that token) answers its response.json.
 DEV_FLAGS := $(shell cat testdata/dev.flags 2>/dev/null)
 
-.PHONY: all build run test lint generate update e2e e2e-node bench bench-gateway bench-gateway-attack bench-cluster bench-node fuzz clean
+.PHONY: all build run test lint generate update e2e e2e-node bench bench-gateway bench-gateway-attack bench-platform bench-cluster bench-node fuzz clean
 
 all: test build
 
@@ -104,10 +104,10 @@ bench-node:
 
 # Go benchmarks: decode + sync + encode and their parts (sync), then the served handler on recorded
 # requests, one at a time and in parallel on 1 and 2 cores (cmd/challenge-hook), then the TCP
-# gateway against a direct connection (internal/tcpgateway) and its load run (bench-gateway). A
-# report with no target; docs/benchmarks.md records a run. BENCH_FLAGS adds go test flags, e.g.
-# -count=5.
-bench: bench-gateway
+# gateway against a direct connection (internal/tcpgateway) and its load run (bench-gateway), and
+# the platform component's load run (bench-platform). A report; docs/benchmarks.md records a run.
+# BENCH_FLAGS adds go test flags, e.g. -count=5.
+bench: bench-gateway bench-platform
 	$(GO) test ./sync -run '^$$' -bench . -benchmem $(BENCH_FLAGS)
 	$(GO) test ./cmd/challenge-hook -run '^$$' -bench . -benchmem -cpu 1,2 $(BENCH_FLAGS)
 	$(GO) test ./internal/tcpgateway -run '^$$' -bench . -benchmem $(BENCH_FLAGS)
@@ -124,6 +124,19 @@ bench: bench-gateway
 bench-gateway: build
 	$(GO) build -o bin/tcpgateway-ceiling ./hack/tcpgateway-ceiling
 	$(GO) run ./hack/tcpgateway-load -binary $(BIN) -ceiling bin/tcpgateway-ceiling $(GATEWAY_LOAD_FLAGS)
+
+# The platform component under rCTF's polling (hack/platform-load): the component built in-process
+# as `challenge-hook platform` builds it (informer cache over a fake dynamic client holding 20
+# marked ChallengeDefinitions and 1,000 teams' Challenges, its instancer and handler behind
+# net/http on 127.0.0.1), and a floor (a net/http server answering a fixed JSON body of the same
+# size), each polled as rCTF polls every team (every 2 s while starting, every 10 s while
+# running) over one keep-alive pool, alternating in 3 s phases after a warm-up phase of each, 60 s
+# each: count, errors, p50, p99 and max of both, the component's p99 above the floor's, and the
+# target (p99 at most 5 ms), PASS or FAIL; then the time of a start (PUT) through the fake client.
+# Exits non-zero only when a request failed. About 2 minutes. PLATFORM_LOAD_FLAGS adds flags, e.g.
+# -rate-multiplier 10 -duration 30s.
+bench-platform:
+	$(GO) run ./hack/platform-load $(PLATFORM_LOAD_FLAGS)
 
 # The TCP gateway under attack, measured: honest players (from their own addresses and from one
 # shared address) while each attack class runs from 250 addresses on 127.0.0.0/8 (bad tokens,
