@@ -122,6 +122,10 @@ type errorBody struct {
 	Message string `json:"message"`
 }
 
+// maxTimeoutMilliseconds bounds a lifetime rCTF asks for, far beyond any event, well within a
+// time.Duration (the definition's maxLifetime caps it anyway).
+const maxTimeoutMilliseconds = 365 * 24 * 60 * 60 * 1000
+
 // checkForm checks what every kind needs, and what its own kind adds, once the credential is
 // known to be right: a missing field is named, never guessed.
 func checkForm(f *form, method string) *instancerError {
@@ -141,8 +145,8 @@ func checkForm(f *form, method string) *instancerError {
 		if f.TimeoutMilliseconds == nil {
 			return refuse(http.StatusBadRequest, "timeoutMilliseconds is missing")
 		}
-		if *f.TimeoutMilliseconds <= 0 {
-			return refuse(http.StatusBadRequest, "timeoutMilliseconds must be positive, not %d", *f.TimeoutMilliseconds)
+		if ms := *f.TimeoutMilliseconds; ms <= 0 || ms > maxTimeoutMilliseconds {
+			return refuse(http.StatusBadRequest, "timeoutMilliseconds must be positive and at most %d (a year), not %d", int64(maxTimeoutMilliseconds), ms)
 		}
 	}
 	return nil

@@ -338,6 +338,7 @@ func TestContractRefusals(t *testing.T) {
 		{"no timeout", http.MethodPut, without(createBody("team-a", "pwn"), "timeoutMilliseconds"), http.StatusBadRequest, "timeoutMilliseconds is missing"},
 		{"no renewal timeout", http.MethodPatch, body(kindRenew, "team-a", "pwn", nil), http.StatusBadRequest, "timeoutMilliseconds is missing"},
 		{"negative timeout", http.MethodPut, with(createBody("team-a", "pwn"), "timeoutMilliseconds", -1), http.StatusBadRequest, "must be positive"},
+		{"a timeout beyond a Go duration", http.MethodPatch, body(kindRenew, "team-a", "pwn", map[string]any{"timeoutMilliseconds": int64(1) << 60}), http.StatusBadRequest, "at most 31536000000 (a year)"},
 		{"team no label value", http.MethodPut, createBody("team a/../b", "pwn"), http.StatusBadRequest, "no valid owner"},
 		{"unmarked definition", http.MethodPut, createBody("team-a", "unmarked"), http.StatusNotFound, v1alpha1.AnnotationRCTFChallenge},
 		{"two definitions", http.MethodPut, createBody("team-a", "twice"), http.StatusConflict, "ctf/twice-1, ctf/twice-2"},
