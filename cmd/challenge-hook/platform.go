@@ -91,34 +91,10 @@ func parsePlatformFlags(args []string, stderr io.Writer) (platformOptions, error
 func servePlatform(ctx context.Context, opts platformOptions, stderr io.Writer) error {
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
 	klogOnce.Do(func() { klog.SetSlogLogger(logger) }) // see serveActivityStamper
-	token, err := readSecretFile("rctf-token-file", opts.tokenFile)
+	c, err := newPlatformComponent(opts, logger)
 	if err != nil {
 		return fmt.Errorf("platform: %w", err)
 	}
-	if len(token) < minRCTFTokenBytes {
-		return fmt.Errorf("platform: --rctf-token-file: the token in %s is %d bytes, fewer than %d: whoever guesses it starts and deletes every team's instances; "+
-			"create one with: head -c 32 /dev/urandom | base64", opts.tokenFile, len(token), minRCTFTokenBytes)
-	}
-	config, err := kubeConfig(opts.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("platform: %w", err)
-	}
-	config.UserAgent = "challenge-hook-platform"
-	config.QPS, config.Burst = float32(opts.apiQPS), 2*opts.apiQPS
-	client, err := dynamic.NewForConfig(config)
-	if err != nil {
-		return fmt.Errorf("platform: the API client: %w", err)
-	}
-	kube, err := platform.NewKube(client, opts.namespaces)
-	if err != nil {
-		return fmt.Errorf("platform: %w", err)
-	}
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	registry.MustRegister(platform.NewChallengeCollector(kube))
-	instancer := platform.NewInstancer(kube, time.Now, logger, opts.creates)
-	handler := platform.NewHandler(instancer, token, platform.NewMetrics(registry), logger)
-
 	ln, err := net.Listen("tcp", opts.listen)
 	if err != nil {
 		return fmt.Errorf("platform: --listen: %w", err)
@@ -129,17 +105,17 @@ func servePlatform(ctx context.Context, opts platformOptions, stderr io.Writer) 
 		return fmt.Errorf("platform: --metrics-listen: %w", err)
 	}
 	var ready atomic.Bool
-	defer serveMetrics(metricsLn, metricsAndProbes(registry, &ready), logger)()
+	defer serveMetrics(metricsLn, metricsAndProbes(c.registry, &ready), logger)()
 	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("metrics_addr", metricsLn.Addr().String()),
-		slog.String("api_server", config.Host), slog.Any("namespaces", opts.namespaces))
+		slog.String("api_server", c.apiServer), slog.Any("namespaces", opts.namespaces))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if !waitForWatches(ctx, kube, logger, opts.namespaces) {
+	if !waitForWatches(ctx, c.kube, logger, opts.namespaces) {
 		return nil
 	}
 	server := &http.Server{
-		Handler:           handler,
+		Handler:           c.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -160,6 +136,46 @@ func servePlatform(ctx context.Context, opts platformOptions, stderr io.Writer) 
 	shutdown, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
 	return server.Shutdown(shutdown)
+}
+
+// platformComponent is the component's parts, built from its flags: its watches, its handler of
+// rCTF's contract, and its metrics (the requests' and the Challenge series).
+type platformComponent struct {
+	kube      *platform.Kube
+	handler   http.Handler
+	registry  *prometheus.Registry
+	apiServer string
+}
+
+func newPlatformComponent(opts platformOptions, logger *slog.Logger) (platformComponent, error) {
+	token, err := readSecretFile("rctf-token-file", opts.tokenFile)
+	if err != nil {
+		return platformComponent{}, err
+	}
+	if len(token) < minRCTFTokenBytes {
+		return platformComponent{}, fmt.Errorf("--rctf-token-file: the token in %s is %d bytes, fewer than %d: whoever guesses it starts and deletes every team's instances; "+
+			"create one with: head -c 32 /dev/urandom | base64", opts.tokenFile, len(token), minRCTFTokenBytes)
+	}
+	config, err := kubeConfig(opts.kubeconfig)
+	if err != nil {
+		return platformComponent{}, err
+	}
+	config.UserAgent = "challenge-hook-platform"
+	config.QPS, config.Burst = float32(opts.apiQPS), 2*opts.apiQPS
+	client, err := dynamic.NewForConfig(config)
+	if err != nil {
+		return platformComponent{}, fmt.Errorf("the API client: %w", err)
+	}
+	kube, err := platform.NewKube(client, opts.namespaces)
+	if err != nil {
+		return platformComponent{}, err
+	}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(platform.NewChallengeCollector(kube))
+	instancer := platform.NewInstancer(kube, time.Now, logger, opts.creates)
+	handler := platform.NewHandler(instancer, token, platform.NewMetrics(registry), logger)
+	return platformComponent{kube: kube, handler: handler, registry: registry, apiServer: config.Host}, nil
 }
 
 // waitForWatches waits until the watches have listed (false: ctx ended first), and says what to

@@ -41,11 +41,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/challenge-hook/challenge-hook/internal/platform"
 )
 
-// targetP99 is the issue's target: rCTF's gets answered from the cache, p99 at most this.
+// targetP99 is the component's target: rCTF's gets answered from the cache, p99 at most this.
 const targetP99 = 5 * time.Millisecond
 
 func main() {
@@ -63,24 +64,9 @@ type options struct {
 }
 
 func run() error {
-	var o options
-	flag.IntVar(&o.teams, "teams", 1000, "teams polling, one instance each")
-	flag.IntVar(&o.challenges, "challenges", 20, "rCTF challenges, each marked on a ChallengeDefinition; team i plays challenge i mod this")
-	flag.Float64Var(&o.starting, "starting", 0.1, "share of the teams whose instance is starting (Creating: polled every 2 s); the others run (polled every 10 s)")
-	flag.Float64Var(&o.multiplier, "rate-multiplier", 1, "rCTF's polling rate times this")
-	flag.DurationVar(&o.duration, "duration", 60*time.Second, "load against each of the component and the floor (rounded up to whole phases)")
-	flag.DurationVar(&o.phase, "phase", 3*time.Second, "length of each phase, alternating between the component and the floor")
-	flag.IntVar(&o.conns, "conns", 64, "idle keep-alive connections per host of the load's one connection pool (as one rCTF process)")
-	flag.IntVar(&o.creates, "creates", 10, "starts of new teams' instances timed after the load")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the load to `file`")
-	flag.Parse()
-	switch {
-	case o.teams < 1 || o.challenges < 1 || o.creates < 0 || o.conns < 1:
-		return errors.New("-teams, -challenges and -conns must be positive, -creates not negative")
-	case o.starting < 0 || o.starting > 1:
-		return errors.New("-starting is a share, from 0 to 1")
-	case o.multiplier <= 0 || o.duration <= 0 || o.phase <= 0:
-		return errors.New("-rate-multiplier, -duration and -phase must be positive")
+	o, err := parseOptions()
+	if err != nil {
+		return err
 	}
 	fmt.Printf("%d CPUs (%s), GOMAXPROCS %d, %s, load average %s\n", runtime.NumCPU(), cpuModel(), runtime.GOMAXPROCS(0), runtime.Version(), loadAverage())
 
@@ -93,20 +79,9 @@ func run() error {
 		return err
 	}
 	client := newFakeClient(fx.objects)
-	kube, err := platform.NewKube(client, []string{namespace})
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	listing := time.Now()
-	if !kube.Start(ctx) {
-		return errors.New("the watches never listed")
-	}
-	fmt.Printf("the component's watches listed %d ChallengeDefinitions and %d Challenges (%d starting, %d running) from the fake client in %s\n",
-		o.challenges, o.teams, starting, o.teams-starting, time.Since(listing).Round(time.Millisecond))
-	instancer := platform.NewInstancer(kube, time.Now, logger, platform.RateLimit{Burst: 5, Every: 12 * time.Second})
-	componentURL, stop, err := serve(platform.NewHandler(instancer, []byte(token), newMetrics(), logger))
+	componentURL, stop, err := startComponent(ctx, client, o, starting, token, logger)
 	if err != nil {
 		return err
 	}
@@ -126,6 +101,67 @@ func run() error {
 	defer stopFloor()
 	p.urls[floor] = floorURL
 
+	failed, err := measure(p, fx, o, starting)
+	if err != nil {
+		return err
+	}
+
+	if o.creates > 0 {
+		if err := timeCreates(p, client, fx, token, o.creates); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\nend, load average %s\n", loadAverage())
+	if failed > 0 {
+		return fmt.Errorf("%d requests failed", failed)
+	}
+	return nil
+}
+
+// startComponent builds the component over client as `challenge-hook platform` does, once its
+// watches listed, and serves it on 127.0.0.1.
+func startComponent(ctx context.Context, client *dynamicfake.FakeDynamicClient, o options, starting int, token string, logger *slog.Logger) (string, func(), error) {
+	kube, err := platform.NewKube(client, []string{namespace})
+	if err != nil {
+		return "", nil, err
+	}
+	listing := time.Now()
+	if !kube.Start(ctx) {
+		return "", nil, errors.New("the watches never listed")
+	}
+	fmt.Printf("the component's watches listed %d ChallengeDefinitions and %d Challenges (%d starting, %d running) from the fake client in %s\n",
+		o.challenges, o.teams, starting, o.teams-starting, time.Since(listing).Round(time.Millisecond))
+	instancer := platform.NewInstancer(kube, time.Now, logger, platform.RateLimit{Burst: 5, Every: 12 * time.Second})
+	return serve(platform.NewHandler(instancer, []byte(token), newMetrics(), logger))
+}
+
+// parseOptions reads the run's flags.
+func parseOptions() (options, error) {
+	var o options
+	flag.IntVar(&o.teams, "teams", 1000, "teams polling, one instance each")
+	flag.IntVar(&o.challenges, "challenges", 20, "rCTF challenges, each marked on a ChallengeDefinition; team i plays challenge i mod this")
+	flag.Float64Var(&o.starting, "starting", 0.1, "share of the teams whose instance is starting (Creating: polled every 2 s); the others run (polled every 10 s)")
+	flag.Float64Var(&o.multiplier, "rate-multiplier", 1, "rCTF's polling rate times this")
+	flag.DurationVar(&o.duration, "duration", 60*time.Second, "load against each of the component and the floor (rounded up to whole phases)")
+	flag.DurationVar(&o.phase, "phase", 3*time.Second, "length of each phase, alternating between the component and the floor")
+	flag.IntVar(&o.conns, "conns", 64, "idle keep-alive connections per host of the load's one connection pool (as one rCTF process)")
+	flag.IntVar(&o.creates, "creates", 10, "starts of new teams' instances timed after the load")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the load to `file`")
+	flag.Parse()
+	switch {
+	case o.teams < 1 || o.challenges < 1 || o.creates < 0 || o.conns < 1:
+		return o, errors.New("-teams, -challenges and -conns must be positive, -creates not negative")
+	case o.starting < 0 || o.starting > 1:
+		return o, errors.New("-starting is a share, from 0 to 1")
+	case o.multiplier <= 0 || o.duration <= 0 || o.phase <= 0:
+		return o, errors.New("-rate-multiplier, -duration and -phase must be positive")
+	}
+	return o, nil
+}
+
+// measure runs the load on the component and the floor, alternating, and reports it; it returns
+// the number of requests that failed.
+func measure(p *poster, fx *fixture, o options, starting int) (int, error) {
 	runtime.GC() // the fixture's garbage, not the first phase's
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)
@@ -142,27 +178,16 @@ func run() error {
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	records := runLoad(p, fx.teams, s, o.multiplier)
 	pprof.StopCPUProfile()
-	failed := report(records, o, perSecond, time.Duration(phases)*o.phase)
-
-	if o.creates > 0 {
-		if err := timeCreates(p, client, fx, token, o.creates); err != nil {
-			return err
-		}
-	}
-	fmt.Printf("\nend, load average %s\n", loadAverage())
-	if failed > 0 {
-		return fmt.Errorf("%d requests failed", failed)
-	}
-	return nil
+	return report(records, o, perSecond, time.Duration(phases)*o.phase), nil
 }
 
 func newMetrics() *platform.Metrics { return platform.NewMetrics(prometheus.NewRegistry()) }
