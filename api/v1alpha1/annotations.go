@@ -18,3 +18,8 @@ const (
 // (challengeIntegrationId) starts through the platform component: the organizer sets it, and the
 // component starts nothing else.
 const AnnotationRCTFChallenge = Group + "/rctf-challenge"
+
+// AnnotationPlayerPage, "true" on a ChallengeDefinition, lets the platform component's player page
+// start it for the owner a signed link names: the organizer sets it, and the page starts nothing
+// else.
+const AnnotationPlayerPage = Group + "/player-page"
