@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	hooksync "github.com/challenge-hook/challenge-hook/sync"
 )
 
 const platformComponent = "components/platform"
@@ -26,6 +27,10 @@ const platformComponent = "components/platform"
 // platformTokenSecret is rCTF's token: the Secret the component's header tells organizers to
 // create, mounted as the component's --rctf-token-file.
 const platformTokenSecret = "challenge-hook-rctf-token"
+
+// platformLinkKeySecret is the player page's link key: the Secret the component's header and
+// docs/platform.md tell organizers to create, mounted (optional) as --link-key-file.
+const platformLinkKeySecret = "challenge-hook-link-key"
 
 // platformShutdown is how long `challenge-hook platform` lets the calls in flight finish after
 // SIGTERM (servePlatform's Shutdown timeout).
@@ -59,16 +64,17 @@ func readPlatform(t *testing.T) platform {
 	kinds := decodeByKind(t, objects, map[string]any{"ServiceAccount": &p.serviceAccount, "ClusterRole": &p.role, "RoleBinding": &p.bindings,
 		"Deployment": &p.deployment, "PodDisruptionBudget": &p.pdb, "Service": &p.services, "NetworkPolicy": &p.policy})
 	assert.Equal(t, map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "RoleBinding": 1, "Deployment": 1,
-		"PodDisruptionBudget": 1, "Service": 2, "NetworkPolicy": 1}, kinds)
+		"PodDisruptionBudget": 1, "Service": 3, "NetworkPolicy": 1}, kinds)
 
 	assertBoundWhereItWatches(t, p.deployment, p.bindings)
 	return p
 }
 
-// ports are the component's listeners: rCTF's (--listen) and the metrics' (--metrics-listen).
-func (p platform) ports(t *testing.T) (listen, metrics int32) {
+// ports are the component's listeners: rCTF's (--listen), the metrics' (--metrics-listen) and the
+// player page's (--page-listen).
+func (p platform) ports(t *testing.T) (listen, metrics, page int32) {
 	args := p.deployment.Spec.Template.Spec.Containers[0].Args
-	return port(t, flagValue(args, "listen")), port(t, flagValue(args, "metrics-listen"))
+	return port(t, flagValue(args, "listen")), port(t, flagValue(args, "metrics-listen")), port(t, flagValue(args, "page-listen"))
 }
 
 // TestPlatformComponentHoldsThePlatformsRights: the component's ClusterRole grants exactly what
@@ -78,7 +84,8 @@ func (p platform) ports(t *testing.T) (listen, metrics int32) {
 // ServiceAccount alone, by RoleBindings (named apart from every other shipped RoleBinding, so
 // that neither replaces the other where both are applied) and by no ClusterRoleBinding anywhere in
 // what ships. The Deployment runs under that ServiceAccount with its token, and mounts rCTF's
-// token, key "token" of its own Secret, required, as --rctf-token-file: no other Secret.
+// token, key "token" of its own Secret, required, as --rctf-token-file, and the player page's link
+// keys, keys "key" and "previous" of another Secret of its own, optional: no other Secret.
 func TestPlatformComponentHoldsThePlatformsRights(t *testing.T) {
 	p := readPlatform(t)
 	assert.Equal(t, platformRights, grantsOf(t, p.role.Rules))
@@ -124,9 +131,20 @@ func TestPlatformComponentHoldsThePlatformsRights(t *testing.T) {
 	assert.Equal(t, platformTokenSecret, secret, "--rctf-token-file %s", tokenFile)
 	assert.Equal(t, "token", key)
 	assert.False(t, optional, "the component would start without rCTF's token")
-	require.Len(t, pod.Volumes, 1, "the component mounts another volume than rCTF's token")
+	for flag, wantKey := range map[string]string{"link-key-file": "key", "link-previous-key-file": "previous"} {
+		file := flagValue(container.Args, flag)
+		require.NotEmpty(t, file, "the component has no --%s", flag)
+		linkSecret, key, optional := mountedSecretFile(pod, container, file)
+		assert.Equal(t, platformLinkKeySecret, linkSecret, "--%s %s", flag, file)
+		assert.Equal(t, wantKey, key, "--%s", flag)
+		assert.True(t, optional, "--%s: the component would not start without the player page's key", flag)
+	}
+	require.Len(t, pod.Volumes, 2, "the component mounts another volume than rCTF's token and the link key")
+	for _, hookSecret := range []string{tokenSecret["name"], "challenge-hook-flag-key", "challenge-hook-verify-token", tcpGatewayKeySecret, platformLinkKeySecret} {
+		assert.NotEqual(t, hookSecret, secret, "rCTF's token is one of the hook's Secrets, or the link key's")
+	}
 	for _, hookSecret := range []string{tokenSecret["name"], "challenge-hook-flag-key", "challenge-hook-verify-token", tcpGatewayKeySecret} {
-		assert.NotEqual(t, hookSecret, secret, "rCTF's token is one of the hook's Secrets")
+		assert.NotEqual(t, hookSecret, platformLinkKeySecret, "the link key is one of the hook's Secrets")
 	}
 }
 
@@ -157,9 +175,10 @@ func TestPlatformComponentRunsLikeTheOtherComponents(t *testing.T) {
 	for _, declared := range container.Ports {
 		ports[declared.Name] = declared.ContainerPort
 	}
-	listen, metrics := p.ports(t)
+	listen, metrics, page := p.ports(t)
 	assert.NotEqual(t, listen, metrics, "/metrics on rCTF's port")
-	assert.Equal(t, map[string]int32{"http": listen, "metrics": metrics}, ports)
+	assert.NotContains(t, []int32{listen, metrics}, page, "the player page on rCTF's or the metrics' port")
+	assert.Equal(t, map[string]int32{"http": listen, "metrics": metrics, "page": page}, ports)
 	for path, probe := range map[string]*corev1.Probe{"/healthz": container.LivenessProbe, "/readyz": container.ReadinessProbe} {
 		require.NotNil(t, probe, path)
 		require.NotNil(t, probe.HTTPGet, path)
@@ -171,14 +190,15 @@ func TestPlatformComponentRunsLikeTheOtherComponents(t *testing.T) {
 }
 
 // TestPlatformComponentServesRCTFInTheCluster: one ClusterIP Service carries rCTF's port alone, at
-// the apiUrl the component's header gives rCTF, and another the metrics port alone; both select
-// the component's Pods, and only them.
+// the apiUrl the component's header gives rCTF, another the metrics port alone, and a third the
+// player page's port alone (the organizer's Ingress routes players to it, as the header shows);
+// all select the component's Pods, and only them.
 func TestPlatformComponentServesRCTFInTheCluster(t *testing.T) {
 	p := readPlatform(t)
-	listen, metrics := p.ports(t)
+	listen, metrics, page := p.ports(t)
 	hook, _ := hookContainer(t)
 	gw := readTCPGateway(t)
-	want := map[string]int32{"challenge-hook-platform": listen, "challenge-hook-platform-metrics": metrics}
+	want := map[string]int32{"challenge-hook-platform": listen, "challenge-hook-platform-metrics": metrics, "challenge-hook-platform-page": page}
 	got := map[string]int32{}
 	for name, service := range p.services {
 		assert.Equal(t, p.deployment.Namespace, service.Namespace, name)
@@ -188,7 +208,7 @@ func TestPlatformComponentServesRCTFInTheCluster(t *testing.T) {
 		assert.False(t, selector.Matches(labels.Set(hook.Spec.Template.Labels)), "Service %s selects the hook's Pods", name)
 		assert.False(t, selector.Matches(labels.Set(gw.deployment.Spec.Template.Labels)), "Service %s selects the gateway's Pods", name)
 		require.Len(t, service.Spec.Ports, 1, name)
-		for portName, number := range map[string]int32{"http": listen, "metrics": metrics} {
+		for portName, number := range map[string]int32{"http": listen, "metrics": metrics, "page": page} {
 			if service.Spec.Ports[0].TargetPort.String() == portName {
 				assert.Equal(t, number, service.Spec.Ports[0].Port, "%s: the Service's port is not the container's", name)
 			}
@@ -200,16 +220,20 @@ func TestPlatformComponentServesRCTFInTheCluster(t *testing.T) {
 	service := p.services["challenge-hook-platform"]
 	apiURL := fmt.Sprintf("apiUrl: http://%s.%s.svc:%d\n", service.Name, service.Namespace, service.Spec.Ports[0].Port)
 	assert.Contains(t, p.header, apiURL, "the apiUrl organizers give rCTF is not the component's Service")
+	pageBackend := fmt.Sprintf("backend: {service: {name: %s, port: {number: %d}}}", "challenge-hook-platform-page", page)
+	assert.Contains(t, p.header, pageBackend, "the Ingress rule the header shows does not reach the page's Service")
 }
 
 // TestPlatformComponentPolicy: the component's NetworkPolicy admits to rCTF's port only the Pods
 // the hook admits to flag verification (the CTF platform's, by namespace and label), to the
-// metrics port only the Prometheus Pods the gateway's policy admits, and lets the component reach
-// the API server's ports alone (no DNS: the in-cluster client dials an address).
+// metrics port only the Prometheus Pods the gateway's policy admits, to the player page's port
+// only the ingress controller's Pods (by namespace, the hook's default one, and label), and lets
+// the component reach the API server's ports alone (no DNS: the in-cluster client dials an
+// address).
 func TestPlatformComponentPolicy(t *testing.T) {
 	p := readPlatform(t)
 	policy := p.policy
-	listen, metrics := p.ports(t)
+	listen, metrics, page := p.ports(t)
 	assertPolicySelects(t, policy, p.deployment, networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress)
 
 	// The CTF platform's Pods, as the hook's policy admits them to flag verification (8081).
@@ -231,7 +255,11 @@ func TestPlatformComponentPolicy(t *testing.T) {
 		require.NotEmpty(t, rule.From, "ingress rule %d admits every source", i)
 		admitted[rule.Ports[0].Port.IntVal] = append(admitted[rule.Ports[0].Port.IntVal], rule.From...)
 	}
-	assert.Equal(t, map[int32][]networkingv1.NetworkPolicyPeer{listen: rctf, metrics: gw.policy.Spec.Ingress[1].From}, admitted)
+	ingressController := []networkingv1.NetworkPolicyPeer{{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": hooksync.DefaultConfig().IngressController.Namespace}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "ingress-nginx"}},
+	}}
+	assert.Equal(t, map[int32][]networkingv1.NetworkPolicyPeer{listen: rctf, metrics: gw.policy.Spec.Ingress[1].From, page: ingressController}, admitted)
 
 	require.NotEmpty(t, policy.Spec.Egress, "egress denied: the component could not reach the API server")
 	for i, rule := range policy.Spec.Egress {
@@ -257,10 +285,14 @@ func TestPlatformComponentPolicy(t *testing.T) {
 
 // TestPlatformComponentDocumented: what organizers do for the component (create rCTF's token, the
 // Secret the Deployment mounts; give rCTF the provider, apiUrl and the token; the component's
-// identity and reach) is in the component's header and docs/security.md.
+// identity and reach) is in the component's header and docs/security.md; what they do for the
+// player page (create its link key, the other Secret the Deployment mounts) in the header and
+// docs/platform.md.
 func TestPlatformComponentDocumented(t *testing.T) {
 	p := readPlatform(t)
 	security, err := os.ReadFile(filepath.Join(repoRoot, "docs", "security.md"))
+	require.NoError(t, err)
+	platformDoc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "platform.md"))
 	require.NoError(t, err)
 	for where, wants := range map[string][]string{
 		filepath.Join(platformComponent, "kustomization.yaml"): {
@@ -268,6 +300,12 @@ func TestPlatformComponentDocumented(t *testing.T) {
 				`    --from-literal=token="$(head -c 32 /dev/urandom | base64)"`,
 			"name: instancers/docker", "authToken: <the token of the Secret " + platformTokenSecret + ">",
 			"rollout restart deployment/" + p.deployment.Name,
+			"kubectl -n " + p.deployment.Namespace + " create secret generic " + platformLinkKeySecret + " \\\n" +
+				`    --from-literal=key="$(head -c 32 /dev/urandom | base64)"`,
+		},
+		"docs/platform.md": {
+			"kubectl -n " + p.deployment.Namespace + " create secret generic " + platformLinkKeySecret + ` --from-literal=key="$(head -c 32 /dev/urandom | base64)"`,
+			v1alpha1.AnnotationPlayerPage, "--page-origin", "--link-key-file", "--link-previous-key-file", "--page-listen",
 		},
 		"docs/security.md": {
 			"`" + p.serviceAccount.Namespace + "/" + p.serviceAccount.Name + "`",
@@ -275,8 +313,11 @@ func TestPlatformComponentDocumented(t *testing.T) {
 		},
 	} {
 		content := p.header
-		if where == "docs/security.md" {
+		switch where {
+		case "docs/security.md":
 			content = string(security)
+		case "docs/platform.md":
+			content = string(platformDoc)
 		}
 		for _, want := range wants {
 			assert.Contains(t, content, want, where)

@@ -141,6 +141,12 @@ func (s *Instancer) Create(ctx context.Context, f *form) (details, *instancerErr
 	if refused != nil {
 		return details{}, refused
 	}
+	return s.start(ctx, t, time.Duration(*f.TimeoutMilliseconds)*time.Millisecond, f.Extendable, flag)
+}
+
+// start starts the team's instance of t, or answers the one that runs (see Create); timeout 0
+// leaves the lifetime to the definition's timeout.
+func (s *Instancer) start(ctx context.Context, t target, timeout time.Duration, extendable *bool, flag string) (details, *instancerError) {
 	cur := s.current(t)
 	if cur != nil && !over(cur) {
 		return s.wake(ctx, cur)
@@ -152,7 +158,7 @@ func (s *Instancer) Create(ctx context.Context, f *form) (details, *instancerErr
 	if cur != nil {
 		attempt = attemptOf(cur) + 1
 	}
-	challenge := newChallenge(t, attempt, time.Duration(*f.TimeoutMilliseconds)*time.Millisecond, f.Extendable, flag)
+	challenge := newChallenge(t, attempt, timeout, extendable, flag)
 	created, err := s.store.Create(ctx, challenge)
 	if apierrors.IsAlreadyExists(err) {
 		// Another start of the same team won the race: its instance is this one.
@@ -209,6 +215,11 @@ func (s *Instancer) Renew(ctx context.Context, f *form) (details, *instancerErro
 	if refused != nil {
 		return details{}, refused
 	}
+	return s.renew(ctx, t, time.Duration(*f.TimeoutMilliseconds)*time.Millisecond)
+}
+
+// renew moves the expiry of the team's instance of t to timeout from now (see Renew).
+func (s *Instancer) renew(ctx context.Context, t target, timeout time.Duration) (details, *instancerError) {
 	cur := s.current(t)
 	if cur == nil || over(cur) {
 		return describe(cur, s.clock()), nil
@@ -217,7 +228,7 @@ func (s *Instancer) Renew(ctx context.Context, f *form) (details, *instancerErro
 		return details{}, refuse(http.StatusConflict, "this challenge cannot be extended")
 	}
 	now := s.clock()
-	expiresAt := now.Add(time.Duration(*f.TimeoutMilliseconds) * time.Millisecond)
+	expiresAt := now.Add(timeout)
 	if latest, ok := latestExpiry(cur, t.definition); ok && expiresAt.After(latest) {
 		expiresAt = latest
 	}
@@ -249,6 +260,11 @@ func (s *Instancer) Delete(ctx context.Context, f *form) (details, *instancerErr
 	if refused != nil {
 		return details{}, refused
 	}
+	return s.remove(ctx, t)
+}
+
+// remove deletes the team's instance of t (see Delete).
+func (s *Instancer) remove(ctx context.Context, t target) (details, *instancerError) {
 	cur := s.current(t)
 	if cur == nil || cur.DeletionTimestamp != nil {
 		return describe(cur, s.clock()), nil
@@ -299,7 +315,7 @@ func platformFlag(def *v1alpha1.ChallengeDefinition, flags []teamFlag) (string, 
 
 // newChallenge is the team's instance: named after the definition and the team (so a repeated
 // start is the same object and two teams never collide), owned by the team, living timeout (the
-// hook caps it by the definition's maxLifetime).
+// hook caps it by the definition's maxLifetime; 0: the definition's timeout).
 func newChallenge(t target, attempt int, timeout time.Duration, extendable *bool, flag string) *v1alpha1.Challenge {
 	c := &v1alpha1.Challenge{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.APIVersion, Kind: "Challenge"},
@@ -312,9 +328,11 @@ func newChallenge(t target, attempt int, timeout time.Duration, extendable *bool
 		Spec: v1alpha1.ChallengeSpec{
 			DefinitionRef: &v1alpha1.DefinitionRef{Name: t.definition.Name},
 			Owner:         t.team,
-			Timeout:       timeout.String(),
 			Flag:          flag,
 		},
+	}
+	if timeout > 0 {
+		c.Spec.Timeout = timeout.String()
 	}
 	if extendable != nil && !*extendable {
 		c.Annotations[annotationExtendable] = "false"
