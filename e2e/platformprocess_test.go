@@ -30,6 +30,7 @@ type platformProcess struct {
 	contractURL string // rCTF's instancer contract, {apiUrl}/v1/instances/ (--listen)
 	metricsURL  string // GET /metrics (--metrics-listen)
 	token       string // rCTF's token, which its --rctf-token-file holds
+	pageURL     string // the player page's origin, http://127.0.0.1:<port> (--page-listen, --page-origin); "" without a link key
 }
 
 // startPlatformComponent runs `challenge-hook platform` (E2E_HOOK_BIN, else bin/challenge-hook)
@@ -38,7 +39,10 @@ type platformProcess struct {
 // of 32 random bytes and both listeners on free loopback ports. It returns once the component is
 // ready (/readyz: its watches have listed, and it serves rCTF's contract), and stops it when the
 // test ends: SIGTERM by its PID, a clean exit expected, the tail of its log when the test failed.
-func startPlatformComponent(ctx context.Context, t *testing.T, c *cluster, ns string) *platformProcess {
+// Given a link key (variadic, so that the callers without a page are unchanged), it also serves
+// the player page: --link-key-file, --page-listen on a free loopback port and --page-origin that
+// origin, ready once the page's stylesheet answers.
+func startPlatformComponent(ctx context.Context, t *testing.T, c *cluster, ns string, linkKey ...byte) *platformProcess {
 	t.Helper()
 	username := bindPlatformComponent(ctx, t, c, ns)
 	secret := make([]byte, 32)
@@ -55,8 +59,19 @@ func startPlatformComponent(ctx context.Context, t *testing.T, c *cluster, ns st
 		bin = filepath.Join(c.root, "bin", "challenge-hook")
 	}
 	addr, metricsAddr := freeLoopbackAddr(t), freeLoopbackAddr(t)
-	cmd := exec.Command(bin, "platform", "--kubeconfig="+e2eutil.ImpersonatingKubeconfig(t, username), "--namespaces="+ns,
-		"--rctf-token-file="+tokenFile, "--listen="+addr, "--metrics-listen="+metricsAddr, "--log-level=debug")
+	args := []string{"platform", "--kubeconfig=" + e2eutil.ImpersonatingKubeconfig(t, username), "--namespaces=" + ns,
+		"--rctf-token-file=" + tokenFile, "--listen=" + addr, "--metrics-listen=" + metricsAddr, "--log-level=debug"}
+	pageURL := ""
+	if len(linkKey) > 0 {
+		keyFile := filepath.Join(t.TempDir(), "link.key")
+		if err := os.WriteFile(keyFile, linkKey, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		pageAddr := freeLoopbackAddr(t)
+		pageURL = "http://" + pageAddr
+		args = append(args, "--link-key-file="+keyFile, "--page-listen="+pageAddr, "--page-origin="+pageURL)
+	}
+	cmd := exec.Command(bin, args...)
 	dieWithParent(cmd)
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -74,6 +89,10 @@ func startPlatformComponent(ctx context.Context, t *testing.T, c *cluster, ns st
 		}
 	})
 	readyz := "http://" + metricsAddr + "/readyz"
+	probes := []string{readyz}
+	if pageURL != "" {
+		probes = append(probes, pageURL+"/i/assets/page.css")
+	}
 	probe := &http.Client{Timeout: 2 * time.Second}
 	e2eutil.WaitFor(ctx, t, 60*time.Second, "the platform component to be ready ("+readyz+")", func() (bool, error) {
 		select {
@@ -81,17 +100,19 @@ func startPlatformComponent(ctx context.Context, t *testing.T, c *cluster, ns st
 			t.Fatalf("the platform component (pid %d) exited: %v", proc.Pid(), proc.Err())
 		default:
 		}
-		resp, err := probe.Get(readyz)
-		if err != nil {
-			return false, err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return false, fmt.Errorf("GET %s: HTTP %d", readyz, resp.StatusCode)
+		for _, url := range probes {
+			resp, err := probe.Get(url)
+			if err != nil {
+				return false, err
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return false, fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
+			}
 		}
 		return true, nil
 	})
-	return &platformProcess{contractURL: "http://" + addr + "/v1/instances/", metricsURL: "http://" + metricsAddr + "/metrics", token: token}
+	return &platformProcess{contractURL: "http://" + addr + "/v1/instances/", metricsURL: "http://" + metricsAddr + "/metrics", token: token, pageURL: pageURL}
 }
 
 // bindPlatformComponent gives the component's ServiceAccount the rights that

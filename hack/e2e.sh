@@ -14,7 +14,9 @@
 # METACONTROLLER_CRDS (Metacontroller's release file manifests/production/metacontroller-crds-v1.yaml;
 # default its copy in ../shared/metacontroller/ beside the checkout, when there is one),
 # K8S_BINS_DIR (binaries), E2E_RUN (state dir), E2E_RUN_ARGS (extra test binary flags, e.g.
-# -test.run=TestLifecycle), E2E_KEEP_LOGS=1 to print the component logs' tails on success too.
+# -test.run=TestLifecycle), E2E_KEEP_LOGS=1 to print the component logs' tails on success too,
+# E2E_CHROMIUM (the browser of TestPlayerPage; default Debian's chromium, installed when missing),
+# UPDATE_SCREENSHOT=1 (TestPlayerPage rewrites docs/images/player-page.png).
 # The tests get E2E_CONTROLLER (metacontroller or metacontroller-sim) and E2E_CONTROLLER_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,9 +24,34 @@ source hack/lib.sh
 run_defaults e2e
 RUN=${E2E_RUN:-$ROOT/.cache/e2e}
 # What it costs, before it starts: no root and no Docker, but a long first build.
-log "make e2e: no root, no Docker, no cluster. The first time it builds the control plane and kwok
-  from source into $CACHE (up to about 18 minutes on 2 cores, more on a busy machine); once they
-  are cached a run takes 1½ to 3 minutes."
+log "make e2e: no Docker, no cluster, and no root once Debian's chromium is there (the player page's
+  browser test drives it; it installs it with apt-get when missing, as root or with sudo when sudo
+  asks no password). The first time it builds the control plane and kwok from source into $CACHE
+  (up to about 18 minutes on 2 cores, more on a busy machine); once they are cached a run takes 1½
+  to 3 minutes."
+
+# The browser of e2e/playerpage_test.go (chromedp drives it headless): E2E_CHROMIUM, else Debian's
+# chromium, installed with apt-get when missing as make e2e-node installs its packages (apt-get
+# update first; the archive's current version, not pinned: the version is logged).
+browser=$SECONDS
+if [[ -z ${E2E_CHROMIUM:-} ]]; then
+  if ! command -v chromium >/dev/null; then
+    sudo=()
+    if [[ $(id -u) != 0 ]]; then
+      if sudo -n true 2>/dev/null; then sudo=(sudo -n); else
+        log "chromium is missing, and installing it needs root: sudo apt-get install chromium (Debian), or
+  set E2E_CHROMIUM=/path/to/chromium-or-chrome"
+        exit 1
+      fi
+    fi
+    command -v apt-get >/dev/null || { log "chromium is missing, and there is no apt-get: set E2E_CHROMIUM=/path/to/chromium-or-chrome"; exit 1; }
+    log "installing chromium with apt-get (Debian's current version, not pinned)"
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends chromium > /dev/null
+  fi
+  E2E_CHROMIUM=$(command -v chromium)
+fi
+log "browser ready in $((SECONDS - browser))s: $E2E_CHROMIUM, $("$E2E_CHROMIUM" --version 2>/dev/null || echo "which does not run")"
 
 start=$SECONDS
 bash hack/build-k8s-bins.sh
@@ -79,6 +106,7 @@ log "control plane up in $((SECONDS - plane))s"
 # names Metacontroller's. E2E_CONTROLLER says which controller that is.
 $GO test -tags e2e -c -o "$RUN/e2e.test" ./e2e
 (cd e2e && exec env KUBECONFIG="$RUN/kubeconfig" E2E_HOOK_BIN="$ROOT/bin/challenge-hook" E2E_REPO_ROOT="$ROOT" E2E_KUBECTL="$K8S_BINS_DIR/kubectl" \
+  E2E_CHROMIUM="$E2E_CHROMIUM" \
   E2E_CONTROLLER="$E2E_CONTROLLER" E2E_CONTROLLER_BIN="$E2E_CONTROLLER_BIN" \
   E2E_HOOK_ADDR=$HOOK_ADDR E2E_RESYNC_SECONDS=$RESYNC_SECONDS E2E_METACONTROLLER_LOG="$RUN/logs/metacontroller.log" \
   E2E_METACONTROLLER_KUBECONFIG="$RUN/kubeconfig" \
