@@ -56,7 +56,7 @@ func TestPlatformComponentInstall(t *testing.T) {
 	}
 	want := []string{"ServiceAccount " + component, "ClusterRole " + component + "-component", "RoleBinding " + component + "-component",
 		"Deployment " + component, "PodDisruptionBudget " + component, "Service " + component, "Service " + component + "-metrics",
-		"NetworkPolicy " + component}
+		"Service " + component + "-page", "NetworkPolicy " + component}
 	if got := slices.Sorted(maps.Keys(added)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Errorf("the component adds %v, want %v", got, want)
 	}
