@@ -52,6 +52,15 @@ if [[ -z ${E2E_CHROMIUM:-} ]]; then
   E2E_CHROMIUM=$(command -v chromium)
 fi
 log "browser ready in $((SECONDS - browser))s: $E2E_CHROMIUM, $("$E2E_CHROMIUM" --version 2>/dev/null || echo "which does not run")"
+# The real WebSocket clients of internal/tcpgateway's TestWebSocketRealClients, which
+# e2e/websocketclients_test.go runs with REAL_WEBSOCKET_CLIENTS=required: Debian's python3-websocket
+# and node-ws, installed with apt-get when missing, as chromium is.
+if ! /usr/bin/python3 -c 'import websocket' 2>/dev/null || [[ ! -d /usr/share/nodejs/ws ]]; then
+  sudo=(); [[ $(id -u) == 0 ]] || sudo=(sudo -n)
+  log "installing python3-websocket and node-ws with apt-get (Debian's current versions, not pinned)"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends python3-websocket node-ws > /dev/null
+fi
 
 start=$SECONDS
 bash hack/build-k8s-bins.sh
@@ -59,6 +68,7 @@ log "control-plane binaries ready in $((SECONDS - start))s ($K8S_BINS_DIR)"
 build_controller
 log "$E2E_CONTROLLER ready after $((SECONDS - start))s ($E2E_CONTROLLER_BIN)"
 
+bash hack/fetch-xterm.sh # the player page's terminal, which the browser test opens
 CGO_ENABLED=0 $GO build -o bin/challenge-hook ./cmd/challenge-hook
 
 # Fixed, non-default loopback ports, so a developer's own scratch cluster does not collide.

@@ -246,12 +246,13 @@ func TestTCPGatewayServesPlayersOnOnePortAndMetricsInside(t *testing.T) {
 	gw := readTCPGateway(t)
 	container := gw.deployment.Spec.Template.Spec.Containers[0]
 	playerPort, metricsPort := port(t, flagValue(container.Args, "listen")), port(t, flagValue(container.Args, "metrics-listen"))
+	websocketPort := port(t, flagValue(container.Args, "websocket-listen"))
 	assert.NotEqual(t, playerPort, metricsPort)
 	ports := map[string]int32{}
 	for _, p := range container.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	assert.Equal(t, map[string]int32{"tcp": playerPort, "metrics": metricsPort}, ports)
+	assert.Equal(t, map[string]int32{"tcp": playerPort, "websocket": websocketPort, "metrics": metricsPort}, ports)
 	for _, probe := range []*corev1.Probe{container.LivenessProbe, container.ReadinessProbe} {
 		require.NotNil(t, probe)
 		require.NotNil(t, probe.HTTPGet)
@@ -272,7 +273,7 @@ func TestTCPGatewayServesPlayersOnOnePortAndMetricsInside(t *testing.T) {
 		case corev1.ServiceTypeLoadBalancer:
 			balancers++
 			assert.Equal(t, corev1.ServiceExternalTrafficPolicyLocal, service.Spec.ExternalTrafficPolicy, "Service %s", name)
-			assert.Equal(t, []string{"tcp"}, targets, "the load balancer carries more than the player port")
+			assert.Equal(t, []string{"tcp", "websocket"}, targets, "the load balancer carries more than the player ports")
 			assert.Equal(t, playerPort, service.Spec.Ports[0].Port, "the public port is not the one the hook publishes")
 		case corev1.ServiceTypeClusterIP:
 			assert.Equal(t, []string{"metrics"}, targets, "Service %s", name)
@@ -291,6 +292,7 @@ func TestTCPGatewayPolicy(t *testing.T) {
 	policy := gw.policy
 	container := gw.deployment.Spec.Template.Spec.Containers[0]
 	playerPort, metricsPort := port(t, flagValue(container.Args, "listen")), port(t, flagValue(container.Args, "metrics-listen"))
+	websocketPort := port(t, flagValue(container.Args, "websocket-listen"))
 	assertPolicySelects(t, policy, gw.deployment, networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress)
 
 	// The Prometheus peer of the hook's metrics policy (the monitoring component's scrape.yaml).
@@ -312,8 +314,8 @@ func TestTCPGatewayPolicy(t *testing.T) {
 		require.NotNil(t, rule.Ports[0].Port, "ingress rule %d admits every port", i)
 		p := rule.Ports[0].Port.IntVal
 		switch p {
-		case playerPort:
-			assert.Empty(t, rule.From, "the player port admits only some sources")
+		case playerPort, websocketPort:
+			assert.Empty(t, rule.From, "the player port %d admits only some sources", p)
 			admitted[p] = "anyone"
 		case metricsPort:
 			assert.Equal(t, prometheus, rule.From, "the metrics port admits others than Prometheus")
@@ -322,7 +324,7 @@ func TestTCPGatewayPolicy(t *testing.T) {
 			t.Errorf("ingress rule %d admits port %d", i, p)
 		}
 	}
-	assert.Equal(t, map[int32]string{playerPort: "anyone", metricsPort: "prometheus"}, admitted)
+	assert.Equal(t, map[int32]string{playerPort: "anyone", websocketPort: "anyone", metricsPort: "prometheus"}, admitted)
 
 	require.NotEmpty(t, policy.Spec.Egress)
 	instance := labels.Set{hooksync.LabelInstance: "i5xq3mlk2ab7ndqe"}

@@ -10,12 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/challenge-hook/challenge-hook/internal/flagfunc"
 	"github.com/challenge-hook/challenge-hook/internal/tcpgateway"
@@ -41,6 +43,7 @@ func runTCPGateway(ctx context.Context, args []string, stderr io.Writer) error {
 type tcpGatewayOptions struct {
 	cfg                   tcpgateway.Config
 	listen, metricsListen string
+	websocketListen       string // "": no WebSocket listener
 	logLevel              slog.Level
 }
 
@@ -48,12 +51,15 @@ type tcpGatewayOptions struct {
 // returns flag.ErrHelp.
 func parseTCPGatewayFlags(args []string, stderr io.Writer) (tcpGatewayOptions, error) {
 	cfg := tcpgateway.Defaults()
-	listen, metricsListen, keyFile := ":1337", ":8082", ""
+	listen, metricsListen, keyFile, websocketListen := ":1337", ":8082", "", ""
 	logLevel := slog.LevelInfo
 	fs := flag.NewFlagSet("tcp-gateway", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&listen, "listen", listen, "`address` players connect to")
 	fs.StringVar(&metricsListen, "metrics-listen", metricsListen, "`address` serving GET /metrics, /healthz and /readyz")
+	fs.StringVar(&websocketListen, "websocket-listen", websocketListen, "`address` players connect to with WebSocket (wsrx, websocat, a browser): GET /ws/<token> or /ws?token=<token> upgrades to the token's instance, OPTIONS or GET without upgrade answers 204 or 404 (empty: no WebSocket listener; the component: :8081)")
+	fs.Func("trusted-proxies", "`CIDRs` (comma-separated, IPv4 or IPv6) of the proxies in front of the WebSocket listener, e.g. the Ingress controller's Pod network: from them, the player is the rightmost X-Forwarded-For address outside these CIDRs, for the limits per source and the PROXY header; from any other peer the header is ignored (empty: never read)",
+		func(v string) error { return parseTrustedProxies(v, &cfg.TrustedProxies) })
 	var serviceCIDRs []string
 	flagfunc.Var(fs, "service-cidrs", "", "the cluster's Service CIDRs, e.g. 10.96.0.0/12 (the API server's --service-cluster-ip-range, as the hook's --service-cidrs; required): the only destinations the gateway dials, whatever a token names",
 		flagfunc.CIDRs(&serviceCIDRs, "the cluster's Service CIDRs"))
@@ -89,7 +95,26 @@ func parseTCPGatewayFlags(args []string, stderr io.Writer) (tcpGatewayOptions, e
 		return tcpGatewayOptions{}, err
 	}
 	cfg.Key = key
-	return tcpGatewayOptions{cfg: cfg, listen: listen, metricsListen: metricsListen, logLevel: logLevel}, nil
+	return tcpGatewayOptions{cfg: cfg, listen: listen, metricsListen: metricsListen, websocketListen: websocketListen, logLevel: logLevel}, nil
+}
+
+// parseTrustedProxies reads --trusted-proxies: CIDRs without host bits.
+func parseTrustedProxies(v string, proxies *[]netip.Prefix) error {
+	*proxies = nil
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		prefix, err := netip.ParsePrefix(item)
+		if err != nil {
+			return fmt.Errorf("%q: expected CIDRs such as 10.244.0.0/16,fd00:10:244::/56", item)
+		}
+		if prefix.Masked() != prefix {
+			return fmt.Errorf("%q has host bits set: did you mean %s?", item, prefix.Masked())
+		}
+		*proxies = append(*proxies, prefix)
+	}
+	return nil
 }
 
 // serveTCPGateway runs the gateway and its metrics listener until ctx ends.
@@ -116,26 +141,76 @@ func serveTCPGateway(ctx context.Context, opts tcpGatewayOptions, stderr io.Writ
 	if err != nil {
 		return fmt.Errorf("tcp-gateway: %w", err)
 	}
-	ln, err := tcpgateway.Listen(listen)
+	listeners, err := openGatewayListeners(listen, opts.websocketListen, metricsListen)
 	if err != nil {
-		return fmt.Errorf("tcp-gateway: --listen: %w", err)
-	}
-	metricsLn, err := net.Listen("tcp", metricsListen)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("tcp-gateway: --metrics-listen: %w", err)
+		return fmt.Errorf("tcp-gateway: %w", err)
 	}
 	var ready atomic.Bool
 	ready.Store(true)
-	defer serveMetrics(metricsLn, gatewayMetricsHandler(registry, &ready, gateway.Activity), logger)()
+	defer serveMetrics(listeners.metrics, gatewayMetricsHandler(registry, &ready, gateway.Activity), logger)()
 	stopReady := context.AfterFunc(ctx, func() { ready.Store(false) })
 	defer stopReady()
-	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("metrics_addr", metricsLn.Addr().String()))
+	listeners.log(logger)
 	logWriter.Flush()
-	if err := gateway.Serve(ctx, ln); err != nil {
+	if err := listeners.serve(ctx, gateway); err != nil {
 		return fmt.Errorf("tcp-gateway: %w", err)
 	}
 	return nil
+}
+
+// gatewayListeners are the gateway's listeners: the players' (TCP, and WebSocket when asked for)
+// and the metrics'.
+type gatewayListeners struct {
+	tcp, websocket, metrics net.Listener // websocket nil: none
+}
+
+// openGatewayListeners listens on the addresses of the flags (websocketListen "": none); on an
+// error, it closes what it opened.
+func openGatewayListeners(listen, websocketListen, metricsListen string) (l gatewayListeners, err error) {
+	defer func() {
+		if err != nil {
+			for _, ln := range []net.Listener{l.tcp, l.websocket, l.metrics} {
+				if ln != nil {
+					ln.Close()
+				}
+			}
+		}
+	}()
+	if l.tcp, err = tcpgateway.Listen(listen); err != nil {
+		return l, fmt.Errorf("--listen: %w", err)
+	}
+	if websocketListen != "" {
+		// The same keep-alive as the TCP listener's: a player gone without a word frees its slot.
+		if l.websocket, err = tcpgateway.Listen(websocketListen); err != nil {
+			return l, fmt.Errorf("--websocket-listen: %w", err)
+		}
+	}
+	if l.metrics, err = net.Listen("tcp", metricsListen); err != nil {
+		return l, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	return l, nil
+}
+
+// log logs the addresses listened on.
+func (l gatewayListeners) log(logger *slog.Logger) {
+	attrs := []any{slog.String("addr", l.tcp.Addr().String()), slog.String("metrics_addr", l.metrics.Addr().String())}
+	if l.websocket != nil {
+		attrs = append(attrs, slog.String("websocket_addr", l.websocket.Addr().String()))
+	}
+	logger.Info("listening", attrs...)
+}
+
+// serve runs the gateway on its players' listeners until ctx ends and each drained. Either
+// failing ends the other: a gateway half serving would fail its players on one path while its
+// readiness probe says ready.
+func (l gatewayListeners) serve(ctx context.Context, gateway *tcpgateway.Gateway) error {
+	if l.websocket == nil {
+		return gateway.Serve(ctx, l.tcp)
+	}
+	group, ctx := errgroup.WithContext(ctx)
+	group.Go(func() error { return gateway.Serve(ctx, l.tcp) })
+	group.Go(func() error { return gateway.ServeWebSocket(ctx, l.websocket) })
+	return group.Wait()
 }
 
 // fitMaxConnections lowers maxConnections, with a warning, to what an open-file limit carries:

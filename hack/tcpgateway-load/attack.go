@@ -18,7 +18,10 @@ package main
 // shared address (127.0.2.1, a NAT) are counted apart. With -honest-fresh, each attempt of the
 // former comes from an address not used before (127.2.x.y): a player's first connection, which has
 // no credit at the gateway (the players who come back have some, as an attacker presenting its own
-// token has: silent-credited shows the difference only with it).
+// token has: silent-credited shows the difference only with it). Players over WebSocket
+// (-honest-ws, each from an address of its own, 127.0.3.x) are counted apart too: they open
+// GET /ws/<token> on the gateway's WebSocket listener and expect the banner and the echo there
+// (attack_websocket.go, which has the attack classes of the upgrade too).
 
 import (
 	"bufio"
@@ -56,6 +59,7 @@ type attackOptions struct {
 	honestOwn          int
 	honestFresh        bool
 	honestShared       int
+	honestWS           int
 	pasteMin, pasteMax time.Duration
 	maxConnections     int
 	honestTimeout      time.Duration
@@ -85,6 +89,7 @@ func attackFlags(a *attackOptions) {
 	flag.IntVar(&a.honestOwn, "honest-own", 60, "honest players, each from an address of its own (127.0.1.x)")
 	flag.BoolVar(&a.honestFresh, "honest-fresh", false, "each attempt of the players of their own addresses from an address not used before (127.2.x.y, 62,500 of them, then again), which has presented no valid token: a player's first connection (silent-credited tells credit from holdings only with it)")
 	flag.IntVar(&a.honestShared, "honest-shared", 20, "honest players from one shared address (127.0.2.1)")
+	flag.IntVar(&a.honestWS, "honest-ws", 20, "honest players over WebSocket (the gateway's --websocket-listen, GET /ws/<token>), each from an address of its own (127.0.3.x); 0, or a gateway binary without the flag: none")
 	flag.DurationVar(&a.pasteMin, "paste-min", 500*time.Millisecond, "shortest paste delay of an honest player (prompt to token)")
 	flag.DurationVar(&a.pasteMax, "paste-max", 2*time.Second, "longest paste delay of an honest player")
 	flag.IntVar(&a.maxConnections, "attack-max-connections", 2000, "the gateway's --max-connections in the attack run, to reach its cap with fewer sockets (0: the gateway's default)")
@@ -98,6 +103,8 @@ type attackClass struct {
 	// paced is an attempt, made -attack-rate times a second over all addresses; held is a
 	// connection held by each of -attack-per-addr slots per address.
 	paced, held func(ctx context.Context, a *attackRun, src netip.Addr)
+	// websocket: the class attacks the WebSocket listener (it needs one).
+	websocket bool
 }
 
 var attackClasses = []attackClass{
@@ -109,11 +116,16 @@ var attackClasses = []attackClass{
 	{name: "churn", about: "connect and close at once", paced: churn},
 	{name: "oversized", about: "4 KiB lines without an end", paced: oversized},
 	{name: "flood", about: "the attacker's own valid token, spliced connections held", paced: ownToken},
+	{name: "ws-slow-headers", about: "WebSocket upgrades for the attacker's own instance trickled one byte a second, headers never ended", held: wsSlowHeaders, websocket: true},
+	{name: "ws-oversized-headers", about: "WebSocket upgrades with 32 KiB of headers, never ended", paced: wsOversizedHeaders, websocket: true},
+	{name: "ws-oversized-frames", about: "WebSocket upgrades for the attacker's own instance, then a frame announcing 1 GiB", paced: wsOversizedFrame, websocket: true},
+	{name: "ws-bad-tokens", about: "random tokens by URL: upgrades of /ws/<token> and /ws?token=<token>, OPTIONS probes", paced: wsBadToken, websocket: true},
 }
 
 // attackRun is one class's run: where the gateway is and the attack's counters.
 type attackRun struct {
 	gateway     string
+	wsGateway   string // the gateway's WebSocket listener; "" when it has none
 	ownToken    string // the attacker's own instance's token
 	timeout     time.Duration
 	dials       atomic.Int64
@@ -356,9 +368,16 @@ func slowLine(ctx context.Context, a *attackRun, src netip.Addr) {
 	}
 }
 
+// The honest players' groups, counted apart.
+const (
+	groupOwn    = iota // over TCP, each from an address of its own (or a fresh one: -honest-fresh)
+	groupShared        // over TCP, from one shared address
+	groupWS            // over WebSocket, each from an address of its own
+)
+
 // honestResult is one honest player's attempts, each with its start.
 type honestResult struct {
-	shared   bool
+	group    int
 	mu       sync.Mutex
 	attempts []honestAttempt
 }
@@ -375,12 +394,16 @@ var freshAddresses atomic.Uint32
 // honestPlayer connects again and again until ctx ends.
 func honestPlayer(ctx context.Context, gateway string, src netip.Addr, token, banner string, o attackOptions, res *honestResult) {
 	for ctx.Err() == nil {
-		if o.honestFresh && !res.shared {
+		if o.honestFresh && res.group == groupOwn {
 			n := freshAddresses.Add(1) % (250 * 250)
 			src = netip.AddrFrom4([4]byte{127, 2, byte(n / 250), byte(n%250 + 1)})
 		}
 		start := time.Now()
-		handshake, failure := honestConnect(gateway, src, token, banner, o)
+		connect := honestConnect
+		if res.group == groupWS {
+			connect = honestConnectWS
+		}
+		handshake, failure := connect(gateway, src, token, banner, o)
 		res.mu.Lock()
 		res.attempts = append(res.attempts, honestAttempt{start: start, handshake: handshake, failure: failure})
 		res.mu.Unlock()
@@ -431,7 +454,7 @@ func honestConnect(gateway string, src netip.Addr, token, banner string, o attac
 // classResult is what the report prints of a class.
 type classResult struct {
 	name                    string
-	own, shared             groupResult
+	own, shared, ws         groupResult
 	rssBefore, rssPeak      int64
 	rssAfter                int64
 	settled                 time.Duration // time after the attack until RSS came back; -1: it did not
@@ -456,8 +479,8 @@ func (g groupResult) rate() float64 {
 
 func runAttack(o options, key []byte, keyFile string) error {
 	a := o.attack
-	if a.addrs < 1 || a.addrs > 250*250 || a.honestOwn > 250 || a.pasteMax < a.pasteMin {
-		return errors.New("-attack-addrs 1 to 62500, -honest-own at most 250, -paste-max at least -paste-min")
+	if a.addrs < 1 || a.addrs > 250*250 || a.honestOwn > 250 || a.honestWS > 250 || a.pasteMax < a.pasteMin {
+		return errors.New("-attack-addrs 1 to 62500, -honest-own and -honest-ws at most 250, -paste-max at least -paste-min")
 	}
 	var classes []attackClass
 	for _, name := range strings.Split(a.classes, ",") {
@@ -473,19 +496,22 @@ func runAttack(o options, key []byte, keyFile string) error {
 	type player struct {
 		src           netip.Addr
 		token, banner string
-		shared        bool
+		group         int
 	}
 	var players []player
-	for i := range a.honestOwn + a.honestShared {
+	for i := range a.honestOwn + a.honestShared + a.honestWS {
 		banner := fmt.Sprintf("instance %d\n", i)
 		ln, token, err := startInstance(key, true, banner)
 		if err != nil {
 			return err
 		}
 		defer ln.Close()
-		p := player{src: netip.AddrFrom4([4]byte{127, 0, 1, byte(i + 1)}), token: token, banner: banner}
-		if i >= a.honestOwn {
-			p.src, p.shared = netip.AddrFrom4([4]byte{127, 0, 2, 1}), true
+		p := player{src: netip.AddrFrom4([4]byte{127, 0, 1, byte(i + 1)}), token: token, banner: banner, group: groupOwn}
+		switch {
+		case i >= a.honestOwn+a.honestShared:
+			p.src, p.group = netip.AddrFrom4([4]byte{127, 0, 3, byte(i - a.honestOwn - a.honestShared + 1)}), groupWS
+		case i >= a.honestOwn:
+			p.src, p.group = netip.AddrFrom4([4]byte{127, 0, 2, 1}), groupShared
 		}
 		players = append(players, p)
 	}
@@ -498,8 +524,11 @@ func runAttack(o options, key []byte, keyFile string) error {
 	if a.maxConnections > 0 {
 		flags = append(flags, fmt.Sprintf("--max-connections=%d", a.maxConnections))
 	}
-	fmt.Printf("attack run: the gateway at its defaults and %s; %d honest players from their own addresses, %d from one shared address, paste delay %s-%s; each attack from %d addresses (127.1.x.y), %s each; paced attacks %d connections/s in all (at most %d in flight per address), held attacks %d connections per address (opened again %s after they end)\n",
-		strings.Join(flags, " "), a.honestOwn, a.honestShared, a.pasteMin, a.pasteMax, a.addrs, a.classFor, a.rate, a.inflight, a.perAddr, a.retry)
+	if a.honestWS > 0 || slices.ContainsFunc(classes, func(c attackClass) bool { return c.websocket }) {
+		flags = append(flags, websocketListenFlag)
+	}
+	fmt.Printf("attack run: the gateway at its defaults and %s; %d honest players from their own addresses, %d from one shared address, paste delay %s-%s, %d over WebSocket from their own addresses; each attack from %d addresses (127.1.x.y), %s each; paced attacks %d connections/s in all (at most %d in flight per address), held attacks %d connections per address (opened again %s after they end)\n",
+		strings.Join(flags, " "), a.honestOwn, a.honestShared, a.pasteMin, a.pasteMax, a.honestWS, a.addrs, a.classFor, a.rate, a.inflight, a.perAddr, a.retry)
 
 	var results []classResult
 	for _, class := range classes {
@@ -509,7 +538,11 @@ func runAttack(o options, key []byte, keyFile string) error {
 		if err != nil {
 			return err
 		}
-		run := &attackRun{gateway: g.addr, ownToken: ownToken, timeout: 10 * time.Second, answers: map[string]int{}}
+		if g.wsAddr == "" && (a.honestWS > 0 || class.websocket) {
+			g.stop()
+			return fmt.Errorf("class %s: this gateway binary has no WebSocket listener (--websocket-listen): run with -honest-ws 0 and no ws- class", name)
+		}
+		run := &attackRun{gateway: g.addr, wsGateway: g.wsAddr, ownToken: ownToken, timeout: 10 * time.Second, answers: map[string]int{}}
 
 		// The gateway's RSS every 200 ms.
 		type sample struct {
@@ -545,9 +578,13 @@ func runAttack(o options, key []byte, keyFile string) error {
 		honestCtx, stopHonest := context.WithCancel(context.Background())
 		var honestDone sync.WaitGroup
 		for _, p := range players {
-			res := &honestResult{shared: p.shared}
+			res := &honestResult{group: p.group}
 			run.honest = append(run.honest, res)
-			honestDone.Go(func() { honestPlayer(honestCtx, g.addr, p.src, p.token, p.banner, a, res) })
+			addr := g.addr
+			if p.group == groupWS {
+				addr = g.wsAddr
+			}
+			honestDone.Go(func() { honestPlayer(honestCtx, addr, p.src, p.token, p.banner, a, res) })
 		}
 		time.Sleep(a.warm)
 
@@ -594,8 +631,9 @@ func runAttack(o options, key []byte, keyFile string) error {
 				r.rssPeak = max(r.rssPeak, s.rss)
 			}
 		}
-		r.own = group(run, false)
-		r.shared = group(run, true)
+		r.own = group(run, groupOwn)
+		r.shared = group(run, groupShared)
+		r.ws = group(run, groupWS)
 		r.print()
 		results = append(results, r)
 	}
@@ -625,7 +663,7 @@ func runAttackChild(run *attackRun, class string, a attackOptions, mark func(sta
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe, "-attack-child-class="+class, "-attack-child-gateway="+run.gateway, "-attack-child-token="+run.ownToken,
+	cmd := exec.Command(exe, "-attack-child-class="+class, "-attack-child-gateway="+run.gateway, "-attack-child-websocket="+run.wsGateway, "-attack-child-token="+run.ownToken,
 		fmt.Sprintf("-attack-for=%s", a.classFor), fmt.Sprintf("-attack-addrs=%d", a.addrs), fmt.Sprintf("-attack-rate=%d", a.rate),
 		fmt.Sprintf("-attack-inflight=%d", a.inflight), fmt.Sprintf("-attack-per-addr=%d", a.perAddr), fmt.Sprintf("-attack-retry=%s", a.retry))
 	cmd.Stderr = os.Stderr
@@ -668,13 +706,13 @@ func runAttackChild(run *attackRun, class string, a attackOptions, mark func(sta
 
 // attackChild is the attackers' process: it runs class's attack against gateway for -attack-for,
 // writes "started" and "ended" when the attack starts and ends, then its report.
-func attackChild(a attackOptions, className, gateway, ownToken string) error {
+func attackChild(a attackOptions, className, gateway, wsGateway, ownToken string) error {
 	i := slices.IndexFunc(attackClasses, func(c attackClass) bool { return c.name == className })
 	if i < 0 {
 		return fmt.Errorf("-attack-child-class: no class %q", className)
 	}
 	class := attackClasses[i]
-	run := &attackRun{gateway: gateway, ownToken: ownToken, timeout: 10 * time.Second, answers: map[string]int{}}
+	run := &attackRun{gateway: gateway, wsGateway: wsGateway, ownToken: ownToken, timeout: 10 * time.Second, answers: map[string]int{}}
 	var attackers []netip.Addr
 	for i := range a.addrs {
 		attackers = append(attackers, netip.AddrFrom4([4]byte{127, 1, byte(i / 250), byte(i%250 + 1)}))
@@ -748,12 +786,12 @@ func paced(ctx context.Context, run *attackRun, src netip.Addr, attempt func(con
 	}
 }
 
-// group sums the honest attempts started while the attack ran, of the shared or own players.
-func group(run *attackRun, shared bool) groupResult {
+// group sums the honest attempts started while the attack ran, of the players of one group.
+func group(run *attackRun, kind int) groupResult {
 	g := groupResult{failures: map[string]int{}}
 	var handshakes []time.Duration
 	for _, h := range run.honest {
-		if h.shared != shared {
+		if h.group != kind {
 			continue
 		}
 		h.mu.Lock()
@@ -779,7 +817,10 @@ func (r classResult) print() {
 	for _, g := range []struct {
 		name string
 		g    groupResult
-	}{{"own addresses", r.own}, {"shared address", r.shared}} {
+	}{{"own addresses", r.own}, {"shared address", r.shared}, {"WebSocket", r.ws}} {
+		if g.name == "WebSocket" && g.g.attempts == 0 {
+			continue
+		}
 		fmt.Printf("  honest, %s: %d of %d (%.2f%%), handshake p50 %s p99 %s", g.name, g.g.ok, g.g.attempts, 100*g.g.rate(),
 			g.g.p50.Round(10*time.Microsecond), g.g.p99.Round(10*time.Microsecond))
 		if len(g.g.failures) > 0 {
@@ -815,7 +856,8 @@ func formatCounts(m map[string]int) string {
 	return strings.Join(s, ", ")
 }
 
-// printAttackTable prints every class's figures and its verdicts against the honest targets.
+// printAttackTable prints every class's figures and its verdicts against the honest targets. Each
+// cell holds the groups' figures: own addresses / shared address, then WebSocket when it ran.
 func printAttackTable(results []classResult, a attackOptions) {
 	verdict := func(ok bool) string {
 		if ok {
@@ -823,21 +865,39 @@ func printAttackTable(results []classResult, a attackOptions) {
 		}
 		return "FAIL"
 	}
-	fmt.Printf("\nhonest targets in every class: success >= %.1f%% and handshake p99 < %s (own addresses / shared address)\n\n", 100*targetHonestSuccess, targetHonestP99)
+	groupNames := "own addresses / shared address"
+	if a.honestWS > 0 {
+		groupNames += " / WebSocket"
+	}
+	fmt.Printf("\nhonest targets in every class: success >= %.1f%% and handshake p99 < %s (%s)\n\n", 100*targetHonestSuccess, targetHonestP99, groupNames)
 	fmt.Println("| class | honest success | handshake p50 | handshake p99 | gateway RSS before / peak / after | success | p99 |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, r := range results {
+		groups := []groupResult{r.own, r.shared}
+		if a.honestWS > 0 {
+			groups = append(groups, r.ws)
+		}
+		cells := func(f func(g groupResult) string) string {
+			var s []string
+			for _, g := range groups {
+				s = append(s, f(g))
+			}
+			return strings.Join(s, " / ")
+		}
+		success, p99 := true, true
+		for _, g := range groups {
+			success = success && g.rate() >= targetHonestSuccess
+			p99 = p99 && g.ok > 0 && g.p99 < targetHonestP99
+		}
 		settle := fmt.Sprintf("back in %.0f s", r.settled.Seconds())
 		if r.settled < 0 {
 			settle = fmt.Sprintf("not back in %s", a.settle)
 		}
-		fmt.Printf("| %s | %s / %s | %s / %s | %s / %s | %.0f / %.0f / %.0f MiB (%s) | %s | %s |\n", r.name,
-			successText(r.own), successText(r.shared),
-			r.own.p50.Round(100*time.Microsecond), r.shared.p50.Round(100*time.Microsecond),
-			r.own.p99.Round(100*time.Microsecond), r.shared.p99.Round(100*time.Microsecond),
-			mib(r.rssBefore), mib(r.rssPeak), mib(r.rssAfter), settle,
-			verdict(r.own.rate() >= targetHonestSuccess && r.shared.rate() >= targetHonestSuccess),
-			verdict(r.own.ok > 0 && r.shared.ok > 0 && r.own.p99 < targetHonestP99 && r.shared.p99 < targetHonestP99))
+		fmt.Printf("| %s | %s | %s | %s | %.0f / %.0f / %.0f MiB (%s) | %s | %s |\n", r.name,
+			cells(successText),
+			cells(func(g groupResult) string { return g.p50.Round(100 * time.Microsecond).String() }),
+			cells(func(g groupResult) string { return g.p99.Round(100 * time.Microsecond).String() }),
+			mib(r.rssBefore), mib(r.rssPeak), mib(r.rssAfter), settle, verdict(success), verdict(p99))
 	}
 }
 

@@ -19,11 +19,13 @@ import (
 
 // child is a process of the run (the gateway, HAProxy), stopped by its PID.
 type child struct {
-	name   string
-	cmd    *exec.Cmd
-	addr   string        // where players connect
-	exited chan struct{} // closed once Wait returned
-	err    error         // Wait's, once exited is closed
+	name    string
+	cmd     *exec.Cmd
+	addr    string        // where players connect
+	wsAddr  string        // where players connect with WebSocket; "" when the gateway has no such listener
+	metrics string        // the gateway's metrics listener; "" for other children
+	exited  chan struct{} // closed once Wait returned
+	err     error         // Wait's, once exited is closed
 }
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
@@ -111,22 +113,25 @@ func startGateway(binary, keyFile string, procs int, flags ...string) (*child, e
 		<-c.exited
 		pw.Close()
 	}()
-	addr := make(chan string, 1)
+	addr := make(chan [3]string, 1) // the TCP listener's, the WebSocket listener's, the metrics'
+
 	go func() {
 		scanner := bufio.NewScanner(pr)
 		sent := false
 		for scanner.Scan() {
 			var entry struct {
-				Level string `json:"level"`
-				Msg   string `json:"msg"`
-				Addr  string `json:"addr"`
+				Level       string `json:"level"`
+				Msg         string `json:"msg"`
+				Addr        string `json:"addr"`
+				WSAddr      string `json:"websocket_addr"`
+				MetricsAddr string `json:"metrics_addr"`
 			}
 			if json.Unmarshal(scanner.Bytes(), &entry) != nil {
 				fmt.Printf("  gateway: %s\n", scanner.Bytes())
 				continue
 			}
 			if !sent && entry.Msg == "listening" {
-				addr <- entry.Addr
+				addr <- [3]string{entry.Addr, entry.WSAddr, entry.MetricsAddr}
 				sent = true
 			}
 			if entry.Level == "ERROR" {
@@ -137,7 +142,7 @@ func startGateway(binary, keyFile string, procs int, flags ...string) (*child, e
 	}()
 	select {
 	case a := <-addr:
-		c.addr = a
+		c.addr, c.wsAddr, c.metrics = a[0], a[1], a[2]
 		return c, nil
 	case <-c.exited:
 		return nil, fmt.Errorf("the gateway exited before listening: %v", c.err)

@@ -2,30 +2,38 @@
 // `challenge-hook tcp-gateway` as a child process in front of an echo instance served here, and
 // HAProxy (plain TCP mode, the usual proxy; skipped when it is not installed) as another child in
 // front of the same instance, and measures each figure directly to the instance, through the
-// gateway and through HAProxy, in the same run, alternating the three:
+// gateway and through HAProxy, in the same run, alternating the three; and through the same
+// gateway process's WebSocket listener (--websocket-listen, GET /ws/<token>, the bytes in binary
+// messages of at most 64 KiB, as wsrx and websocat send them), a way of its own (websocket.go):
 //
 //   - connect: dial until the first byte echoed by the instance (through the gateway: the prompt
-//     and the token on the way), p50 and p99;
+//     and the token on the way; through the WebSocket, the upgrade), p50 and p99;
 //   - echo: a 1-byte round trip, over -open connections held open each way at once, p50 and p99;
 //   - bulk: MiB/s of -bulk-mib each way through the echo instance on one connection, and the
-//     proxy's CPU time per GiB it carried (utime+stime from /proc);
+//     proxy's CPU time per GiB it carried (utime+stime from /proc), and this process's (the
+//     client's and the echo instance's: a WebSocket client masks what it sends);
 //   - new connections per second (connect, 1-byte echo, close, from -workers goroutines), the
 //     median of -rate-rounds alternating runs, and the proxy's connections per CPU-second;
 //   - memory per idle connection: the proxy's RSS (/proc/<pid>/status VmRSS, a fresh child)
-//     before and after opening each count of -idle connections, divided by the count.
+//     before and after opening each count of -idle connections, divided by the count; for the
+//     gateway, what its Go runtime holds of it too (stacks, heap and goroutines per connection, from
+//     its /metrics), which says where a figure past its target goes.
 //
-// It ends with the gateway's targets against HAProxy and the direct connection of the same run.
+// It ends with the gateway's targets against HAProxy and the direct connection of the same run,
+// and the WebSocket path's against the TCP path's of the same run and process.
 // With -attack it runs the attack classes instead (attack.go).
 //
 // Everything listens on 127.0.0.1; the children are stopped by their PIDs.
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +71,11 @@ const (
 	targetHandshakeRatio = 1.2 // handshake p50 at most this times HAProxy's
 	targetIdleKiB        = 8   // RSS per idle connection at most this
 	targetBulkRatio      = 0.9 // bulk MiB/s at least this of direct
+	// The WebSocket path's, against the TCP path's through the same gateway in the same run: an
+	// HTTP request, its answer and framing cost something, not a different order of magnitude.
+	targetWSHandshakeRatio = 1.5 // WebSocket handshake p50 at most this times the TCP path's
+	targetWSBulkRatio      = 0.8 // WebSocket bulk MiB/s at least this of the TCP path's
+	targetWSIdleKiB        = 8   // RSS per idle WebSocket connection at most this
 )
 
 func run() error {
@@ -80,9 +93,10 @@ func run() error {
 	flag.DurationVar(&o.rateFor, "rate-for", 3*time.Second, "duration of each connection-rate run")
 	flag.IntVar(&o.rateRounds, "rate-rounds", 3, "connection-rate runs each way, alternating")
 	attackFlags(&o.attack)
-	var childClass, childGateway, childToken string
+	var childClass, childGateway, childWS, childToken string
 	flag.StringVar(&childClass, "attack-child-class", "", "internal: run this attack class's attackers only, against -attack-child-gateway (the attack run's own child process)")
 	flag.StringVar(&childGateway, "attack-child-gateway", "", "internal: the gateway the attackers' process attacks")
+	flag.StringVar(&childWS, "attack-child-websocket", "", "internal: the gateway's WebSocket listener, for the attackers' process")
 	flag.StringVar(&childToken, "attack-child-token", "", "internal: the attacker's own token, for the attackers' process")
 	flag.StringVar(&idle, "idle", "1000,10000", "comma-separated counts of idle connections for the memory figure (lowered to what RLIMIT_NOFILE allows)")
 	flag.Parse()
@@ -99,7 +113,7 @@ func run() error {
 		return fmt.Errorf("RLIMIT_NOFILE: %w", err)
 	}
 	if childClass != "" {
-		return attackChild(o.attack, childClass, childGateway, childToken)
+		return attackChild(o.attack, childClass, childGateway, childWS, childToken)
 	}
 	fmt.Printf("%s UTC, load average %s, %d CPUs, GOMAXPROCS/nbthread %d, RLIMIT_NOFILE %d (soft raised to hard, for this process and its children)\n",
 		time.Now().UTC().Format("2006-01-02 15:04"), loadAverage(), runtime.NumCPU(), o.procs, hard)
@@ -157,7 +171,7 @@ func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
 	// Limits that let one source and one token hold every connection of the run.
 	gatewayLimits := []string{"--max-connections=100000", "--max-connections-per-token=100000", "--max-pending-per-source=100000",
 		"--service-cidrs=127.0.0.0/8"}
-	g, err := startGateway(o.binary, keyFile, o.procs, gatewayLimits...)
+	g, err := startGateway(o.binary, keyFile, o.procs, append(gatewayLimits, websocketListenFlag)...)
 	if err != nil {
 		return err
 	}
@@ -165,6 +179,15 @@ func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
 	ways := []way{
 		{name: "direct", dial: func() (net.Conn, error) { return net.Dial("tcp4", instance.Addr().String()) }},
 		{name: "gateway", dial: func() (net.Conn, error) { return dialGateway(g.addr, token) }, pid: g.pid()},
+	}
+	wsD := wsDialer(netip.Addr{}, 10*time.Second)
+	if g.wsAddr != "" {
+		// The same process as the TCP path's: the WebSocket figures are read against that one.
+		ways = append(ways, way{name: "websocket", dial: func() (net.Conn, error) {
+			return dialWebSocket(context.Background(), wsD, g.wsAddr, token)
+		}, pid: g.pid()})
+	} else {
+		fmt.Printf("this gateway binary has no WebSocket listener: the websocket column is skipped\n")
 	}
 	var h *child
 	if haproxyBin != "" {
@@ -241,6 +264,9 @@ func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
 	fmt.Printf("\nbulk, %d MiB each way on one connection, best of 3 alternating\n", o.bulkMiB)
 	r.bulk = make([]float64, len(ways))
 	cpu := make([]time.Duration, len(ways))
+	// This process's CPU time too: the client's share of the machine (a WebSocket client masks
+	// every byte it sends), which the proxy does not get while the two share its cores.
+	clientCPU := make([]time.Duration, len(ways))
 	for range 3 {
 		for i, w := range ways {
 			var before time.Duration
@@ -249,10 +275,13 @@ func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
 					return err
 				}
 			}
+			clientBefore, _ := cpuTime(os.Getpid())
 			rate, err := bulk(w.dial, o.bulkMiB)
 			if err != nil {
 				return fmt.Errorf("bulk %s: %w", w.name, err)
 			}
+			clientAfter, _ := cpuTime(os.Getpid())
+			clientCPU[i] += clientAfter - clientBefore
 			r.bulk[i] = max(r.bulk[i], rate)
 			if w.pid != 0 {
 				after, err := cpuTime(w.pid)
@@ -269,7 +298,7 @@ func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
 			// Each transfer crosses the proxy twice (there and echoed back): 2 × 3 × bulk-mib.
 			fmt.Printf("; the process: %.0f ms of CPU per GiB carried", cpu[i].Seconds()*1000/(float64(2*3*o.bulkMiB)/1024))
 		}
-		fmt.Println()
+		fmt.Printf("; this process (client and echo instance): %.0f ms per GiB\n", clientCPU[i].Seconds()*1000/(float64(2*3*o.bulkMiB)/1024))
 	}
 
 	fmt.Printf("\nnew connections (connect, 1-byte echo, close), %d workers, %d runs of %s each way, alternating; the median\n", o.workers, o.rateRounds, o.rateFor)
@@ -319,6 +348,12 @@ func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
 		var p *child
 		var dial func() (net.Conn, error)
 		switch w.name {
+		case "websocket":
+			// A fresh gateway of its own, as the TCP path's figure: the two never share a baseline.
+			p, err = startGateway(o.binary, keyFile, o.procs, append(gatewayLimits, websocketListenFlag)...)
+			if err == nil {
+				dial = func() (net.Conn, error) { return dialWebSocket(context.Background(), wsD, p.wsAddr, quietToken) }
+			}
 		case "gateway", "ceiling":
 			binary := o.binary
 			if w.name == "ceiling" {
@@ -366,6 +401,7 @@ func idleMemory(name string, p *child, dial func() (net.Conn, error), counts []i
 		return nil, err
 	}
 	fmt.Printf("  %s: baseline %.1f MiB\n", name, mib(base))
+	baseGo := goRuntime(p.metrics)
 	var held []net.Conn
 	defer func() {
 		for _, c := range held {
@@ -396,7 +432,8 @@ func idleMemory(name string, p *child, dial func() (net.Conn, error), counts []i
 			return nil, err
 		}
 		perConn = append(perConn, float64(now-base)/float64(n)/1024)
-		fmt.Printf("  %s: %d idle connections: RSS %.1f MiB, %.1f KiB per connection above the baseline\n", name, n, mib(now), perConn[len(perConn)-1])
+		fmt.Printf("  %s: %d idle connections: RSS %.1f MiB, %.1f KiB per connection above the baseline%s\n", name, n, mib(now), perConn[len(perConn)-1],
+			goRuntimePerConn(baseGo, goRuntime(p.metrics), n))
 	}
 	return perConn, nil
 }
@@ -462,6 +499,7 @@ func (r results) print() {
 	}
 	ratio := r.bulk[gw] / r.bulk[0]
 	fmt.Printf("  bulk >= %.1f of direct: %.0f vs %.0f MiB/s, ratio %.2f: %s\n", targetBulkRatio, r.bulk[gw], r.bulk[0], ratio, verdict(ratio >= targetBulkRatio))
+	r.printWebSocketTargets(verdict)
 	if ceiling < 0 {
 		return
 	}
@@ -513,4 +551,29 @@ func formatRates(v []float64) string {
 		s[i] = fmt.Sprintf("%.0f", x)
 	}
 	return strings.Join(s, ", ")
+}
+
+// printWebSocketTargets writes the WebSocket path's targets, read against the TCP path through the
+// same gateway process in the same run (not against direct or HAProxy: what the WebSocket adds is
+// the question, the TCP path's own cost has targets of its own above).
+func (r results) printWebSocketTargets(verdict func(bool) string) {
+	const gw = 1
+	ws := r.index("websocket")
+	if ws < 0 {
+		fmt.Printf("\nthe WebSocket path: not measured (this gateway binary has no --websocket-listen)\n")
+		return
+	}
+	fmt.Printf("\ntargets of the WebSocket path, against the TCP path through the same gateway in this run:\n")
+	w50, t50 := percentile(r.connect[ws], 50), percentile(r.connect[gw], 50)
+	ratio := float64(w50) / float64(t50)
+	fmt.Printf("  handshake p50 <= %.1fx the TCP path's: %s vs %s, ratio %.2f: %s\n", targetWSHandshakeRatio,
+		w50.Round(time.Microsecond), t50.Round(time.Microsecond), ratio, verdict(ratio <= targetWSHandshakeRatio))
+	w99, t99 := percentile(r.connect[ws], 99), percentile(r.connect[gw], 99)
+	fmt.Printf("  (handshake p99, no target: %s vs %s, ratio %.2f)\n", w99.Round(time.Microsecond), t99.Round(time.Microsecond), float64(w99)/float64(t99))
+	ratio = r.bulk[ws] / r.bulk[gw]
+	fmt.Printf("  bulk >= %.1f of the TCP path's: %.0f vs %.0f MiB/s, ratio %.2f: %s\n", targetWSBulkRatio, r.bulk[ws], r.bulk[gw], ratio, verdict(ratio >= targetWSBulkRatio))
+	for j, n := range r.idleCounts {
+		kib := r.idle[ws][j]
+		fmt.Printf("  idle memory <= %d KiB per WebSocket connection at %d: %.1f KiB (the TCP path's: %.1f KiB): %s\n", targetWSIdleKiB, n, kib, r.idle[gw][j], verdict(kib <= targetWSIdleKiB))
+	}
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -257,3 +259,41 @@ func median(v []float64) float64 {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// goRuntimeSeries are the Go runtime's figures the idle memory is broken down into: where an
+// idle connection's RSS goes (goroutine stacks, heap), and its goroutines.
+var goRuntimeSeries = []string{"go_memstats_stack_inuse_bytes", "go_memstats_heap_inuse_bytes", "go_goroutines"}
+
+// goRuntime reads goRuntimeSeries from a gateway's metrics listener; nil when it has none (the
+// ceiling, HAProxy) or did not answer.
+func goRuntime(metricsAddr string) map[string]float64 {
+	if metricsAddr == "" {
+		return nil
+	}
+	client := http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	scanner := bufio.NewScanner(resp.Body)
+	for scanner.Scan() {
+		name, value, ok := strings.Cut(scanner.Text(), " ")
+		if ok && slices.Contains(goRuntimeSeries, name) {
+			out[name], _ = strconv.ParseFloat(value, 64)
+		}
+	}
+	return out
+}
+
+// goRuntimePerConn says what the Go runtime holds per connection above the baseline: stacks and
+// heap in KiB, goroutines; "" without figures.
+func goRuntimePerConn(base, now map[string]float64, n int) string {
+	if base == nil || now == nil {
+		return ""
+	}
+	per := func(name string) float64 { return (now[name] - base[name]) / float64(n) }
+	return fmt.Sprintf(" (Go runtime per connection: stacks %.1f KiB, heap %.1f KiB, %.1f goroutines)",
+		per("go_memstats_stack_inuse_bytes")/1024, per("go_memstats_heap_inuse_bytes")/1024, per("go_goroutines"))
+}

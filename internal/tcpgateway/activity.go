@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,23 +31,30 @@ type ServiceActivity struct {
 // for a while, counts for no more than its last byte: holding a session open is not using it.
 type activity struct {
 	mu    sync.Mutex
-	open  map[*splicing]struct{}
+	open  map[*usage]struct{}
 	ended map[netip.AddrPort]int64 // the last byte of an ended connection to the address, Unix ns
 }
 
 func newActivity() *activity {
-	return &activity{open: map[*splicing]struct{}{}, ended: map[netip.AddrPort]int64{}}
+	return &activity{open: map[*usage]struct{}{}, ended: map[netip.AddrPort]int64{}}
+}
+
+// usage is what activity reads of a spliced connection, TCP or WebSocket: its instance and its
+// last byte.
+type usage struct {
+	target   netip.AddrPort // the instance's Service address, as its token names it
+	lastByte atomic.Int64   // Unix ns of its last byte, 0 before the first
 }
 
 // started records a spliced connection as open.
-func (a *activity) started(s *splicing) {
+func (a *activity) started(s *usage) {
 	a.mu.Lock()
 	a.open[s] = struct{}{}
 	a.mu.Unlock()
 }
 
 // finished records a spliced connection's end, and its last byte if it moved any.
-func (a *activity) finished(s *splicing) {
+func (a *activity) finished(s *usage) {
 	last := s.lastByte.Load()
 	a.mu.Lock()
 	delete(a.open, s)

@@ -57,7 +57,7 @@ func TestActivityForgottenAfterRetention(t *testing.T) {
 	now := time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC)
 	recent, old := netip.MustParseAddrPort("10.96.0.20:1337"), netip.MustParseAddrPort("10.96.0.10:1337")
 	for address, last := range map[netip.AddrPort]time.Time{recent: now.Add(-time.Minute), old: now.Add(-ActivityRetention - time.Second)} {
-		s := &splicing{target: address}
+		s := &usage{target: address}
 		s.lastByte.Store(last.UnixNano())
 		a.started(s)
 		a.finished(s)

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/challenge-hook/challenge-hook/internal/tcptoken"
@@ -76,6 +77,11 @@ type Config struct {
 	// DrainTimeout is how long spliced connections may go on after the listener closed; those
 	// left then read restartLine and are closed.
 	DrainTimeout time.Duration
+	// TrustedProxies are the peers whose X-Forwarded-For the WebSocket listener reads (an Ingress
+	// controller's Pods): from them, the player is the rightmost address of the header that is not
+	// inside one of these prefixes. From any other peer the header is ignored: the player is the
+	// peer. Empty: no header is ever read.
+	TrustedProxies []netip.Prefix
 }
 
 // Defaults returns the default limits, with no key and no Service CIDRs.
@@ -107,12 +113,19 @@ type Gateway struct {
 	poller    *poller // nil: every direction of a splice waits as a goroutine
 	activity  *activity
 
+	upgrader       websocket.Upgrader // the WebSocket listener's (see newUpgrader)
+	wsBuffers      sync.Pool          // *[wsBufferBytes]byte: a WebSocket splice's buffers, held only while bytes move
+	wsWriteBuffers sync.Pool          // the WebSocket library's frame buffers, held only while a message is written
+
 	mu         sync.Mutex
-	conns      map[*net.TCPConn]bool // every open connection, true for a player's, closed when the drain ends
-	wg         sync.WaitGroup        // the players' connections, from accept to their end
-	workerJobs chan job              // to the workers waiting for one (see work)
-	stopped    chan struct{}         // closed once Serve returns: the workers waiting end
+	conns      map[*net.TCPConn]bool   // every open connection, true for a TCP player's, closed when the drain ends
+	wsPlayers  map[*wsSession]struct{} // the WebSocket players spliced now, told to reconnect when the drain ends
+	wg         sync.WaitGroup          // the TCP players' connections, from accept to their end
+	wsWG       sync.WaitGroup          // the WebSocket players' connections, from accept to their end
+	workerJobs chan job                // to the workers waiting for one (see work)
+	stopped    chan struct{}           // closed once Serve returns: the workers waiting end
 	drainEnded atomic.Bool
+	drainOnce  sync.Once // the drain's end is the gateway's, whichever listener's drain timeout comes first
 }
 
 // badTokenDelay is how long a source in debt waits for the answer to each further bad token:
@@ -158,10 +171,13 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 		pipes:      newPipePool(splicePipes),
 		activity:   newActivity(),
 		conns:      map[*net.TCPConn]bool{},
+		wsPlayers:  map[*wsSession]struct{}{},
 		workerJobs: make(chan job),
 		stopped:    make(chan struct{}),
 	}
 	g.metrics = newMetrics(reg, func() float64 { return float64(g.admission.size()) })
+	g.upgrader = g.newUpgrader()
+	g.wsBuffers.New = func() any { return new([wsBufferBytes]byte) }
 	return g, nil
 }
 
@@ -169,48 +185,64 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 // lets the connections go on for the drain timeout, tells those left to reconnect, closes them and
 // returns.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
-	var err error
-	if g.poller, err = startPoller(); err != nil && !errors.Is(err, errNoPoller) {
+	p, err := startPoller()
+	if err != nil && !errors.Is(err, errNoPoller) {
 		g.logger.Warn("no poller for idle connections: each spliced connection holds two goroutines", slog.String("error", err.Error()))
 	}
-	served := make(chan struct{})
-	defer close(served)
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-served:
-			return
-		}
-		// Still accepting: the load balancer stops sending once it sees the readiness probe fail.
-		select {
-		case <-time.After(g.cfg.ShutdownDelay):
-		case <-served:
-		}
-		ln.Close()
-	}()
+	// Under mu: the WebSocket listener's drain may end the drain (endDrain reads it).
+	g.mu.Lock()
+	g.poller = p
+	g.mu.Unlock()
+	defer g.closeAfterShutdownDelay(ctx, ln)()
 	// One worker at a time accepts; it hands accepting on to another worker once the connection it
 	// took has a slot, before it serves it, so that the player's prompt waits for no hand-off and
 	// the next accept for no evicted connection (see acceptor).
 	acceptEnded := make(chan error, 1)
-	g.work(&acceptor{g: g, ctx: ctx, ln: ln, ended: acceptEnded})
+	g.work(&acceptor{g: g, ctx: ctx, ln: ln, ended: acceptEnded, handle: g.handle, wg: &g.wg})
 	if err := <-acceptEnded; err != nil {
 		return err
 	}
+	g.drain(&g.wg)
+	g.pipes.close()
+	g.poller.close()
+	close(g.stopped)
+	return nil
+}
+
+// closeAfterShutdownDelay closes ln once ctx ended and the shutdown delay passed (still accepting
+// meanwhile: the load balancer stops sending once it sees the readiness probe fail), or when the
+// function it returns is called, whichever comes first.
+func (g *Gateway) closeAfterShutdownDelay(ctx context.Context, ln net.Listener) (served func()) {
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
+		select {
+		case <-time.After(g.cfg.ShutdownDelay):
+		case <-done:
+		}
+		ln.Close()
+	}()
+	return func() { close(done) }
+}
+
+// drain waits for the connections counted in wg to end, for the drain timeout at most; then ends
+// the drain (once for the gateway: see endDrain) and waits for them to close.
+func (g *Gateway) drain(wg *sync.WaitGroup) {
 	drained := make(chan struct{})
 	go func() {
-		g.wg.Wait()
+		wg.Wait()
 		close(drained)
 	}()
 	select {
 	case <-drained:
 	case <-time.After(g.cfg.DrainTimeout):
-		g.endDrain()
+		g.drainOnce.Do(g.endDrain)
 		<-drained
 	}
-	g.pipes.close()
-	g.poller.close()
-	close(g.stopped)
-	return nil
 }
 
 // startPoller starts the poller of a gateway's idle directions (a variable: tests run gateways
@@ -223,6 +255,7 @@ func (g *Gateway) endDrain() {
 	g.drainEnded.Store(true)
 	g.mu.Lock()
 	conns := maps.Clone(g.conns)
+	poller := g.poller
 	g.mu.Unlock()
 	var told sync.WaitGroup
 	deadline := time.Now().Add(time.Second)
@@ -240,6 +273,7 @@ func (g *Gateway) endDrain() {
 			}()
 		}
 	}
+	players += g.tellWebSocketPlayers(&told, deadline)
 	allTold := make(chan struct{})
 	go func() {
 		told.Wait()
@@ -253,7 +287,7 @@ func (g *Gateway) endDrain() {
 		c.Close()
 	}
 	// The directions parked waiting for bytes see their connections closed, and end.
-	g.poller.notifyAll()
+	poller.notifyAll()
 	g.logger.Info("drain timeout: told the players left to reconnect and closed their connections", slog.Int("players", players))
 }
 
@@ -388,9 +422,10 @@ func (c *session) end() {
 // connLog logs about one connection, naming its player and, once known, its instance; the
 // attributes are formatted only for a line that is written.
 type connLog struct {
-	logger   *slog.Logger
-	player   netip.AddrPort
-	instance netip.AddrPort
+	logger    *slog.Logger
+	player    netip.AddrPort
+	instance  netip.AddrPort
+	websocket bool // came through the WebSocket listener
 }
 
 func (l connLog) log(level slog.Level, msg string, attrs ...slog.Attr) {
@@ -401,6 +436,9 @@ func (l connLog) log(level slog.Level, msg string, attrs ...slog.Attr) {
 	attrs = append(attrs, slog.String("player", l.player.String()))
 	if l.instance.IsValid() {
 		attrs = append(attrs, slog.String("instance", l.instance.String()))
+	}
+	if l.websocket {
+		attrs = append(attrs, slog.Bool("websocket", true))
 	}
 	l.logger.LogAttrs(ctx, level, msg, attrs...)
 }
@@ -466,8 +504,15 @@ func (g *Gateway) wait(player *net.TCPConn, until time.Time) {
 	io.Copy(io.Discard, io.LimitReader(player, int64(g.cfg.MaxLineBytes)*64))
 }
 
+// deadlineWriter is the player's side of a proof of work: its TCP connection, or its WebSocket's
+// binary messages (wsStream).
+type deadlineWriter interface {
+	io.Writer
+	SetDeadline(time.Time) error
+}
+
 // proofOfWork poses the puzzle and checks the answer.
-func (g *Gateway) proofOfWork(player *net.TCPConn, lines *lineReader, zeroBits uint8) *refusal {
+func (g *Gateway) proofOfWork(player deadlineWriter, lines *lineReader, zeroBits uint8) *refusal {
 	challenge, err := newChallenge()
 	if err != nil {
 		g.logger.Error("cannot pose a proof of work", slog.String("error", err.Error()))

@@ -177,6 +177,25 @@ func (a *admission) evict(p *pendingConn, now time.Time) {
 	p.conn.SetReadDeadline(time.Unix(1, 0))
 }
 
+// move makes source, not the one it was admitted as, the source of pending connection p: a
+// WebSocket request names its player (X-Forwarded-For from a trusted proxy) only once read, and
+// the proxy's address is no player. Nothing is charged to either.
+func (a *admission) move(p *pendingConn, source netip.Addr, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p.evicted || p.source == source {
+		return
+	}
+	if p.entry != nil {
+		p.entry.pending--
+		a.forget(p.source, p.entry, now)
+	}
+	p.source, p.entry = source, a.entry(source, now)
+	if p.entry != nil {
+		p.entry.pending++
+	}
+}
+
 // noToken is what presented is given for a connection that presented no valid token.
 var noToken netip.AddrPort
 

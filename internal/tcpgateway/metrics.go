@@ -17,6 +17,18 @@ const (
 	reasonUnreachable        = "instance_not_reachable" // the instance refused or did not answer within --dial-timeout
 	reasonNotAnInstance      = "not_an_instance"        // a signed token naming an address outside --service-cidrs
 	reasonInternal           = "internal_error"         // the gateway could not pose a puzzle
+	reasonRequestTooLarge    = "request_too_large"      // WebSocket listener: request headers past maxRequestBytes
+	reasonBadRequest         = "bad_request"            // WebSocket listener: not an HTTP request, a URL of no token, or a bad upgrade
+)
+
+// Answers of the WebSocket listener: the values of the answer label of
+// challenge_hook_tcp_gateway_websocket_requests_total.
+const (
+	answerUpgraded      = "upgraded"
+	answerProbeFound    = "probe_found"
+	answerProbeNotFound = "probe_not_found"
+	answerBadRequest    = "bad_request"
+	answerRefused       = "refused"
 )
 
 // Reasons a spliced connection ends: the values of the reason label of
@@ -39,6 +51,7 @@ type Metrics struct {
 	splicing prometheus.Gauge
 	bytes    *prometheus.CounterVec
 	sources  prometheus.GaugeFunc
+	requests *prometheus.CounterVec // the WebSocket listener's HTTP requests, by answer
 
 	// The children counted for every connection, looked up once.
 	acceptedTracked, acceptedUntracked prometheus.Counter
@@ -79,9 +92,13 @@ func newMetrics(reg prometheus.Registerer, sources func() float64) *Metrics {
 			Name: "challenge_hook_tcp_gateway_sources",
 			Help: "Source addresses tracked for their debts (capped by --max-sources).",
 		}, sources),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "challenge_hook_tcp_gateway_websocket_requests_total",
+			Help: "HTTP requests read on the WebSocket listener, by answer (upgraded, probe_found, probe_not_found, bad_request, refused: the other refusals are in challenge_hook_tcp_gateway_refused_total). Its connections count in the other metrics with the TCP listener's.",
+		}, []string{"answer"}),
 	}
 	m.acceptedTracked, m.acceptedUntracked = m.accepted.WithLabelValues("tracked"), m.accepted.WithLabelValues("untracked")
 	m.bytesToInstance, m.bytesToPlayer = m.bytes.WithLabelValues(directionToInstance), m.bytes.WithLabelValues(directionToPlayer)
-	reg.MustRegister(m.accepted, m.refused, m.spliced, m.closed, m.open, m.splicing, m.bytes, m.sources)
+	reg.MustRegister(m.accepted, m.refused, m.spliced, m.closed, m.open, m.splicing, m.bytes, m.sources, m.requests)
 	return m
 }

@@ -3,7 +3,6 @@ package tcpgateway
 import (
 	"errors"
 	"net"
-	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -37,7 +36,7 @@ type spliced struct {
 // hundred bytes, and the pipes in use never pass the pool's bound.
 func (g *Gateway) splice(c *session) {
 	s := &c.spliced
-	*s = splicing{g: g, player: c.player, instance: c.instance, conn: c, target: c.target}
+	*s = splicing{g: g, player: c.player, instance: c.instance, conn: c, usage: usage{target: c.target}}
 	player, instance := c.player, c.instance
 	s.started = time.Now().UnixNano()
 	s.left.Store(2)
@@ -56,7 +55,7 @@ func (g *Gateway) splice(c *session) {
 		s.mu.Unlock()
 	})
 	s.mu.Unlock()
-	g.activity.started(s)
+	g.activity.started(&s.usage)
 	s.toInstance.init(s, player, instance)
 	s.toPlayer.init(s, instance, player)
 	s.toInstance.start()
@@ -68,9 +67,8 @@ type splicing struct {
 	g                    *Gateway
 	player, instance     *net.TCPConn
 	conn                 *session
-	target               netip.AddrPort // the instance's Service address, as its token names it
-	started              int64          // Unix ns of the splice's start, set before its watchdog and directions
-	lastByte             atomic.Int64   // Unix ns of its last byte, 0 before the first: the instance's activity; with started, the idle watchdog's
+	usage                      // its instance and last byte: the instance's activity; with started, the idle watchdog's
+	started              int64 // Unix ns of the splice's start, set before its watchdog and directions
 	idle                 atomic.Bool
 	left                 atomic.Int32 // directions still running
 	toPlayer, toInstance direction
@@ -98,7 +96,7 @@ func (s *splicing) ended() {
 	s.stopped = true
 	s.watchdog.Stop()
 	s.mu.Unlock()
-	s.g.activity.finished(s)
+	s.g.activity.finished(&s.usage)
 	s.g.metrics.bytesToInstance.Add(float64(s.toInstance.moved))
 	s.g.metrics.bytesToPlayer.Add(float64(s.toPlayer.moved))
 	reason := closedByPeers

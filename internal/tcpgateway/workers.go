@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -50,6 +51,10 @@ type acceptor struct {
 	ln      net.Listener
 	backoff time.Duration
 	ended   chan<- error // when accepting ends: nil once ctx ended, or why it failed
+	// handle serves a connection accepted (Gateway.handle, or handleWebSocket), counted in wg
+	// meanwhile: each listener drains its own connections.
+	handle func(player *net.TCPConn, admitted func())
+	wg     *sync.WaitGroup
 }
 
 func (a *acceptor) run() {
@@ -57,9 +62,9 @@ func (a *acceptor) run() {
 	if player == nil {
 		return
 	}
-	a.g.wg.Add(1)
-	defer a.g.wg.Done()
-	a.g.handle(player, func() { a.g.work(a) })
+	a.wg.Add(1)
+	defer a.wg.Done()
+	a.handle(player, func() { a.g.work(a) })
 }
 
 // accept returns the next player's connection, or nil once accepting ended (said on ended).
