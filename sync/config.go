@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -124,6 +126,10 @@ type TCPGateway struct {
 	Port int32
 	// Key mints the tokens; shorter than tcptoken.MinKeyBytes: no gateway.
 	Key []byte
+	// WebSocketURL is the gateway's public WebSocket URL ending in /ws/ (--tcp-gateway-websocket-url),
+	// e.g. wss://tcp.ctf.example.org/ws/: each TCP endpoint's webSocketURL is it followed by the
+	// token; empty: endpoints have none (the gateway's WebSocket listener is not exposed).
+	WebSocketURL string
 	// TokenPlaceholder, when Key is empty, is every token instead of a refusal: for `render`
 	// without a key, never for a serving hook.
 	TokenPlaceholder string
@@ -241,6 +247,16 @@ func (c *Config) registerEndpointFlags(fs *flag.FlagSet) {
 			c.TCPGateway.Host, c.TCPGateway.Port = host, port
 			return nil
 		})
+	flagfunc.Var(fs, "tcp-gateway-websocket-url", c.TCPGateway.WebSocketURL,
+		"public WebSocket `URL` of the TCP gateway, ws:// or wss:// with the path /ws/ and no 'ws' in its host (wsrx rewrites it), e.g. wss://tcp.ctf.example.org/ws/: each TCP endpoint's webSocketURL is it followed by the instance's token, for wsrx, websocat -b and the player page's terminal (empty: no WebSocket URL in endpoints)",
+		func(v string) error {
+			u, err := parseWebSocketBase(v)
+			if err != nil {
+				return err
+			}
+			c.TCPGateway.WebSocketURL = u
+			return nil
+		})
 }
 
 // registerPodFlags registers what the hook gives every instance's Pod besides the template: the
@@ -336,6 +352,43 @@ func parsePublicAddress(v string) (string, int32, error) {
 		return "", 0, fmt.Errorf("%s: host %q is neither a DNS name (lower case) nor an IP address", expected, host)
 	}
 	return host, int32(port), nil
+}
+
+// parseWebSocketBase checks the gateway's public WebSocket URL, to which each endpoint appends its
+// token: ws:// or wss://, a host players resolve, the path /ws/ (the gateway serves GET
+// /ws/<token>), nothing after it; empty is none. It reaches shells (websocat -b <url>) and the
+// player page's Content-Security-Policy, so it holds only what URLs of that shape are made of. The
+// host holds no "ws": wsrx's desktop client probes a mapping every 5 s at its URL with every "ws"
+// replaced by "http", and drops it when the probe fails (the gateway answers /http/<token>, but
+// a renamed host is another site).
+func parseWebSocketBase(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	const expected = "expected the TCP gateway's public WebSocket URL, ws:// or wss://, a host and an optional port, and the path /ws/, such as wss://tcp.ctf.example.org/ws/"
+	u, err := url.Parse(v)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%s: %w", expected, err)
+	case u.Scheme != "ws" && u.Scheme != "wss":
+		return "", fmt.Errorf("%s: the scheme is %q: write ws:// or wss:// (wss behind TLS)", expected, u.Scheme)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || strings.HasSuffix(v, "?") || strings.HasSuffix(v, "#"):
+		return "", fmt.Errorf("%s: remove the user, query or fragment: the token follows the path", expected)
+	case u.Path != "/ws/" || u.RawPath != "":
+		return "", fmt.Errorf("%s: the path %q must be /ws/, where the gateway serves its WebSocket listener (the token follows it)", expected, u.Path)
+	case strings.Contains(u.Host, "ws"):
+		return "", fmt.Errorf("%s: the host %q holds \"ws\", which wsrx's desktop client replaces with \"http\" in the URL it probes every 5 s, and then drops the mapping: give the gateway a name without it", expected, u.Host)
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+			return "", fmt.Errorf("%s: port %q is not between 1 and 65535", expected, port)
+		}
+	}
+	host := u.Hostname()
+	if ip, err := netip.ParseAddr(host); err == nil && !ip.Is4() || err != nil && len(validation.IsDNS1123Subdomain(host)) > 0 {
+		return "", fmt.Errorf("%s: host %q is neither a DNS name (lower case) nor an IPv4 address", expected, host)
+	}
+	return v, nil
 }
 
 // joinHostPort is host:port, or empty without a host.

@@ -81,7 +81,7 @@ type observedExposure struct {
 }
 
 // where players connect: a host and port, a URL when it is not <protocol>://<host>:<port>, the
-// command when it is not nc's, and the TCP gateway's token; or missing, what is not known yet, and
+// command when it is not nc's, and the TCP gateway's token and WebSocket URL; or missing, what is not known yet, and
 // refused, why the Gateway refused the route.
 type where struct {
 	host             string
@@ -89,6 +89,7 @@ type where struct {
 	url              string
 	command          string
 	token            string
+	webSocketURL     string
 	missing, refused string
 }
 
@@ -192,7 +193,12 @@ func tcpEndpoint(o observedExposure) where {
 			return where{missing: "a TCP gateway token (" + err.Error() + ")"}
 		}
 	}
-	return where{host: gateway.Host, port: gateway.Port, token: token}
+	w := where{host: gateway.Host, port: gateway.Port, token: token}
+	if gateway.WebSocketURL != "" {
+		// The same token opens the same port over the gateway's WebSocket listener.
+		w.webSocketURL = gateway.WebSocketURL + token
+	}
+	return w
 }
 
 // outsideServiceCIDRs says why no token is minted for ip, Service's ClusterIP, when it is outside
@@ -226,7 +232,7 @@ func endpoints(in *instance) (out []v1alpha1.Endpoint, missing, refused string) 
 			continue
 		}
 		port := containerPort(e.c.spec.Containers, e.Port)
-		ep := v1alpha1.Endpoint{Name: portName(port), Protocol: protocolOf(port), Host: w.host, Port: w.port, URL: w.url, Command: w.command, Token: w.token, Component: e.c.name}
+		ep := v1alpha1.Endpoint{Name: portName(port), Protocol: protocolOf(port), Host: w.host, Port: w.port, URL: w.url, Command: w.command, Token: w.token, WebSocketURL: w.webSocketURL, Component: e.c.name}
 		if ep.URL == "" {
 			ep.URL = strings.ToLower(ep.Protocol) + "://" + ep.Host + ":" + itoa(ep.Port)
 		}

@@ -23,6 +23,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1
 // +kubebuilder:printcolumn:name="Idle At",type=string,JSONPath=`.status.idleAt`,priority=1
 // +kubebuilder:printcolumn:name="Definition",type=string,JSONPath=`.spec.definitionRef.name`,priority=1
+// +kubebuilder:printcolumn:name="WebSocket",type=string,JSONPath=`.status.endpoints[0].webSocketURL`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label of at most 63 characters (lowercase letters, digits and '-', starting with a letter): the instance's Service is named after it"
 // +kubebuilder:validation:XValidation:rule="!self.metadata.name.contains('--')",message="metadata.name must not contain '--': the children of an instance of several pods are named <challenge>--<pod>, and no Challenge may be named like another's child"
@@ -248,6 +249,14 @@ type Endpoint struct {
 	//
 	// +optional
 	Token string `json:"token,omitempty"`
+	// TCP only, when the hook is given the gateway's WebSocket URL (--tcp-gateway-websocket-url):
+	// the same way in over a WebSocket, <that URL><token>, for players whose network passes only
+	// HTTPS and for the player page's terminal (one WebSocket carries one TCP stream in binary
+	// frames: wsrx connect <url>, websocat -b <url>). It holds the token: a capability, as the
+	// token is.
+	//
+	// +optional
+	WebSocketURL string `json:"webSocketURL,omitempty"`
 	// The pod it reaches, in an instance of several pods.
 	//
 	// +optional

@@ -176,13 +176,14 @@ func keys(m map[string]any) []string {
 	return out
 }
 
-// running plays the hook: the team's instance is Running with a TCP gateway endpoint and an HTTPS
-// one, and a ClusterIP one for peers.
+// running plays the hook: the team's instance is Running with a TCP gateway endpoint (and its
+// WebSocket URL) and an HTTPS one, and a ClusterIP one for peers.
 func (c *contract) running(key string) {
 	c.store.sync(key, v1alpha1.ChallengeStatus{
 		Phase: v1alpha1.PhaseRunning, Reason: v1alpha1.ReasonReady, ExpiresAt: c.now.Add(30 * time.Minute).Format(time.RFC3339),
 		Endpoints: []v1alpha1.Endpoint{
-			{Name: "pwn", Protocol: "TCP", Host: "tcp.ctf.example.org", Port: 1337, URL: "tcp://tcp.ctf.example.org:1337", Token: "tok3n"},
+			{Name: "pwn", Protocol: "TCP", Host: "tcp.ctf.example.org", Port: 1337, URL: "tcp://tcp.ctf.example.org:1337", Token: "tok3n",
+				WebSocketURL: "wss://tcp.ctf.example.org/ws/tok3n"},
 			{Name: "db", Protocol: "TCP", Host: "x--db.ctf.svc.cluster.local", Port: 5432, URL: "tcp://x--db.ctf.svc.cluster.local:5432"},
 			{Name: "web", Protocol: "TCP", Host: "a1b2c3.ctf.example.org", Port: 443, URL: "https://a1b2c3.ctf.example.org/"},
 		},
@@ -220,7 +221,9 @@ func TestContractLifecycle(t *testing.T) {
 		map[string]any{"kind": "https", "host": "a1b2c3.ctf.example.org", "port": float64(443)},
 		map[string]any{"kind": "raw", "host": "", "port": float64(0), "title": "token", "bypassExpose": true,
 			"text": "tok3n\n(echo tok3n; cat) | nc tcp.ctf.example.org 1337"},
-	}, got["endpoints"], "the expose list's order, without the ClusterIP endpoint, then the token")
+		map[string]any{"kind": "raw", "host": "", "port": float64(0), "title": "websocket", "bypassExpose": true,
+			"text": "wss://tcp.ctf.example.org/ws/tok3n\nwebsocat -b wss://tcp.ctf.example.org/ws/tok3n\nwsrx connect wss://tcp.ctf.example.org/ws/tok3n --port 1337, then nc 127.0.0.1 1337"},
+	}, got["endpoints"], "the expose list's order, without the ClusterIP endpoint, then the token and the WebSocket way in")
 
 	c.now = c.now.Add(10 * time.Minute)
 	got, _ = c.do(http.MethodPatch, body(kindRenew, "team-a", "pwn-heap", map[string]any{"timeoutMilliseconds": 3600000}))

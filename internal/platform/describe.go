@@ -63,7 +63,8 @@ func note(title, text string) endpoint {
 // definition's expose list): the i-th endpoint a player can reach is the i-th entry of the rCTF
 // challenge's expose list. A ClusterIP exposure (in-cluster DNS) is for peers, not players, and is
 // left out. Each TCP gateway endpoint's token follows the list as a raw endpoint rCTF shows
-// whatever its expose list says: rCTF shows nc host port for a tcp endpoint, and no text.
+// whatever its expose list says: rCTF shows nc host port for a tcp endpoint, and no text; so
+// does its webSocketURL with websocat's and wsrx's commands, when it has one.
 func endpointsOf(c *v1alpha1.Challenge) []endpoint {
 	out := []endpoint{}
 	var tokens []endpoint
@@ -84,6 +85,9 @@ func endpointsOf(c *v1alpha1.Challenge) []endpoint {
 			}
 			command := fmt.Sprintf("(echo %s; cat) | nc %s %d", ep.Token, ep.Host, ep.Port)
 			tokens = append(tokens, note(title, ep.Token+"\n"+command))
+			if _, ok := webSocketOrigin(ep.WebSocketURL); ok {
+				tokens = append(tokens, note(strings.Replace(title, "token", "websocket", 1), webSocketText(ep.WebSocketURL)))
+			}
 		case strings.HasSuffix(ep.Host, "."+c.Namespace+".svc") || strings.Contains(ep.Host, "."+c.Namespace+".svc."):
 			continue
 		case scheme == "https":

@@ -15,7 +15,7 @@ var (
 )
 
 // linkVector is a signed link as any language must sign it, its signature computed apart (with
-// openssl dgst -sha256 -hmac and with python3's hmac): docs/platform.md lists it.
+// openssl dgst -sha256 -hmac and with python3's hmac): docs/player-page.md lists it.
 var linkVector = struct {
 	key  string
 	link Link

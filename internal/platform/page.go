@@ -78,7 +78,7 @@ var pageTemplates = func() map[string]*template.Template {
 	}
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(pageAssets, "assets/layout.html"))
 	out := map[string]*template.Template{}
-	for _, name := range []string{"page", "open", "refused"} {
+	for _, name := range []string{"page", "open", "refused", "terminal"} {
 		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(pageAssets, "assets/"+name+".html"))
 	}
 	return out
@@ -92,14 +92,22 @@ type pageHandler struct {
 	origin      string
 	secure      bool
 	actions     *teamRate
+	// terminal: the page offers a terminal to the endpoints with a WebSocket URL (xterm.js is
+	// embedded).
+	terminal bool
 }
 
 // NewPageHandler serves the player page (every route here): /i/open trades a signed link for a
 // session; /i/<ns>/<def>/ is the page of the session's owner, /status its state as JSON, and
-// POST /i/<ns>/<def>/<action> its actions; /i/assets/ its script and style.
+// POST /i/<ns>/<def>/<action> its actions; /i/<ns>/<def>/terminal?endpoint=<n> the terminal to
+// an endpoint's WebSocket URL; /i/assets/ its scripts and styles.
 func NewPageHandler(instancer *Instancer, definitions DefinitionGetter, opts PageOptions) http.Handler {
 	h := &pageHandler{instancer: instancer, definitions: definitions, keys: opts.Keys, origin: opts.Origin,
-		secure: strings.HasPrefix(opts.Origin, "https://"), actions: newTeamRate(opts.Actions)}
+		secure: strings.HasPrefix(opts.Origin, "https://"), actions: newTeamRate(opts.Actions), terminal: xtermAvailable}
+	if !h.terminal {
+		instancer.logger.Info("player page: no terminal: this binary was built without xterm.js (internal/platform/assets/xterm/, " +
+			"filled by hack/fetch-xterm.sh, which make build runs); the page shows the WebSocket commands without it")
+	}
 	r := chi.NewRouter()
 	r.Use(pageHeaders)
 	r.Get("/i/open", h.open)
@@ -109,6 +117,7 @@ func NewPageHandler(instancer *Instancer, definitions DefinitionGetter, opts Pag
 	})
 	r.Get("/i/{ns}/{def}/", h.withSession(h.page))
 	r.Get("/i/{ns}/{def}/status", h.withSession(h.status))
+	r.Get("/i/{ns}/{def}/terminal", h.withSession(h.terminalPage))
 	for _, action := range pageActions {
 		r.Post("/i/{ns}/{def}/"+action.name, h.withSession(h.act(action)))
 	}
@@ -216,12 +225,12 @@ func (h *pageHandler) page(w http.ResponseWriter, r *http.Request, v visit) {
 	writeHTML(w, http.StatusOK, "page", struct {
 		Path, Definition, Now string
 		S                     pageStatus
-	}{v.path, v.definition.Name, now.UTC().Format(time.RFC3339), viewOf(v.instance, v.definition, now)})
+	}{v.path, v.definition.Name, now.UTC().Format(time.RFC3339), h.view(v, now)})
 }
 
 // status answers the page's state as JSON, for its script.
 func (h *pageHandler) status(w http.ResponseWriter, r *http.Request, v visit) {
-	respond(w, http.StatusOK, viewOf(v.instance, v.definition, h.instancer.clock()))
+	respond(w, http.StatusOK, h.view(v, h.instancer.clock()))
 }
 
 // pageError is the JSON of a refusal on /status.
@@ -263,15 +272,28 @@ type asset struct {
 	etag        string
 }
 
+// assets are the files the page serves, by name: its own, and xterm.js's when this binary was
+// built with them (hack/fetch-xterm.sh puts them in assets/xterm/).
 var assets = func() map[string]asset {
 	out := map[string]asset{}
-	for name, contentType := range map[string]string{"page.js": "text/javascript; charset=utf-8", "page.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"} {
-		content, err := fs.ReadFile(pageAssets, "assets/"+name)
+	for _, f := range []struct{ name, path, contentType string }{
+		{"page.js", "assets/page.js", "text/javascript; charset=utf-8"},
+		{"page.css", "assets/page.css", "text/css; charset=utf-8"},
+		{"favicon.svg", "assets/favicon.svg", "image/svg+xml"},
+		{"terminal.js", "assets/terminal.js", "text/javascript; charset=utf-8"},
+		{"xterm.js", xtermScript, "text/javascript; charset=utf-8"},
+		{"xterm.css", xtermStyle, "text/css; charset=utf-8"},
+		{"xterm-license.txt", xtermLicense, "text/plain; charset=utf-8"},
+	} {
+		content, err := fs.ReadFile(pageAssets, f.path)
+		if errors.Is(err, fs.ErrNotExist) && strings.HasPrefix(f.path, xtermDir) {
+			continue // built without xterm.js: no terminal
+		}
 		if err != nil {
 			panic(err)
 		}
 		sum := sha256.Sum256(content)
-		out[name] = asset{content: content, contentType: contentType, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+		out[f.name] = asset{content: content, contentType: f.contentType, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
 	}
 	return out
 }()

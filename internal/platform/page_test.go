@@ -296,7 +296,8 @@ func TestPageHeadersOnEveryAnswer(t *testing.T) {
 
 func TestPageAssets(t *testing.T) {
 	p := newPage(t)
-	for file, contentType := range map[string]string{"page.js": "text/javascript; charset=utf-8", "page.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"} {
+	for file, contentType := range map[string]string{"page.js": "text/javascript; charset=utf-8", "page.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml",
+		"terminal.js": "text/javascript; charset=utf-8"} {
 		resp, body := p.get("/i/assets/"+file, nil)
 		assert.Equal(t, http.StatusOK, resp.StatusCode, file)
 		assert.Equal(t, contentType, resp.Header.Get("Content-Type"), file)
@@ -305,10 +306,12 @@ func TestPageAssets(t *testing.T) {
 		again := p.do(http.MethodGet, "/i/assets/"+file, nil, http.Header{"If-None-Match": {resp.Header.Get("ETag")}})
 		assert.Equal(t, http.StatusNotModified, again.StatusCode, file)
 	}
-	_, js := p.get("/i/assets/page.js", nil)
-	assert.NotContains(t, js, "innerHTML", "the script never parses a status as HTML")
-	assert.NotContains(t, js, "outerHTML")
-	assert.NotContains(t, js, "insertAdjacentHTML")
+	for _, script := range []string{"page.js", "terminal.js"} {
+		_, js := p.get("/i/assets/"+script, nil)
+		assert.NotContains(t, js, "innerHTML", "%s never parses a status or an instance's output as HTML", script)
+		assert.NotContains(t, js, "outerHTML", script)
+		assert.NotContains(t, js, "insertAdjacentHTML", script)
+	}
 	resp, _ := p.get("/i/assets/other.js", nil)
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 }
@@ -528,8 +531,10 @@ func TestPageShowsTimesAndWarnings(t *testing.T) {
 }
 
 // The commands of a Running instance: the TCP gateway's nc line, its token, the one-liner and
-// pwntools'; an HTTPS URL; no in-cluster endpoint.
+// pwntools', its WebSocket URL with websocat's and wsrx's commands, and its terminal; an HTTPS
+// URL; no in-cluster endpoint.
 func TestPageStatusOfARunningInstance(t *testing.T) {
+	withTerminal(t, true)
 	p := newPage(t)
 	cookie := p.session("team-42", "ctf", "pwn-heap")
 	p.act(actionStart, cookie, testPageOrigin)
@@ -539,12 +544,16 @@ func TestPageStatusOfARunningInstance(t *testing.T) {
 	s := p.status(cookie)
 	assert.Equal(t, "Running", s.Phase)
 	assert.Equal(t, []pageEndpoint{
-		{Name: "pwn", Host: "tcp.ctf.example.org", Port: 1337, Token: "tok3n", Commands: []pageCommand{
+		{Name: "pwn", Host: "tcp.ctf.example.org", Port: 1337, Token: "tok3n", WebSocketURL: "wss://tcp.ctf.example.org/ws/tok3n", Commands: []pageCommand{
 			{Label: "Connect, then type the token", Text: "nc tcp.ctf.example.org 1337"},
 			{Label: "Token", Text: "tok3n", Token: true},
 			{Label: "In one line", Text: "(echo tok3n; cat) | nc tcp.ctf.example.org 1337"},
 			{Label: "pwntools", Text: `r = remote("tcp.ctf.example.org", 1337); r.sendline(b"tok3n")`},
-		}},
+			{Label: "WebSocket URL", Text: "wss://tcp.ctf.example.org/ws/tok3n"},
+			{Label: "websocat", Text: "websocat -b wss://tcp.ctf.example.org/ws/tok3n"},
+			{Label: "wsrx: map it to local port 1337", Text: "wsrx connect wss://tcp.ctf.example.org/ws/tok3n --port 1337"},
+			{Label: "then, while wsrx runs", Text: "nc 127.0.0.1 1337"},
+		}, Terminal: "/i/ctf/pwn-heap/terminal?endpoint=0"},
 		{Name: "web", Host: "a1b2c3.ctf.example.org", Port: 443, URL: "https://a1b2c3.ctf.example.org/", Commands: []pageCommand{
 			{Label: "URL", Text: "https://a1b2c3.ctf.example.org/"},
 		}},
@@ -552,8 +561,13 @@ func TestPageStatusOfARunningInstance(t *testing.T) {
 
 	_, body := p.get("/i/ctf/pwn-heap/", cookie)
 	assert.Equal(t, 2, strings.Count(body, `<li class="endpoint">`))
-	assert.Equal(t, 5, strings.Count(body, `<code class="command`))
-	assert.Equal(t, 5, strings.Count(body, `<button type="button" class="copy"`), "a copy button per command")
+	assert.Equal(t, 9, strings.Count(body, `<code class="command`))
+	assert.Equal(t, 9, strings.Count(body, `<button type="button" class="copy"`), "a copy button per command")
+	assert.Contains(t, body, `<code class="command">websocat -b wss://tcp.ctf.example.org/ws/tok3n</code> <button type="button" class="copy" aria-label="Copy: websocat" hidden>Copy</button>`)
+	assert.Contains(t, body, `<code class="command">wsrx connect wss://tcp.ctf.example.org/ws/tok3n --port 1337</code>`)
+	assert.Contains(t, body, `<p class="terminal-link" hidden><a class="terminal" href="/i/ctf/pwn-heap/terminal?endpoint=0">Open a terminal</a></p>`,
+		"the terminal is offered by the script alone")
+	assert.Equal(t, 1, strings.Count(body, `class="terminal"`), "the HTTPS endpoint has no terminal")
 	assert.Contains(t, body, `<code class="command token">tok3n</code>`)
 	assert.Contains(t, body, `<code class="command">(echo tok3n; cat) | nc tcp.ctf.example.org 1337</code>`)
 	assert.Contains(t, body, `<code class="command">r = remote(&#34;tcp.ctf.example.org&#34;, 1337); r.sendline(b&#34;tok3n&#34;)</code>`)

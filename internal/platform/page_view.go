@@ -37,12 +37,16 @@ type pageStatus struct {
 
 // pageEndpoint is one way into the instance, with the commands a player pastes.
 type pageEndpoint struct {
-	Name     string        `json:"name"`
-	Host     string        `json:"host"`
-	Port     int32         `json:"port"`
-	URL      string        `json:"url,omitempty"`
-	Token    string        `json:"token,omitempty"`
-	Commands []pageCommand `json:"commands"`
+	Name  string `json:"name"`
+	Host  string `json:"host"`
+	Port  int32  `json:"port"`
+	URL   string `json:"url,omitempty"`
+	Token string `json:"token,omitempty"`
+	// WebSocketURL is the same way in over a WebSocket (the TCP gateway's), when it has one.
+	WebSocketURL string        `json:"webSocketURL,omitempty"`
+	Commands     []pageCommand `json:"commands"`
+	// Terminal is the path of the page's terminal to WebSocketURL, when the page offers one.
+	Terminal string `json:"terminal,omitempty"`
 }
 
 // pageCommand is a line a player copies: a command, or (Token) what to type at the TCP
@@ -210,6 +214,9 @@ func pageEndpoints(c *v1alpha1.Challenge) []pageEndpoint {
 			continue
 		}
 		out = append(out, pageEndpoint{Name: ep.Name, Host: ep.Host, Port: ep.Port, Token: ep.Token, Commands: commandsOf(ep)})
+		if _, ok := webSocketOrigin(ep.WebSocketURL); ok && ep.Token != "" {
+			out[len(out)-1].WebSocketURL = ep.WebSocketURL
+		}
 		if scheme, _, _ := strings.Cut(ep.URL, "://"); scheme == "http" || scheme == "https" {
 			out[len(out)-1].URL = ep.URL
 		}
@@ -224,12 +231,16 @@ func commandsOf(ep v1alpha1.Endpoint) []pageCommand {
 	scheme, _, _ := strings.Cut(ep.URL, "://")
 	switch {
 	case ep.Token != "":
-		return []pageCommand{
+		out := []pageCommand{
 			{Label: "Connect, then type the token", Text: nc},
 			{Label: "Token", Text: ep.Token, Token: true},
 			{Label: "In one line", Text: "(echo " + ep.Token + "; cat) | " + nc},
 			{Label: "pwntools", Text: fmt.Sprintf("r = remote(%q, %s); r.sendline(b%q)", ep.Host, port, ep.Token)},
 		}
+		if _, ok := webSocketOrigin(ep.WebSocketURL); ok {
+			out = append(out, webSocketCommands(ep.WebSocketURL)...)
+		}
+		return out
 	case scheme == "http" || scheme == "https":
 		return []pageCommand{{Label: "URL", Text: ep.URL}}
 	case scheme == "tls":

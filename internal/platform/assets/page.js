@@ -2,8 +2,9 @@
 // /status (every 2 s while the instance starts or waits in its queue, and for 10 s after an
 // action; every 10 s otherwise),
 // rebuilds the instance's part of the page from it (with textContent: nothing of a status is ever
-// parsed as HTML), counts the time left down every second, copies commands to the clipboard, and
-// sends the forms with fetch. Without it the page works as plain HTML: forms, and a Refresh link.
+// parsed as HTML), counts the time left down every second, copies commands to the clipboard,
+// offers the terminal links, and sends the forms with fetch. Without it the page works as plain
+// HTML: forms, and a Refresh link (and no terminal, which needs a script).
 (function () {
   "use strict";
 
@@ -84,6 +85,11 @@
       dl.appendChild(dd);
     });
     li.appendChild(dl);
+    if (ep.terminal && window.WebSocket) {
+      var t = el("p", { "class": "terminal-link" });
+      t.appendChild(el("a", { "class": "terminal", href: ep.terminal }, "Open a terminal"));
+      li.appendChild(t);
+    }
     return li;
   }
 
@@ -253,6 +259,12 @@
   }
 
   document.querySelectorAll("button.copy").forEach(copyButton);
+  // The terminal (a page of its own) needs this script's kind of browser: offered only now.
+  if (window.WebSocket) {
+    document.querySelectorAll("p.terminal-link").forEach(function (p) {
+      p.hidden = false;
+    });
+  }
   document.addEventListener("submit", submit);
   setInterval(tick, 1000);
   tick();
