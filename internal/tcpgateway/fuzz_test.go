@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -119,4 +120,72 @@ func TestLeadingZeroBits(t *testing.T) {
 	}{{[]byte{0x80}, 0}, {[]byte{0x01}, 7}, {[]byte{0, 0x40}, 9}, {[]byte{0, 0}, 16}, {nil, 0}} {
 		assert.Equal(t, tc.want, leadingZeroBits(tc.b), "%x", tc.b)
 	}
+}
+
+// FuzzWebSocketFrames holds the player's frame reader (wsFrames, which the gateway reads frames
+// with instead of the WebSocket library, so that an idle connection holds no goroutine) to the
+// protocol, whatever the bytes and however they are cut: frames made of the input's payloads
+// (binary, text, fragmented, with pings between), fed in pieces the input cuts, give back exactly
+// those payloads and a pong per ping; and the raw input itself, as frames, never panics nor gives
+// more bytes than it holds.
+func FuzzWebSocketFrames(f *testing.F) {
+	f.Add([]byte("hello\x00world"), []byte{1, 3, 200})
+	f.Add([]byte{0x82, 0x80, 1, 2, 3, 4}, []byte{0})
+	f.Add([]byte{0x81, 0xfe, 0xff, 0xff, 0, 0, 0, 0}, []byte{2, 2, 2})
+	f.Fuzz(func(t *testing.T, input, cuts []byte) {
+		var stream, want []byte
+		pings := 0
+		for i, payload := range bytes.SplitAfter(input, []byte{0}) {
+			switch i % 4 {
+			case 0:
+				stream = append(stream, clientFrame(opBinary, payload, len(payload))...)
+			case 1:
+				stream = append(stream, clientFrame(opText, payload, len(payload))...)
+			case 2: // two fragments, a ping between them
+				half := len(payload) / 2
+				first := clientFrame(opBinary, payload[:half], half)
+				first[0] &^= 0x80
+				stream = append(stream, first...)
+				stream = append(stream, clientFrame(0x9, []byte("p"), 1)...)
+				stream = append(stream, clientFrame(0, payload[half:], len(payload)-half)...)
+				pings++
+			case 3:
+				stream = append(stream, clientFrame(opBinary, nil, 0)...)
+				stream = append(stream, clientFrame(opBinary, payload, len(payload))...)
+			}
+			want = append(want, payload...)
+		}
+		got, pongs, err := feedFrames(stream, cuts)
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+		assert.Equal(t, pings, pongs)
+
+		got, _, _ = feedFrames(bytes.Clone(input), cuts)
+		assert.LessOrEqual(t, len(got), len(input))
+	})
+}
+
+// feedFrames feeds stream to a frame reader in the pieces cuts gives (each byte a piece's
+// length), as reads of the player's socket would, and returns the payload read and the pongs
+// sent; it stops at the player's close or the first error.
+func feedFrames(stream, cuts []byte) (payload []byte, pongs int, err error) {
+	frames := wsFrames{writeControl: func(messageType int, _ []byte) {
+		if messageType == websocket.PongMessage {
+			pongs++
+		}
+	}}
+	for i := 0; len(stream) > 0; i++ {
+		n := len(stream)
+		if len(cuts) > 0 {
+			n = min(n, 1+int(cuts[i%len(cuts)]))
+		}
+		piece := bytes.Clone(stream[:n])
+		stream = stream[n:]
+		data, end, err := frames.feed(piece)
+		payload = append(payload, piece[:data]...)
+		if end || err != nil {
+			return payload, pongs, err
+		}
+	}
+	return payload, pongs, nil
 }

@@ -705,21 +705,39 @@ func TestIdleConnectionHoldsNoPipeNorGoroutine(t *testing.T) {
 	})
 	g := startGateway(t, func(c *Config) { c.MaxConnectionsPerToken = 100 })
 	token := mint(t, tcptoken.Target{Service: instance.addr()})
-	openFiles := func() int {
+	// The descriptors open now, each as its number and what it refers to (socket:[inode],
+	// pipe:[inode]): a number reused for another file counts as another descriptor.
+	openFiles := func() map[string]bool {
 		entries, err := os.ReadDir("/proc/self/fd")
 		require.NoError(t, err)
-		return len(entries)
+		open := map[string]bool{}
+		for _, e := range entries {
+			if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+				open[e.Name()+" "+target] = true
+			}
+		}
+		return open
 	}
 	// Descriptors and goroutines of earlier tests' connections end a little later (on a loaded
-	// machine, a few hundred milliseconds): count once both numbers held still for a second.
+	// machine, a few hundred milliseconds): start once both counts held still for a second. Only
+	// the descriptors opened since count, so that one of theirs closing later changes nothing.
 	before, goroutines := openFiles(), runtime.NumGoroutine()
 	for settled := 0; settled < 20; {
 		time.Sleep(50 * time.Millisecond)
-		if now, nowGoroutines := openFiles(), runtime.NumGoroutine(); now != before || nowGoroutines != goroutines {
+		if now, nowGoroutines := openFiles(), runtime.NumGoroutine(); len(now) != len(before) || nowGoroutines != goroutines {
 			before, goroutines, settled = now, nowGoroutines, 0
 			continue
 		}
 		settled++
+	}
+	openedSince := func() int {
+		opened := 0
+		for f := range openFiles() {
+			if !before[f] {
+				opened++
+			}
+		}
+		return opened
 	}
 	const n = 20
 	for range n {
@@ -732,7 +750,7 @@ func TestIdleConnectionHoldsNoPipeNorGoroutine(t *testing.T) {
 	// The pipes given back are kept for the next copies: the gateway's pool, not the
 	// connections, holds them.
 	waitFor(t, func() bool { return g.pipes.lent() == 0 }, "every pipe given back")
-	assert.Equal(t, 4*n+2*g.pipes.idle(), openFiles()-before, "descriptors of %d idle connections (4 sockets each) and the pool's idle pipes", n)
+	assert.Equal(t, 4*n+2*g.pipes.idle(), openedSince(), "descriptors of %d idle connections (4 sockets each) and the pool's idle pipes", n)
 	assert.LessOrEqual(t, g.pipes.idle(), splicePipes)
 	waitFor(t, func() bool { return runtime.NumGoroutine()-goroutines == n },
 		fmt.Sprintf("the goroutines of %d idle connections: the instance's %d, none of the gateway's", n, n))

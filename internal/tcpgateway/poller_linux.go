@@ -71,7 +71,12 @@ func (p *poller) serve() {
 		}
 		p.mu.Unlock()
 		for i, d := range ready {
-			if d.claim() {
+			switch {
+			case !d.claim():
+			case d.ws != nil:
+				// A WebSocket's bytes are framed: no splice(2) inline, a worker reads them.
+				d.schedule()
+			default:
 				p.runInline(d)
 			}
 			ready[i] = nil

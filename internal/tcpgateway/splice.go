@@ -125,9 +125,10 @@ type direction struct {
 	rawSrc, rawDst syscall.RawConn
 	moved          int64 // written by the goroutine running it, read by the last to end
 	state          atomic.Int32
-	id             uint64  // the poller's key, 0 until first armed
-	registered     bool    // its source is in the poller, for good (touched by the goroutine running it)
-	carried        carried // what the poller's move left (touched by the goroutine running it)
+	id             uint64       // the poller's key, 0 until first armed
+	registered     bool         // its source is in the poller, for good (touched by the goroutine running it)
+	carried        carried      // what the poller's move left (touched by the goroutine running it)
+	ws             *wsDirection // a WebSocket's direction, which runs its own job; nil for a TCP splice's
 }
 
 func (d *direction) init(s *splicing, src, dst *net.TCPConn) {
@@ -240,8 +241,18 @@ func (d *direction) tryPark() (parked bool, err error) {
 // parks: its source is readable, or closed.
 func (d *direction) notify() {
 	if d.claim() {
-		d.s.g.work(d)
+		d.schedule()
 	}
+}
+
+// schedule runs a claimed direction in a worker: a WebSocket's runs its own job, which frames the
+// bytes it moves.
+func (d *direction) schedule() {
+	if d.ws != nil {
+		d.ws.c.g.work(d.ws)
+		return
+	}
+	d.s.g.work(d)
 }
 
 // claim makes a parked direction the caller's to run (true), or tells a running one to look again

@@ -39,14 +39,19 @@ const (
 	maxRequestBytes = 16 << 10
 	// requestBufferBytes is the buffer the request is read through, dropped once it is read.
 	requestBufferBytes = 4 << 10
-	// wsReadBufferBytes is the WebSocket library's read buffer, held for the connection's life:
-	// frame headers and control frames; a message's payload bypasses it into the splice's buffer.
+	// wsReadBufferBytes is the WebSocket library's read buffer (see wsResponse.Hijack), held for
+	// the connection's life: the proof of work's messages; once spliced, the frames are read
+	// from the socket into the splice's buffer (wsFrames).
 	wsReadBufferBytes = 512
 	// wsWriteBufferBytes is the frame buffer a message is written through, from a pool, held only
 	// while a message is written (bytes beyond it go out with it in one writev).
 	wsWriteBufferBytes = 4 << 10
-	// wsBufferBytes are the splice's buffers, from a pool, held only while bytes move.
-	wsBufferBytes = 32 << 10
+	// wsBufferBytes are the splice's buffers, from a pool, held only while bytes move: as the TCP
+	// splice's pipes, a read (and a write) moves up to 256 KiB, several of the player's frames
+	// (wsrx and websocat send 64 KiB messages) or several messages to it.
+	wsBufferBytes = 256 << 10
+	// wsMessageBytes bounds the messages to the player: websocat's default buffer (-B) is 64 KiB.
+	wsMessageBytes = 64 << 10
 	// maxMessageBytes bounds a message from the player: past it, close 1009 (message too big).
 	// Bytes are streamed, never held whole: the bound is for clients that send nonsense; wsrx and
 	// websocat send at most 64 KiB a message, a browser's paste is far below.
@@ -82,7 +87,6 @@ func (g *Gateway) ServeWebSocket(ctx context.Context, ln net.Listener) error {
 func (g *Gateway) newUpgrader() websocket.Upgrader {
 	return websocket.Upgrader{
 		HandshakeTimeout: controlTimeout,
-		ReadBufferSize:   wsReadBufferBytes,
 		WriteBufferSize:  wsWriteBufferBytes,
 		WriteBufferPool:  &g.wsWriteBuffers,
 		Subprotocols:     []string{"binary"},
@@ -101,21 +105,25 @@ type wsSession struct {
 	slot     *pendingConn // its admission slot, once admitted
 	target   netip.AddrPort
 	ws       *websocket.Conn // once upgraded
+	br       *bufio.Reader   // the library's reader, once upgraded (see wsResponse.Hijack)
 	stream   wsStream
 	instance *net.TCPConn // once connected
 	splicing bool
 
 	// The splice, once splicing (see splice).
 	usage
-	started    int64 // Unix ns
-	lastPing   int64 // Unix ns, touched by the watchdog only
-	idle       atomic.Bool
-	left       atomic.Int32
-	toInstance int64 // written by copyToInstance, read by the last to end
-	toPlayer   int64 // written by copyToPlayer, read by the last to end
-	mu         sync.Mutex
-	watchdog   *time.Timer
-	stopped    bool
+	started      int64 // Unix ns
+	lastPing     int64 // Unix ns, touched by the watchdog only
+	idle         atomic.Bool
+	left         atomic.Int32
+	toInstance   int64    // written by fromPlayer, read by the last to end
+	toPlayer     int64    // written by fromInstance, read by the last to end
+	frames       wsFrames // the player's frames, read by fromPlayer
+	fromPlayer   wsDirection
+	fromInstance wsDirection
+	mu           sync.Mutex
+	watchdog     *time.Timer
+	stopped      bool
 }
 
 // handleWebSocket serves one connection of the WebSocket listener on a worker, as handle does a
@@ -250,7 +258,7 @@ func (c *wsSession) upgrade(req *http.Request, br *bufio.Reader, token string) (
 	c.stream.ws = ws
 	ws.SetReadLimit(maxMessageBytes)
 	// The player's close frame is the end of its input, passed on as the instance's (see
-	// copyToInstance); the close frame back follows the instance's end.
+	// playerEnded); the close frame back follows the instance's end.
 	ws.SetCloseHandler(func(int, string) error { return nil })
 	c.presented(target.Service)
 	g.metrics.requests.WithLabelValues(answerUpgraded).Inc()

@@ -134,10 +134,13 @@ func (w *wsResponse) Header() http.Header {
 func (w *wsResponse) Write(p []byte) (int, error) { return len(p), nil }
 func (w *wsResponse) WriteHeader(int)             {}
 
-// Hijack hands the connection to the library, with the request's reader (empty: upgrade checked)
-// and a small writer whose buffer it writes the 101 answer in, dropped afterwards.
+// Hijack hands the connection to the library, with a small reader of the session's own (the
+// request's, empty once the upgrade is checked, is dropped), which the library reads frames
+// through (Upgrader.ReadBufferSize 0: it reuses the hijacked one) and the splice reads what it
+// buffered from, and a small writer whose buffer it writes the 101 answer in, dropped afterwards.
 func (w *wsResponse) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return w.c.player, bufio.NewReadWriter(w.br, bufio.NewWriterSize(w.c.player, 512)), nil
+	w.c.br = bufio.NewReaderSize(w.c.player, wsReadBufferBytes)
+	return w.c.player, bufio.NewReadWriter(w.c.br, bufio.NewWriterSize(w.c.player, 512)), nil
 }
 
 // tokenOf reads the token of a URL: /ws/<token> or /ws?token=<token>. alias: the URL is wsrx's

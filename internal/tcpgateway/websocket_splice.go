@@ -1,25 +1,28 @@
 package tcpgateway
 
 import (
-	"errors"
 	"io"
 	"log/slog"
 	"maps"
+	"net"
+	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
 )
 
 // splice copies the player's messages to the instance and the instance's bytes to the player in
-// binary messages, each way in a goroutine of its own, until both ended; a watchdog closes an idle
-// connection and pings the player every pingInterval.
+// binary messages; a watchdog closes an idle connection and pings the player every pingInterval.
 //
-// A direction holds a buffer only while it moves bytes: the player's waits in the library's frame
-// read (its 512-byte reader), the instance's for the socket to be readable (waitReadable), not in
-// a read into a buffer. An idle WebSocket costs its two goroutines' stacks, its sockets and the
-// library's connection (see TestWebSocketIdleConnectionMemory).
+// As the TCP splice's, a direction runs in a worker only while its source has bytes, and holds a
+// buffer only then: once its source is dry it parks in the gateway's poller, no goroutine. The
+// player's frames are read by wsFrames, which keeps its state between two reads, not by the
+// library's NextReader, which waits for a frame inside (a goroutine per idle connection). An idle
+// WebSocket costs its sockets, the library's connection and this session (see
+// TestWebSocketIdleConnectionMemory).
 func (c *wsSession) splice() {
 	g := c.g
 	g.track(c.instance, false)
@@ -39,8 +42,18 @@ func (c *wsSession) splice() {
 	c.watchdog = time.AfterFunc(c.tick(), c.watch)
 	c.mu.Unlock()
 	g.activity.started(&c.usage)
-	go c.copyToInstance()
-	go c.copyToPlayer()
+	c.frames.writeControl = func(messageType int, data []byte) {
+		c.ws.WriteControl(messageType, data, time.Now().Add(controlTimeout))
+	}
+	c.fromPlayer.init(c, c.player, c.movePlayer, c.playerEnded)
+	c.fromInstance.init(c, c.instance, c.moveInstance, c.instanceEnded)
+	c.fromInstance.start()
+	if c.br.Buffered() > 0 || c.stream.cur != nil {
+		// Bytes the poller knows nothing of: what the library's reader holds.
+		g.work(&c.fromPlayer)
+	} else {
+		c.fromPlayer.start()
+	}
 }
 
 // tick is the watchdog's period: often enough for the idle timeout (as the TCP splice's) and for
@@ -69,95 +82,182 @@ func (c *wsSession) watch() {
 	c.mu.Unlock()
 }
 
-// closeBoth closes both sides: each direction ends at once.
+// closeBoth closes both sides and wakes both directions: each ends at once, parked or not.
 func (c *wsSession) closeBoth() {
 	c.player.Close()
 	c.instance.Close()
+	c.fromPlayer.notify()
+	c.fromInstance.notify()
 }
 
-// copyToInstance copies the player's messages to the instance until the player's close frame,
-// passed on as the instance's end of input (its answer still comes back), or an error, which ends
-// both sides (past maxMessageBytes the library has sent close 1009).
-func (c *wsSession) copyToInstance() {
-	err := c.pumpToInstance()
+// wsDirection is one direction of a spliced WebSocket: the poller's direction (its state and
+// registration), and what moves its bytes and ends it.
+type wsDirection struct {
+	direction
+	c *wsSession
+	// move moves what the source has now: end at its end, dry once it has nothing more for now.
+	move func(buf *[wsBufferBytes]byte) (end, dry bool, err error)
+	// finish passes the end (nil) or the error on, before the direction reports its end.
+	finish func(err error)
+}
+
+func (w *wsDirection) init(c *wsSession, src *net.TCPConn, move func(*[wsBufferBytes]byte) (bool, bool, error), finish func(error)) {
+	w.c, w.move, w.finish, w.ws = c, move, finish, w
+	var err error
+	if w.rawSrc, err = src.SyscallConn(); err != nil {
+		w.rawSrc = closedRawConn{err}
+	}
+}
+
+// start parks the direction (the poller runs it at once when its source is readable now), or runs
+// it in a worker when it cannot be parked: a splice's start costs no goroutine.
+func (w *wsDirection) start() {
+	if err := w.c.g.poller.arm(&w.direction); err == nil && w.state.CompareAndSwap(directionRunning, directionParked) {
+		return
+	}
+	w.state.Store(directionRunning)
+	w.c.g.work(w)
+}
+
+// run moves the source's bytes until it is dry, then parks; or until its end or an error.
+func (w *wsDirection) run() {
+	for {
+		buf := w.c.g.wsBuffers.Get().(*[wsBufferBytes]byte)
+		end, dry, err := w.move(buf)
+		w.c.g.wsBuffers.Put(buf)
+		if err == nil && dry {
+			var parked bool
+			if parked, err = w.park(); parked {
+				return
+			}
+		}
+		if err != nil || end {
+			w.state.Store(directionEnded)
+			w.c.g.poller.forget(&w.direction)
+			w.finish(err)
+			w.c.ended()
+			return
+		}
+	}
+}
+
+// park arms the direction in the poller (parked), unless it was notified meanwhile (move again).
+// Without the poller it waits here until the source is readable.
+func (w *wsDirection) park() (parked bool, err error) {
+	if err := w.c.g.poller.arm(&w.direction); err != nil {
+		return false, waitReadable(w.rawSrc)
+	}
+	if w.state.CompareAndSwap(directionRunning, directionParked) {
+		return true, nil
+	}
+	w.state.Store(directionRunning)
+	return false, nil
+}
+
+// movePlayer moves the player's frames to the instance, starting with what the proof of work's
+// read left of the current message, then what the library's reader holds, then the socket's.
+func (c *wsSession) movePlayer(buf *[wsBufferBytes]byte) (end, dry bool, err error) {
+	if c.stream.cur != nil {
+		// No io.ReaderFrom: io.CopyBuffer then copies through the pooled buffer.
+		n, err := io.CopyBuffer(struct{ io.Writer }{c.instance}, c.stream.cur, buf[:])
+		c.stream.cur = nil
+		c.count(&c.toInstance, n)
+		if err != nil {
+			return false, false, err
+		}
+	}
+	for {
+		var n int
+		if c.br.Buffered() > 0 {
+			n, _ = c.br.Read(buf[:])
+		} else if n, err = readNow(c.fromPlayer.rawSrc, buf[:]); err == syscall.EAGAIN {
+			return false, true, nil
+		} else if err == nil && n == 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return false, false, err
+		}
+		data, end, err := c.frames.feed(buf[:n])
+		if err == nil && data > 0 {
+			_, err = c.instance.Write(buf[:data])
+			c.count(&c.toInstance, int64(data))
+		}
+		if end || err != nil {
+			return end, false, err
+		}
+	}
+}
+
+// playerEnded passes the player's close frame on as the instance's end of input (its answer still
+// comes back); an error ends both sides (past maxMessageBytes the player was told 1009).
+func (c *wsSession) playerEnded(err error) {
 	if err == nil && c.left.Load() > 1 {
 		err = c.instance.CloseWrite()
 	}
 	if err != nil {
 		c.closeBoth()
 	}
-	c.ended()
 }
 
-// pumpToInstance copies whole messages, starting with what the proof of work's read left of the
-// current one; nil at the player's close frame.
-func (c *wsSession) pumpToInstance() error {
-	// No io.ReaderFrom: io.CopyBuffer then copies through the pooled buffer, not one of its own.
-	dst := struct{ io.Writer }{c.instance}
+// moveInstance sends what the instance has now, in binary messages of at most wsMessageBytes.
+func (c *wsSession) moveInstance(buf *[wsBufferBytes]byte) (end, dry bool, err error) {
 	for {
-		if c.stream.cur == nil {
-			_, r, err := c.ws.NextReader()
-			var ce *websocket.CloseError
-			if errors.As(err, &ce) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			c.stream.cur = r
+		n, err := readNow(c.fromInstance.rawSrc, buf[:])
+		switch {
+		case err == syscall.EAGAIN:
+			return false, true, nil
+		case err != nil:
+			return false, false, err
+		case n == 0:
+			return true, false, nil
 		}
-		buf := c.g.wsBuffers.Get().(*[wsBufferBytes]byte)
-		n, err := io.CopyBuffer(dst, c.stream.cur, buf[:])
-		c.g.wsBuffers.Put(buf)
-		c.stream.cur = nil
-		c.count(&c.toInstance, n)
-		if err != nil {
-			return err
+		for b := buf[:n]; len(b) > 0; {
+			k := min(len(b), wsMessageBytes)
+			if err := c.ws.WriteMessage(websocket.BinaryMessage, b[:k]); err != nil {
+				return false, false, err
+			}
+			c.count(&c.toPlayer, int64(k))
+			b = b[k:]
 		}
 	}
 }
 
-// copyToPlayer copies the instance's bytes to the player until the instance's end, answered with a
-// close frame (normal closure) that the player has closeGrace to answer, or an error, which ends
-// both sides.
-func (c *wsSession) copyToPlayer() {
-	err := c.pumpToPlayer()
+// instanceEnded answers the instance's end with a close frame (normal closure), which the player
+// has closeGrace to answer; an error ends both sides.
+func (c *wsSession) instanceEnded(err error) {
 	if err == nil {
 		err = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(controlTimeout))
-		c.player.SetReadDeadline(time.Now().Add(closeGrace))
 	}
 	if err != nil {
 		c.closeBoth()
+		return
 	}
-	c.ended()
+	// The player's direction may be parked: a timer, not a read deadline, ends it.
+	time.AfterFunc(closeGrace, c.closeBoth)
 }
 
-// pumpToPlayer sends what the instance has, a binary message per read, until its end (nil).
-func (c *wsSession) pumpToPlayer() error {
-	raw, err := c.instance.SyscallConn()
-	if err != nil {
-		return err
-	}
-	for {
-		if err := waitReadable(raw); err != nil {
-			return err
-		}
-		buf := c.g.wsBuffers.Get().(*[wsBufferBytes]byte)
-		n, err := c.instance.Read(buf[:])
-		if n > 0 {
-			if werr := c.ws.WriteMessage(websocket.BinaryMessage, buf[:n]); werr != nil {
-				err = werr
+// readNow reads what the socket has now, without waiting: syscall.EAGAIN when it has nothing, 0 at
+// its end.
+func readNow(raw syscall.RawConn, p []byte) (n int, err error) {
+	var readErr error
+	if err := raw.Read(func(fd uintptr) bool {
+		for {
+			n, readErr = syscall.Read(int(fd), p)
+			if readErr != syscall.EINTR {
+				return true
 			}
 		}
-		c.g.wsBuffers.Put(buf)
-		c.count(&c.toPlayer, int64(n))
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	}); err != nil {
+		return 0, err
 	}
+	switch {
+	case readErr == syscall.EAGAIN:
+		return 0, readErr
+	case readErr != nil:
+		return 0, os.NewSyscallError("read", readErr)
+	}
+	return n, nil
 }
 
 // count counts n bytes moved one way, and the connection active when there are any.

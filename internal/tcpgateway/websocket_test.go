@@ -408,3 +408,60 @@ func FuzzTokenOf(f *testing.F) {
 		}
 	})
 }
+
+// TestWebSocketFramesSplitAnywhere: the player's frames are read as the bytes arrive (wsFrames),
+// whatever the split: a fragmented message with a ping between its fragments (answered with its
+// payload), a 16-bit length, an empty frame, all sent one byte at a time.
+func TestWebSocketFramesSplitAnywhere(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startWSGateway(t, nil)
+	w := upgradeWS(t, g.wsAddr, "/ws/"+mint(t, tcptoken.Target{Service: instance.addr()}))
+	long := strings.Repeat("x", 300) + "\n"
+	first := clientFrame(opBinary, []byte("hel"), 3)
+	first[0] &^= 0x80 // not final
+	last := clientFrame(0, []byte("lo\n"), 3)
+	var stream []byte
+	for _, f := range [][]byte{first, clientFrame(0x9, []byte("ping"), 4), last, clientFrame(opText, []byte(long), len(long)), clientFrame(opBinary, nil, 0)} {
+		stream = append(stream, f...)
+	}
+	for _, b := range stream {
+		_, err := w.conn.Write([]byte{b})
+		require.NoError(t, err)
+		time.Sleep(100 * time.Microsecond)
+	}
+	var got []byte
+	pongs := 0
+	for len(got) < len("hello\n"+long) {
+		opcode, payload, err := w.readFrame()
+		require.NoError(t, err)
+		switch opcode {
+		case 0xa:
+			pongs++
+			assert.Equal(t, "ping", string(payload))
+		case opBinary:
+			got = append(got, payload...)
+		}
+	}
+	assert.Equal(t, "hello\n"+long, string(got))
+	assert.Equal(t, 1, pongs, "the ping answered")
+}
+
+// TestUnmaskTo: unmasking moved down over the bytes before (a frame header's length or more) is
+// the byte-wise unmasking, from any key position.
+func TestUnmaskTo(t *testing.T) {
+	key := [4]byte{1, 2, 3, 250}
+	for _, shift := range []int{0, 2, 14} {
+		for pos := range 4 {
+			b := make([]byte, 100+shift)
+			for i := range b {
+				b[i] = byte(i * 7)
+			}
+			want := make([]byte, 100)
+			for i := range want {
+				want[i] = b[shift+i] ^ key[(pos+i)&3]
+			}
+			assert.Equal(t, (pos+100)&3, unmaskTo(key, pos, b, b[shift:]))
+			assert.Equal(t, want, b[:100], "shift %d, pos %d", shift, pos)
+		}
+	}
+}
