@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/kubewatch"
 )
 
 var (
@@ -56,14 +56,14 @@ func NewKube(client dynamic.Interface, namespaces []string) (*Kube, error) {
 	notify := func(any) { k.notifyChange() }
 	onChange := cache.ResourceEventHandlerFuncs{AddFunc: notify, UpdateFunc: func(_, obj any) { notify(obj) }, DeleteFunc: notify}
 	for _, ns := range namespaces {
-		challenges := dynamicinformer.NewFilteredDynamicInformer(client, challengesGVR, ns, 0, cache.Indexers{byInstance: instanceKeys}, nil).Informer()
+		challenges := kubewatch.NewInformer(client, challengesGVR, ns, "", 0, cache.Indexers{byInstance: instanceKeys})
 		if err := challenges.SetTransform(decodeInto[v1alpha1.Challenge]); err != nil {
 			return nil, fmt.Errorf("the Challenges' watch of namespace %q: %w", ns, err)
 		}
 		if _, err := challenges.AddEventHandler(onChange); err != nil {
 			return nil, fmt.Errorf("the Challenges' watch of namespace %q: %w", ns, err)
 		}
-		definitions := dynamicinformer.NewFilteredDynamicInformer(client, definitionsGVR, ns, 0, cache.Indexers{byRCTFChallenge: rctfChallengeKeys}, nil).Informer()
+		definitions := kubewatch.NewInformer(client, definitionsGVR, ns, "", 0, cache.Indexers{byRCTFChallenge: rctfChallengeKeys})
 		if err := definitions.SetTransform(decodeInto[v1alpha1.ChallengeDefinition]); err != nil {
 			return nil, fmt.Errorf("the ChallengeDefinitions' watch of namespace %q: %w", ns, err)
 		}

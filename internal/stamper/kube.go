@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
+	"github.com/challenge-hook/challenge-hook/internal/kubewatch"
 )
 
 // LabelChallenge is the label the hook puts on every child of a Challenge, its name.
@@ -43,8 +43,7 @@ func NewKube(client dynamic.Interface, namespaces []string) (*Kube, error) {
 	}
 	k := &Kube{client: client, informers: map[string]cache.SharedIndexInformer{}}
 	for _, ns := range namespaces {
-		informer := dynamicinformer.NewFilteredDynamicInformer(client, servicesGVR, ns, 0,
-			cache.Indexers{byAddress: serviceAddresses}, func(o *metav1.ListOptions) { o.LabelSelector = LabelChallenge }).Informer()
+		informer := kubewatch.NewInformer(client, servicesGVR, ns, LabelChallenge, 0, cache.Indexers{byAddress: serviceAddresses})
 		if err := informer.SetTransform(trimService); err != nil {
 			return nil, fmt.Errorf("the Services' watch of namespace %q: %w", ns, err)
 		}

@@ -26,7 +26,7 @@ func (pc *parentController) observedChildren(parent *unstructured.Unstructured) 
 	out := children{}
 	for _, child := range pc.children {
 		out[child] = map[string]*unstructured.Unstructured{}
-		items, err := child.informer.Informer().GetIndexer().ByIndex(controllerUIDIndex, string(parent.GetUID()))
+		items, err := child.informer.GetIndexer().ByIndex(controllerUIDIndex, string(parent.GetUID()))
 		if err != nil {
 			continue
 		}

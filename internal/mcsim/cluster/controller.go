@@ -15,11 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/challenge-hook/challenge-hook/internal/kubewatch"
 	"github.com/challenge-hook/challenge-hook/internal/mcsim"
 )
 
@@ -38,7 +37,7 @@ type childType struct {
 	resource
 	// method is updateStrategy.method: OnDelete (""), Recreate, InPlace, RollingRecreate, RollingInPlace.
 	method   string
-	informer informers.GenericInformer
+	informer cache.SharedIndexInformer
 }
 
 // parentController runs one CompositeController.
@@ -49,7 +48,7 @@ type parentController struct {
 	c                   clients
 	log                 *Logger
 	parent              resource
-	parentInformer      informers.GenericInformer
+	parentInformer      cache.SharedIndexInformer
 	parentSelector      labels.Selector
 	ignoreStatusChanges bool
 	generateSelector    bool
@@ -141,9 +140,9 @@ func discover(c clients, spec mcsim.Object) (resource, error) {
 }
 
 // newInformer is an informer of every object of r, indexed by controller uid.
-func (pc *parentController) newInformer(r resource, resync time.Duration) informers.GenericInformer {
-	return dynamicinformer.NewFilteredDynamicInformer(pc.c.dynamic, r.gvr, metav1.NamespaceAll, resync,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, controllerUIDIndex: indexByControllerUID}, nil)
+func (pc *parentController) newInformer(r resource, resync time.Duration) cache.SharedIndexInformer {
+	return kubewatch.NewInformer(pc.c.dynamic, r.gvr, metav1.NamespaceAll, "", resync,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, controllerUIDIndex: indexByControllerUID})
 }
 
 func indexByControllerUID(obj any) ([]string, error) {
@@ -158,11 +157,11 @@ func indexByControllerUID(obj any) ([]string, error) {
 }
 
 // startInformer runs informer until ctx ends.
-func (pc *parentController) startInformer(ctx context.Context, informer informers.GenericInformer) {
+func (pc *parentController) startInformer(ctx context.Context, informer cache.SharedIndexInformer) {
 	pc.informerStops.Add(1)
 	go func() {
 		defer pc.informerStops.Done()
-		informer.Informer().Run(ctx.Done())
+		informer.Run(ctx.Done())
 	}()
 }
 
@@ -171,22 +170,22 @@ func (pc *parentController) run(ctx context.Context) {
 	defer pc.informerStops.Wait()
 	defer pc.queue.ShutDown()
 	pc.parentInformer = pc.newInformer(pc.parent, pc.resync)
-	if _, err := pc.parentInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := pc.parentInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: pc.enqueueParent, UpdateFunc: pc.onParentUpdate, DeleteFunc: pc.onParentDelete,
 	}); err != nil {
 		pc.log.Error(err, "Parent informer")
 		return
 	}
-	synced := []cache.InformerSynced{pc.parentInformer.Informer().HasSynced}
+	synced := []cache.InformerSynced{pc.parentInformer.HasSynced}
 	for _, child := range pc.children {
 		child.informer = pc.newInformer(child.resource, 0)
-		if _, err := child.informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		if _, err := child.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: pc.onChild, UpdateFunc: pc.onChildUpdate, DeleteFunc: pc.onChild,
 		}); err != nil {
 			pc.log.Error(err, "Child informer", "resource", child.gvr.String())
 			return
 		}
-		synced = append(synced, child.informer.Informer().HasSynced)
+		synced = append(synced, child.informer.HasSynced)
 	}
 	pc.customize.start(ctx)
 	pc.startInformer(ctx, pc.parentInformer)
@@ -314,7 +313,7 @@ func (pc *parentController) onChild(obj any) {
 		namespace = child.GetNamespace()
 	}
 	key := cache.NewObjectName(namespace, ref.Name).String()
-	item, exists, err := pc.parentInformer.Informer().GetIndexer().GetByKey(key)
+	item, exists, err := pc.parentInformer.GetIndexer().GetByKey(key)
 	if err != nil || !exists {
 		return
 	}

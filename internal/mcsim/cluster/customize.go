@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/challenge-hook/challenge-hook/internal/mcsim"
@@ -52,7 +51,7 @@ type answerKey struct {
 // relatedInformer watches a related resource.
 type relatedInformer struct {
 	resource
-	informer informers.GenericInformer
+	informer cache.SharedIndexInformer
 }
 
 // customizer asks the customize hook which objects relate to a parent and selects them.
@@ -126,7 +125,7 @@ func (cz *customizer) related(ctx context.Context, parent *unstructured.Unstruct
 		if err != nil {
 			return nil, err
 		}
-		if !ri.informer.Informer().HasSynced() {
+		if !ri.informer.HasSynced() {
 			return nil, errRelatedNotSynced
 		}
 		groupKey := mcsim.GroupKey(ri.gvk.Kind, ri.gvk.GroupVersion().String())
@@ -137,9 +136,9 @@ func (cz *customizer) related(ctx context.Context, parent *unstructured.Unstruct
 		}
 		var items []any
 		if ri.namespaced && rule.Namespace != "" {
-			items, err = ri.informer.Informer().GetIndexer().ByIndex(cache.NamespaceIndex, rule.Namespace)
+			items, err = ri.informer.GetIndexer().ByIndex(cache.NamespaceIndex, rule.Namespace)
 		} else {
-			items = ri.informer.Informer().GetIndexer().List()
+			items = ri.informer.GetIndexer().List()
 		}
 		if err != nil {
 			return nil, err
@@ -210,7 +209,7 @@ func (cz *customizer) informer(rule relatedRule) (*relatedInformer, error) {
 		return nil, fmt.Errorf("related resource: %w", err)
 	}
 	ri := &relatedInformer{resource: r, informer: cz.pc.newInformer(r, 0)}
-	if _, err := ri.informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := ri.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { cz.notify(ri, obj) },
 		UpdateFunc: func(old, cur any) { cz.notifyUpdate(ri, old, cur) },
 		DeleteFunc: func(obj any) { cz.notify(ri, obj) },
@@ -238,7 +237,7 @@ func (cz *customizer) notify(ri *relatedInformer, item any) {
 	if !ok {
 		return
 	}
-	for _, p := range cz.pc.parentInformer.Informer().GetIndexer().List() {
+	for _, p := range cz.pc.parentInformer.GetIndexer().List() {
 		parent, ok := p.(*unstructured.Unstructured)
 		if !ok {
 			continue

@@ -34,7 +34,7 @@ func (pc *parentController) sync(ctx context.Context, key string) error {
 		return err
 	}
 	pc.log.V(4, "Sync", "object", objectRef{Namespace: namespace, Name: name})
-	item, exists, err := pc.parentInformer.Informer().GetIndexer().GetByKey(key)
+	item, exists, err := pc.parentInformer.GetIndexer().GetByKey(key)
 	if err != nil {
 		return err
 	}
