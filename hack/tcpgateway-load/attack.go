@@ -477,49 +477,73 @@ func (g groupResult) rate() float64 {
 	return float64(g.ok) / float64(g.attempts)
 }
 
+// player is an honest player: its source address, its own instance's token and banner, its group.
+type player struct {
+	src           netip.Addr
+	token, banner string
+	group         int
+}
+
+// attackBench is the attack run: what is the same in every class.
+type attackBench struct {
+	o        options
+	keyFile  string
+	players  []player
+	ownToken string   // the attacker's own instance's token
+	flags    []string // the gateway's, beyond its defaults
+}
+
 func runAttack(o options, key []byte, keyFile string) error {
 	a := o.attack
+	classes, err := attackClassesOf(a)
+	if err != nil {
+		return err
+	}
+	b := &attackBench{o: o, keyFile: keyFile, flags: attackGatewayFlags(a, classes)}
+	instances, err := b.startInstances(key)
+	defer func() {
+		for _, ln := range slices.Backward(instances) {
+			ln.Close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("attack run: the gateway at its defaults and %s; %d honest players from their own addresses, %d from one shared address, paste delay %s-%s, %d over WebSocket from their own addresses; each attack from %d addresses (127.1.x.y), %s each; paced attacks %d connections/s in all (at most %d in flight per address), held attacks %d connections per address (opened again %s after they end)\n",
+		strings.Join(b.flags, " "), a.honestOwn, a.honestShared, a.pasteMin, a.pasteMax, a.honestWS, a.addrs, a.classFor, a.rate, a.inflight, a.perAddr, a.retry)
+
+	var results []classResult
+	for _, class := range classes {
+		r, err := b.runClass(class)
+		if err != nil {
+			return err
+		}
+		r.print()
+		results = append(results, r)
+	}
+	printAttackTable(results, a)
+	return nil
+}
+
+// attackClassesOf checks the attack run's flags and returns the classes -attack-classes names, in
+// its order.
+func attackClassesOf(a attackOptions) ([]attackClass, error) {
 	if a.addrs < 1 || a.addrs > 250*250 || a.honestOwn > 250 || a.honestWS > 250 || a.pasteMax < a.pasteMin {
-		return errors.New("-attack-addrs 1 to 62500, -honest-own and -honest-ws at most 250, -paste-max at least -paste-min")
+		return nil, errors.New("-attack-addrs 1 to 62500, -honest-own and -honest-ws at most 250, -paste-max at least -paste-min")
 	}
 	var classes []attackClass
 	for _, name := range strings.Split(a.classes, ",") {
 		i := slices.IndexFunc(attackClasses, func(c attackClass) bool { return c.name == name })
 		if i < 0 {
-			return fmt.Errorf("-attack-classes: no class %q", name)
+			return nil, fmt.Errorf("-attack-classes: no class %q", name)
 		}
 		classes = append(classes, attackClasses[i])
 	}
+	return classes, nil
+}
 
-	// Each honest player has an instance of its own (its banner: its name) and a token to it; the
-	// attacker has one too.
-	type player struct {
-		src           netip.Addr
-		token, banner string
-		group         int
-	}
-	var players []player
-	for i := range a.honestOwn + a.honestShared + a.honestWS {
-		banner := fmt.Sprintf("instance %d\n", i)
-		ln, token, err := startInstance(key, true, banner)
-		if err != nil {
-			return err
-		}
-		defer ln.Close()
-		p := player{src: netip.AddrFrom4([4]byte{127, 0, 1, byte(i + 1)}), token: token, banner: banner, group: groupOwn}
-		switch {
-		case i >= a.honestOwn+a.honestShared:
-			p.src, p.group = netip.AddrFrom4([4]byte{127, 0, 3, byte(i - a.honestOwn - a.honestShared + 1)}), groupWS
-		case i >= a.honestOwn:
-			p.src, p.group = netip.AddrFrom4([4]byte{127, 0, 2, 1}), groupShared
-		}
-		players = append(players, p)
-	}
-	attackerInstance, ownToken, err := startInstance(key, true, "attacker\n")
-	if err != nil {
-		return err
-	}
-	defer attackerInstance.Close()
+// attackGatewayFlags are the gateway's flags in every class, beyond its defaults.
+func attackGatewayFlags(a attackOptions, classes []attackClass) []string {
 	flags := []string{"--service-cidrs=127.0.0.0/8"}
 	if a.maxConnections > 0 {
 		flags = append(flags, fmt.Sprintf("--max-connections=%d", a.maxConnections))
@@ -527,118 +551,186 @@ func runAttack(o options, key []byte, keyFile string) error {
 	if a.honestWS > 0 || slices.ContainsFunc(classes, func(c attackClass) bool { return c.websocket }) {
 		flags = append(flags, websocketListenFlag)
 	}
-	fmt.Printf("attack run: the gateway at its defaults and %s; %d honest players from their own addresses, %d from one shared address, paste delay %s-%s, %d over WebSocket from their own addresses; each attack from %d addresses (127.1.x.y), %s each; paced attacks %d connections/s in all (at most %d in flight per address), held attacks %d connections per address (opened again %s after they end)\n",
-		strings.Join(flags, " "), a.honestOwn, a.honestShared, a.pasteMin, a.pasteMax, a.honestWS, a.addrs, a.classFor, a.rate, a.inflight, a.perAddr, a.retry)
+	return flags
+}
 
-	var results []classResult
-	for _, class := range classes {
-		name := class.name
-		fmt.Printf("\nclass %s: %s (load average %s)\n", name, class.about, loadAverage())
-		g, err := startGateway(o.binary, keyFile, o.procs, flags...)
+// startInstances starts the instances: each honest player has one of its own (its banner: its
+// name) and a token to it, and so has the attacker. It returns the instances it started, with an
+// error or not: the caller closes them.
+func (b *attackBench) startInstances(key []byte) ([]net.Listener, error) {
+	a := b.o.attack
+	var instances []net.Listener
+	for i := range a.honestOwn + a.honestShared + a.honestWS {
+		banner := fmt.Sprintf("instance %d\n", i)
+		ln, token, err := startInstance(key, true, banner)
 		if err != nil {
-			return err
+			return instances, err
 		}
-		if g.wsAddr == "" && (a.honestWS > 0 || class.websocket) {
-			g.stop()
-			return fmt.Errorf("class %s: this gateway binary has no WebSocket listener (--websocket-listen): run with -honest-ws 0 and no ws- class", name)
+		instances = append(instances, ln)
+		p := player{src: netip.AddrFrom4([4]byte{127, 0, 1, byte(i + 1)}), token: token, banner: banner, group: groupOwn}
+		switch {
+		case i >= a.honestOwn+a.honestShared:
+			p.src, p.group = netip.AddrFrom4([4]byte{127, 0, 3, byte(i - a.honestOwn - a.honestShared + 1)}), groupWS
+		case i >= a.honestOwn:
+			p.src, p.group = netip.AddrFrom4([4]byte{127, 0, 2, 1}), groupShared
 		}
-		run := &attackRun{gateway: g.addr, wsGateway: g.wsAddr, ownToken: ownToken, timeout: 10 * time.Second, answers: map[string]int{}}
-
-		// The gateway's RSS every 200 ms.
-		type sample struct {
-			at  time.Time
-			rss int64
-		}
-		var samplesMu sync.Mutex
-		var samples []sample
-		sampling, stopSampling := context.WithCancel(context.Background())
-		var samplerDone sync.WaitGroup
-		samplerDone.Go(func() {
-			tick := time.NewTicker(200 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				if v, err := rss(g.pid()); err == nil {
-					samplesMu.Lock()
-					samples = append(samples, sample{time.Now(), v})
-					samplesMu.Unlock()
-				}
-				select {
-				case <-sampling.Done():
-					return
-				case <-tick.C:
-				}
-			}
-		})
-		lastRSS := func() int64 {
-			samplesMu.Lock()
-			defer samplesMu.Unlock()
-			return samples[len(samples)-1].rss
-		}
-
-		honestCtx, stopHonest := context.WithCancel(context.Background())
-		var honestDone sync.WaitGroup
-		for _, p := range players {
-			res := &honestResult{group: p.group}
-			run.honest = append(run.honest, res)
-			addr := g.addr
-			if p.group == groupWS {
-				addr = g.wsAddr
-			}
-			honestDone.Go(func() { honestPlayer(honestCtx, addr, p.src, p.token, p.banner, a, res) })
-		}
-		time.Sleep(a.warm)
-
-		before := lastRSS()
-		var cpuBefore, cpuAfter time.Duration
-		if err := runAttackChild(run, name, a, func(started bool) {
-			// The gateway runs until g.stop: /proc has its CPU time.
-			if started {
-				run.attackStart = time.Now()
-				cpuBefore, _ = cpuTime(g.pid())
-			} else {
-				run.attackEnd = time.Now()
-				cpuAfter, _ = cpuTime(g.pid())
-			}
-		}); err != nil {
-			stopHonest()
-			stopSampling()
-			g.stop()
-			return err
-		}
-
-		// Settle: until the RSS is within 10% (and 1 MiB) of before, or -attack-settle.
-		settled := time.Duration(-1)
-		for time.Since(run.attackEnd) < a.settle {
-			time.Sleep(200 * time.Millisecond)
-			if lastRSS() <= before+before/10+1<<20 {
-				settled = time.Since(run.attackEnd)
-				break
-			}
-		}
-		after := lastRSS()
-		stopHonest()
-		honestDone.Wait()
-		stopSampling()
-		samplerDone.Wait()
-		g.stop()
-
-		r := classResult{name: name, rssBefore: before, rssAfter: after, settled: settled,
-			dials: run.dials.Load(), dialErrs: run.dialErrors.Load(), prompt: run.prompts.Load(),
-			spliced: run.spliced.Load(), skipped: run.skipped.Load(), answers: run.answers,
-			cpu: float64(cpuAfter-cpuBefore) / float64(run.attackEnd.Sub(run.attackStart))}
-		for _, s := range samples {
-			if !s.at.Before(run.attackStart) && !s.at.After(run.attackEnd.Add(time.Second)) {
-				r.rssPeak = max(r.rssPeak, s.rss)
-			}
-		}
-		r.own = group(run, groupOwn)
-		r.shared = group(run, groupShared)
-		r.ws = group(run, groupWS)
-		r.print()
-		results = append(results, r)
+		b.players = append(b.players, p)
 	}
-	printAttackTable(results, a)
-	return nil
+	attackerInstance, ownToken, err := startInstance(key, true, "attacker\n")
+	if err != nil {
+		return instances, err
+	}
+	b.ownToken = ownToken
+	return append(instances, attackerInstance), nil
+}
+
+// runClass runs one class against a fresh gateway in its three phases: honest players alone, with
+// the attack, then alone again until the gateway's RSS settles.
+func (b *attackBench) runClass(class attackClass) (classResult, error) {
+	a := b.o.attack
+	fmt.Printf("\nclass %s: %s (load average %s)\n", class.name, class.about, loadAverage())
+	g, err := startGateway(b.o.binary, b.keyFile, b.o.procs, b.flags...)
+	if err != nil {
+		return classResult{}, err
+	}
+	if g.wsAddr == "" && (a.honestWS > 0 || class.websocket) {
+		g.stop()
+		return classResult{}, fmt.Errorf("class %s: this gateway binary has no WebSocket listener (--websocket-listen): run with -honest-ws 0 and no ws- class", class.name)
+	}
+	run := &attackRun{gateway: g.addr, wsGateway: g.wsAddr, ownToken: b.ownToken, timeout: 10 * time.Second, answers: map[string]int{}}
+	samples := sampleRSS(g.pid())
+	honest := b.startHonest(run, g)
+	time.Sleep(a.warm)
+
+	before := samples.last()
+	var cpuBefore, cpuAfter time.Duration
+	if err := runAttackChild(run, class.name, a, func(started bool) {
+		// The gateway runs until g.stop: /proc has its CPU time.
+		if started {
+			run.attackStart = time.Now()
+			cpuBefore, _ = cpuTime(g.pid())
+		} else {
+			run.attackEnd = time.Now()
+			cpuAfter, _ = cpuTime(g.pid())
+		}
+	}); err != nil {
+		honest.stop()
+		samples.stop()
+		g.stop()
+		return classResult{}, err
+	}
+
+	settled := samples.settle(run.attackEnd, before, a.settle)
+	after := samples.last()
+	honest.stop()
+	honest.done.Wait()
+	samples.stop()
+	samples.done.Wait()
+	g.stop()
+
+	r := summarize(class.name, run)
+	r.rssBefore, r.rssAfter, r.settled = before, after, settled
+	r.rssPeak = samples.peak(run.attackStart, run.attackEnd.Add(time.Second))
+	r.cpu = float64(cpuAfter-cpuBefore) / float64(run.attackEnd.Sub(run.attackStart))
+	return r, nil
+}
+
+// honestPlayers are one class's honest players, playing until stop.
+type honestPlayers struct {
+	stop context.CancelFunc
+	done sync.WaitGroup
+}
+
+// startHonest starts every honest player against g, each with a result of its own in run.
+func (b *attackBench) startHonest(run *attackRun, g *child) *honestPlayers {
+	ctx, stop := context.WithCancel(context.Background())
+	h := &honestPlayers{stop: stop}
+	for _, p := range b.players {
+		res := &honestResult{group: p.group}
+		run.honest = append(run.honest, res)
+		addr := g.addr
+		if p.group == groupWS {
+			addr = g.wsAddr
+		}
+		h.done.Go(func() { honestPlayer(ctx, addr, p.src, p.token, p.banner, b.o.attack, res) })
+	}
+	return h
+}
+
+// rssSampler samples a process's RSS every 200 ms until stop.
+type rssSampler struct {
+	mu      sync.Mutex
+	samples []rssSample
+	stop    context.CancelFunc
+	done    sync.WaitGroup
+}
+
+type rssSample struct {
+	at  time.Time
+	rss int64
+}
+
+func sampleRSS(pid int) *rssSampler {
+	ctx, stop := context.WithCancel(context.Background())
+	s := &rssSampler{stop: stop}
+	s.done.Go(func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if v, err := rss(pid); err == nil {
+				s.mu.Lock()
+				s.samples = append(s.samples, rssSample{time.Now(), v})
+				s.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return s
+}
+
+// last is the latest RSS sampled.
+func (s *rssSampler) last() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.samples[len(s.samples)-1].rss
+}
+
+// peak is the highest RSS sampled from start to end.
+func (s *rssSampler) peak(start, end time.Time) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var peak int64
+	for _, x := range s.samples {
+		if !x.at.Before(start) && !x.at.After(end) {
+			peak = max(peak, x.rss)
+		}
+	}
+	return peak
+}
+
+// settle waits until the RSS is within 10% (and 1 MiB) of before, for at most d after end, and
+// returns when that was, after end; -1: it was not.
+func (s *rssSampler) settle(end time.Time, before int64, d time.Duration) time.Duration {
+	for time.Since(end) < d {
+		time.Sleep(200 * time.Millisecond)
+		if s.last() <= before+before/10+1<<20 {
+			return time.Since(end)
+		}
+	}
+	return -1
+}
+
+// summarize is a class's result from run's counters and the honest attempts made while the attack
+// ran; the gateway's figures are the caller's to add.
+func summarize(name string, run *attackRun) classResult {
+	return classResult{name: name,
+		dials: run.dials.Load(), dialErrs: run.dialErrors.Load(), prompt: run.prompts.Load(),
+		spliced: run.spliced.Load(), skipped: run.skipped.Load(), answers: run.answers,
+		own: group(run, groupOwn), shared: group(run, groupShared), ws: group(run, groupWS)}
 }
 
 // The attackers run in a process of their own (this program, with -attack-child-class), as they
@@ -859,12 +951,6 @@ func formatCounts(m map[string]int) string {
 // printAttackTable prints every class's figures and its verdicts against the honest targets. Each
 // cell holds the groups' figures: own addresses / shared address, then WebSocket when it ran.
 func printAttackTable(results []classResult, a attackOptions) {
-	verdict := func(ok bool) string {
-		if ok {
-			return "PASS"
-		}
-		return "FAIL"
-	}
 	groupNames := "own addresses / shared address"
 	if a.honestWS > 0 {
 		groupNames += " / WebSocket"

@@ -114,32 +114,7 @@ func startGateway(binary, keyFile string, procs int, flags ...string) (*child, e
 		pw.Close()
 	}()
 	addr := make(chan [3]string, 1) // the TCP listener's, the WebSocket listener's, the metrics'
-
-	go func() {
-		scanner := bufio.NewScanner(pr)
-		sent := false
-		for scanner.Scan() {
-			var entry struct {
-				Level       string `json:"level"`
-				Msg         string `json:"msg"`
-				Addr        string `json:"addr"`
-				WSAddr      string `json:"websocket_addr"`
-				MetricsAddr string `json:"metrics_addr"`
-			}
-			if json.Unmarshal(scanner.Bytes(), &entry) != nil {
-				fmt.Printf("  gateway: %s\n", scanner.Bytes())
-				continue
-			}
-			if !sent && entry.Msg == "listening" {
-				addr <- [3]string{entry.Addr, entry.WSAddr, entry.MetricsAddr}
-				sent = true
-			}
-			if entry.Level == "ERROR" {
-				fmt.Printf("  gateway: %s\n", scanner.Bytes())
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
+	go readGatewayLog(pr, addr)
 	select {
 	case a := <-addr:
 		c.addr, c.wsAddr, c.metrics = a[0], a[1], a[2]
@@ -150,6 +125,35 @@ func startGateway(binary, keyFile string, procs int, flags ...string) (*child, e
 		c.stop()
 		return nil, errors.New("the gateway did not log its address within 30s")
 	}
+}
+
+// readGatewayLog reads the gateway's log to its end: it sends the addresses of its "listening"
+// line to addr, prints the lines holding "level":"ERROR" and those that are no JSON, and drops the
+// rest (read all the same: a full pipe would block the gateway).
+func readGatewayLog(stderr io.Reader, addr chan<- [3]string) {
+	scanner := bufio.NewScanner(stderr)
+	sent := false
+	for scanner.Scan() {
+		var entry struct {
+			Level       string `json:"level"`
+			Msg         string `json:"msg"`
+			Addr        string `json:"addr"`
+			WSAddr      string `json:"websocket_addr"`
+			MetricsAddr string `json:"metrics_addr"`
+		}
+		if json.Unmarshal(scanner.Bytes(), &entry) != nil {
+			fmt.Printf("  gateway: %s\n", scanner.Bytes())
+			continue
+		}
+		if !sent && entry.Msg == "listening" {
+			addr <- [3]string{entry.Addr, entry.WSAddr, entry.MetricsAddr}
+			sent = true
+		}
+		if entry.Level == "ERROR" {
+			fmt.Printf("  gateway: %s\n", scanner.Bytes())
+		}
+	}
+	io.Copy(io.Discard, stderr)
 }
 
 // haproxyInstall is how to get the HAProxy of the comparison on Debian.

@@ -38,9 +38,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gorilla/websocket"
 )
 
 func main() {
@@ -146,70 +149,130 @@ type way struct {
 	pid  int // the process in between; 0 for direct
 }
 
+// loadRun is one load run: its flags, what its phases share, and the figures so far.
+type loadRun struct {
+	o       options
+	hard    uint64 // RLIMIT_NOFILE's hard limit
+	keyFile string
+	dir     string
+	// maxIdle is the most idle connections RLIMIT_NOFILE allows through one proxy (see runLoad).
+	maxIdle    int
+	haproxyBin string // "" when there is no HAProxy
+	// gatewayLimits let one source and one token hold every connection of the run.
+	gatewayLimits []string
+	wsClient      *websocket.Dialer
+	// quietInstance is the echo instance of the idle-memory phase (it copies through a buffer, not
+	// with splice: see startEcho); quietToken is its token.
+	quietInstance net.Listener
+	quietToken    string
+	r             results // r.ways: direct first, then the gateway, then the other ways it has
+}
+
 func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
-	// A proxied connection holds two descriptors in the proxy, and two here (the client's and the
-	// echo instance's); leave a thousand for everything else, the splice pipes the gateway's Go
-	// runtime keeps in its pool among them (two descriptors each; see idleMemory).
-	maxIdle := int(min(hard, 1<<30)-1000) / 2
-	haproxyBin, err := exec.LookPath(o.haproxy)
-	if err != nil || o.haproxy == "" {
-		fmt.Printf("no HAProxy (%s): the HAProxy column is skipped; install it with: %s\n", o.haproxy, haproxyInstall)
-		haproxyBin = ""
-	} else if out, err := exec.Command(haproxyBin, "-v").Output(); err == nil {
-		fmt.Printf("%s\n", strings.SplitN(string(out), "\n", 2)[0])
+	l := &loadRun{o: o, hard: hard, keyFile: keyFile, dir: dir,
+		// A proxied connection holds two descriptors in the proxy, and two here (the client's and the
+		// echo instance's); leave a thousand for everything else, the splice pipes the gateway's Go
+		// runtime keeps in its pool among them (two descriptors each; see idleMemory).
+		maxIdle: int(min(hard, 1<<30)-1000) / 2,
+		gatewayLimits: []string{"--max-connections=100000", "--max-connections-per-token=100000", "--max-pending-per-source=100000",
+			"--service-cidrs=127.0.0.0/8"},
+		wsClient: wsDialer(netip.Addr{}, 10*time.Second),
 	}
+	l.findHAProxy()
 	instance, token, err := startInstance(key, true, "")
 	if err != nil {
 		return err
 	}
 	defer instance.Close()
-	quietInstance, quietToken, err := startInstance(key, false, "")
+	if l.quietInstance, l.quietToken, err = startInstance(key, false, ""); err != nil {
+		return err
+	}
+	defer l.quietInstance.Close()
+	proxies, err := l.startProxies(instance.Addr().String(), token)
+	defer func() {
+		for _, p := range slices.Backward(proxies) {
+			p.stop()
+		}
+	}()
 	if err != nil {
 		return err
 	}
-	defer quietInstance.Close()
-	// Limits that let one source and one token hold every connection of the run.
-	gatewayLimits := []string{"--max-connections=100000", "--max-connections-per-token=100000", "--max-pending-per-source=100000",
-		"--service-cidrs=127.0.0.0/8"}
-	g, err := startGateway(o.binary, keyFile, o.procs, append(gatewayLimits, websocketListenFlag)...)
-	if err != nil {
+	for _, measure := range []func() error{l.measureConnect, l.measureEcho, l.measureBulk, l.measureRate} {
+		if err := measure(); err != nil {
+			return err
+		}
+	}
+	// The idle-memory phase starts a fresh process of each proxy: these are done.
+	for _, p := range proxies {
+		p.stop()
+	}
+	if err := l.measureIdle(); err != nil {
 		return err
 	}
-	defer func() { g.stop() }()
-	ways := []way{
-		{name: "direct", dial: func() (net.Conn, error) { return net.Dial("tcp4", instance.Addr().String()) }},
+	l.r.print()
+	return nil
+}
+
+// findHAProxy looks -haproxy up in PATH and prints its version, or that its column is skipped.
+func (l *loadRun) findHAProxy() {
+	bin, err := exec.LookPath(l.o.haproxy)
+	if err != nil || l.o.haproxy == "" {
+		fmt.Printf("no HAProxy (%s): the HAProxy column is skipped; install it with: %s\n", l.o.haproxy, haproxyInstall)
+		return
+	}
+	l.haproxyBin = bin
+	if out, err := exec.Command(bin, "-v").Output(); err == nil {
+		fmt.Printf("%s\n", strings.SplitN(string(out), "\n", 2)[0])
+	}
+}
+
+// startProxies starts the gateway, HAProxy and the ceiling (those the run has) in front of the
+// echo instance at instanceAddr, and sets the run's ways: direct, then through each. It returns
+// the children it started, with an error or not: the caller stops them.
+func (l *loadRun) startProxies(instanceAddr, token string) ([]*child, error) {
+	g, err := startGateway(l.o.binary, l.keyFile, l.o.procs, append(l.gatewayLimits, websocketListenFlag)...)
+	if err != nil {
+		return nil, err
+	}
+	started := []*child{g}
+	l.r.ways = []way{
+		{name: "direct", dial: func() (net.Conn, error) { return net.Dial("tcp4", instanceAddr) }},
 		{name: "gateway", dial: func() (net.Conn, error) { return dialGateway(g.addr, token) }, pid: g.pid()},
 	}
-	wsD := wsDialer(netip.Addr{}, 10*time.Second)
 	if g.wsAddr != "" {
 		// The same process as the TCP path's: the WebSocket figures are read against that one.
-		ways = append(ways, way{name: "websocket", dial: func() (net.Conn, error) {
-			return dialWebSocket(context.Background(), wsD, g.wsAddr, token)
+		l.r.ways = append(l.r.ways, way{name: "websocket", dial: func() (net.Conn, error) {
+			return dialWebSocket(context.Background(), l.wsClient, g.wsAddr, token)
 		}, pid: g.pid()})
 	} else {
 		fmt.Printf("this gateway binary has no WebSocket listener: the websocket column is skipped\n")
 	}
-	var h *child
-	if haproxyBin != "" {
-		if h, err = startHAProxy(haproxyBin, dir, instance.Addr().String(), maxIdle+10, o.procs); err != nil {
-			return err
+	if l.haproxyBin != "" {
+		h, err := startHAProxy(l.haproxyBin, l.dir, instanceAddr, l.maxIdle+10, l.o.procs)
+		if err != nil {
+			return started, err
 		}
-		defer func() { h.stop() }()
-		ways = append(ways, way{name: "haproxy", dial: func() (net.Conn, error) { return net.Dial("tcp4", h.addr) }, pid: h.pid()})
+		started = append(started, h)
+		l.r.ways = append(l.r.ways, way{name: "haproxy", dial: func() (net.Conn, error) { return net.Dial("tcp4", h.addr) }, pid: h.pid()})
 	}
-	var ceiling *child
-	if o.ceiling != "" {
-		if ceiling, err = startGateway(o.ceiling, keyFile, o.procs, gatewayLimits...); err != nil {
-			return err
+	if l.o.ceiling != "" {
+		ceiling, err := startGateway(l.o.ceiling, l.keyFile, l.o.procs, l.gatewayLimits...)
+		if err != nil {
+			return started, err
 		}
-		defer func() { ceiling.stop() }()
-		ways = append(ways, way{name: "ceiling", dial: func() (net.Conn, error) { return dialGateway(ceiling.addr, token) }, pid: ceiling.pid()})
+		started = append(started, ceiling)
+		l.r.ways = append(l.r.ways, way{name: "ceiling", dial: func() (net.Conn, error) { return dialGateway(ceiling.addr, token) }, pid: ceiling.pid()})
 	}
-	r := results{ways: ways}
+	return started, nil
+}
 
-	fmt.Printf("\nconnect (dial to first echoed byte), %d connections each way, alternating\n", o.connects)
+// measureConnect times -connects connections each way, dial to the first byte echoed,
+// alternating the ways.
+func (l *loadRun) measureConnect() error {
+	ways := l.r.ways
+	fmt.Printf("\nconnect (dial to first echoed byte), %d connections each way, alternating\n", l.o.connects)
 	conn := make([][]time.Duration, len(ways))
-	for range o.connects {
+	for range l.o.connects {
 		for i, w := range ways {
 			start := time.Now()
 			c, err := w.dial()
@@ -223,90 +286,130 @@ func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
 			conn[i] = append(conn[i], time.Since(start))
 		}
 	}
-	r.connect = conn
+	l.r.connect = conn
 	printLatency("connect", ways, conn)
+	return nil
+}
 
-	fmt.Printf("\necho (1 byte), %d connections open each way, %d rounds over all\n", o.open, o.rounds)
-	open := make([][]net.Conn, len(ways))
-	closeOpen := func() {
-		for _, cs := range open {
-			for _, c := range cs {
-				c.Close()
-			}
-		}
-	}
-	for range o.open {
-		for i, w := range ways {
-			c, err := w.dial()
-			if err != nil {
-				closeOpen()
-				return fmt.Errorf("open %s: %w", w.name, err)
-			}
-			open[i] = append(open[i], c)
-		}
+// measureEcho holds -open connections open each way at once and times -rounds 1-byte round trips
+// on each, alternating the ways.
+func (l *loadRun) measureEcho() error {
+	ways := l.r.ways
+	fmt.Printf("\necho (1 byte), %d connections open each way, %d rounds over all\n", l.o.open, l.o.rounds)
+	open, err := l.openEach(l.o.open)
+	if err != nil {
+		return err
 	}
 	echo := make([][]time.Duration, len(ways))
-	for range o.rounds {
-		for j := range o.open {
+	for range l.o.rounds {
+		for j := range l.o.open {
 			for i := range ways {
 				start := time.Now()
 				if err := echoByte(open[i][j]); err != nil {
-					closeOpen()
+					closeConns(open)
 					return fmt.Errorf("echo %s: %w", ways[i].name, err)
 				}
 				echo[i] = append(echo[i], time.Since(start))
 			}
 		}
 	}
-	closeOpen()
+	closeConns(open)
 	printLatency("echo", ways, echo)
+	return nil
+}
 
-	fmt.Printf("\nbulk, %d MiB each way on one connection, best of 3 alternating\n", o.bulkMiB)
-	r.bulk = make([]float64, len(ways))
+// openEach opens n connections each way, alternating the ways; on an error it closes those it
+// opened.
+func (l *loadRun) openEach(n int) ([][]net.Conn, error) {
+	open := make([][]net.Conn, len(l.r.ways))
+	for range n {
+		for i, w := range l.r.ways {
+			c, err := w.dial()
+			if err != nil {
+				closeConns(open)
+				return nil, fmt.Errorf("open %s: %w", w.name, err)
+			}
+			open[i] = append(open[i], c)
+		}
+	}
+	return open, nil
+}
+
+func closeConns(conns [][]net.Conn) {
+	for _, cs := range conns {
+		for _, c := range cs {
+			c.Close()
+		}
+	}
+}
+
+// measureBulk moves -bulk-mib each way on one connection, three times alternating the ways, and
+// keeps each way's best; it prints the CPU time the transfers took per GiB.
+func (l *loadRun) measureBulk() error {
+	ways := l.r.ways
+	fmt.Printf("\nbulk, %d MiB each way on one connection, best of 3 alternating\n", l.o.bulkMiB)
+	l.r.bulk = make([]float64, len(ways))
 	cpu := make([]time.Duration, len(ways))
 	// This process's CPU time too: the client's share of the machine (a WebSocket client masks
 	// every byte it sends), which the proxy does not get while the two share its cores.
 	clientCPU := make([]time.Duration, len(ways))
 	for range 3 {
 		for i, w := range ways {
-			var before time.Duration
-			if w.pid != 0 {
-				if before, err = cpuTime(w.pid); err != nil {
-					return err
-				}
-			}
-			clientBefore, _ := cpuTime(os.Getpid())
-			rate, err := bulk(w.dial, o.bulkMiB)
+			rate, proxy, client, err := l.bulkOnce(w)
 			if err != nil {
-				return fmt.Errorf("bulk %s: %w", w.name, err)
+				return err
 			}
-			clientAfter, _ := cpuTime(os.Getpid())
-			clientCPU[i] += clientAfter - clientBefore
-			r.bulk[i] = max(r.bulk[i], rate)
-			if w.pid != 0 {
-				after, err := cpuTime(w.pid)
-				if err != nil {
-					return err
-				}
-				cpu[i] += after - before
-			}
+			clientCPU[i] += client
+			l.r.bulk[i] = max(l.r.bulk[i], rate)
+			cpu[i] += proxy
 		}
 	}
+	// Each transfer crosses the proxy twice (there and echoed back): 2 × 3 × bulk-mib.
+	gib := float64(2*3*l.o.bulkMiB) / 1024
 	for i, w := range ways {
-		fmt.Printf("  %-8s %5.0f MiB/s, %.2f of direct", w.name, r.bulk[i], r.bulk[i]/r.bulk[0])
+		fmt.Printf("  %-8s %5.0f MiB/s, %.2f of direct", w.name, l.r.bulk[i], l.r.bulk[i]/l.r.bulk[0])
 		if w.pid != 0 {
-			// Each transfer crosses the proxy twice (there and echoed back): 2 × 3 × bulk-mib.
-			fmt.Printf("; the process: %.0f ms of CPU per GiB carried", cpu[i].Seconds()*1000/(float64(2*3*o.bulkMiB)/1024))
+			fmt.Printf("; the process: %.0f ms of CPU per GiB carried", cpu[i].Seconds()*1000/gib)
 		}
-		fmt.Printf("; this process (client and echo instance): %.0f ms per GiB\n", clientCPU[i].Seconds()*1000/(float64(2*3*o.bulkMiB)/1024))
+		fmt.Printf("; this process (client and echo instance): %.0f ms per GiB\n", clientCPU[i].Seconds()*1000/gib)
 	}
+	return nil
+}
 
-	fmt.Printf("\nnew connections (connect, 1-byte echo, close), %d workers, %d runs of %s each way, alternating; the median\n", o.workers, o.rateRounds, o.rateFor)
+// bulkOnce is one bulk transfer way w: its MiB/s, and the CPU time it took in the process in
+// between (none for direct) and in this one.
+func (l *loadRun) bulkOnce(w way) (rate float64, proxyCPU, clientCPU time.Duration, err error) {
+	var before time.Duration
+	if w.pid != 0 {
+		if before, err = cpuTime(w.pid); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	clientBefore, _ := cpuTime(os.Getpid())
+	if rate, err = bulk(w.dial, l.o.bulkMiB); err != nil {
+		return 0, 0, 0, fmt.Errorf("bulk %s: %w", w.name, err)
+	}
+	clientAfter, _ := cpuTime(os.Getpid())
+	if w.pid != 0 {
+		after, err := cpuTime(w.pid)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		proxyCPU = after - before
+	}
+	return rate, proxyCPU, clientAfter - clientBefore, nil
+}
+
+// measureRate runs -rate-rounds connection-rate runs each way, alternating the ways, and keeps
+// each way's median.
+func (l *loadRun) measureRate() error {
+	ways := l.r.ways
+	fmt.Printf("\nnew connections (connect, 1-byte echo, close), %d workers, %d runs of %s each way, alternating; the median\n", l.o.workers, l.o.rateRounds, l.o.rateFor)
 	rates := make([][]float64, len(ways))
 	perCPU := make([][]float64, len(ways))
-	for range o.rateRounds {
+	for range l.o.rateRounds {
 		for i, w := range ways {
-			rate, cpuRate, err := connectionRate(w.dial, o.workers, o.rateFor, w.pid)
+			rate, cpuRate, err := connectionRate(w.dial, l.o.workers, l.o.rateFor, w.pid)
 			if err != nil {
 				return fmt.Errorf("%s: %w", w.name, err)
 			}
@@ -314,73 +417,85 @@ func runLoad(o options, hard uint64, key []byte, keyFile, dir string) error {
 			perCPU[i] = append(perCPU[i], cpuRate)
 		}
 	}
-	r.rate = make([]float64, len(ways))
+	l.r.rate = make([]float64, len(ways))
 	for i, w := range ways {
-		r.rate[i] = median(rates[i])
-		fmt.Printf("  %-8s %6.0f/s (runs: %s)", w.name, r.rate[i], formatRates(rates[i]))
+		l.r.rate[i] = median(rates[i])
+		fmt.Printf("  %-8s %6.0f/s (runs: %s)", w.name, l.r.rate[i], formatRates(rates[i]))
 		if w.pid != 0 {
 			fmt.Printf("; the process: %.0f connections per CPU-second", median(perCPU[i]))
 		}
 		fmt.Println()
 	}
-	g.stop()
-	if h != nil {
-		h.stop()
-	}
-	if ceiling != nil {
-		ceiling.stop()
-	}
+	return nil
+}
 
-	counts := make([]int, len(o.idle))
-	for i, n := range o.idle {
-		counts[i] = min(n, maxIdle)
-		if counts[i] < n {
-			fmt.Printf("\n%d idle connections lowered to %d: RLIMIT_NOFILE's hard limit %d holds two descriptors per connection in the proxy and two here (client and instance), and a thousand more (the gateway's pooled splice pipes)\n",
-				n, counts[i], hard)
-		}
-	}
+// measureIdle measures the memory per idle connection of each proxy, in a fresh process of its
+// own, at each count of -idle.
+func (l *loadRun) measureIdle() error {
+	counts := l.idleCounts()
 	fmt.Printf("\nmemory per idle connection: RSS of a fresh proxy process after 100 warm-up connections, then above it\n")
-	r.idle = make([][]float64, len(ways))
-	for i, w := range ways {
+	l.r.idle = make([][]float64, len(l.r.ways))
+	for i, w := range l.r.ways {
 		if w.pid == 0 {
 			continue
 		}
-		var p *child
-		var dial func() (net.Conn, error)
-		switch w.name {
-		case "websocket":
-			// A fresh gateway of its own, as the TCP path's figure: the two never share a baseline.
-			p, err = startGateway(o.binary, keyFile, o.procs, append(gatewayLimits, websocketListenFlag)...)
-			if err == nil {
-				dial = func() (net.Conn, error) { return dialWebSocket(context.Background(), wsD, p.wsAddr, quietToken) }
-			}
-		case "gateway", "ceiling":
-			binary := o.binary
-			if w.name == "ceiling" {
-				binary = o.ceiling
-			}
-			p, err = startGateway(binary, keyFile, o.procs, gatewayLimits...)
-			if err == nil {
-				dial = func() (net.Conn, error) { return dialGateway(p.addr, quietToken) }
-			}
-		default:
-			p, err = startHAProxy(haproxyBin, dir, quietInstance.Addr().String(), maxIdle+10, o.procs)
-			if err == nil {
-				dial = func() (net.Conn, error) { return net.Dial("tcp4", p.addr) }
-			}
-		}
+		p, dial, err := l.startFresh(w.name)
 		if err != nil {
 			return err
 		}
-		r.idle[i], err = idleMemory(w.name, p, dial, counts)
+		l.r.idle[i], err = idleMemory(w.name, p, dial, counts)
 		p.stop()
 		if err != nil {
 			return err
 		}
 	}
-	r.idleCounts = counts
-	r.print()
+	l.r.idleCounts = counts
 	return nil
+}
+
+// idleCounts are -idle's counts, each lowered to what RLIMIT_NOFILE allows, saying so.
+func (l *loadRun) idleCounts() []int {
+	counts := make([]int, len(l.o.idle))
+	for i, n := range l.o.idle {
+		counts[i] = min(n, l.maxIdle)
+		if counts[i] < n {
+			fmt.Printf("\n%d idle connections lowered to %d: RLIMIT_NOFILE's hard limit %d holds two descriptors per connection in the proxy and two here (client and instance), and a thousand more (the gateway's pooled splice pipes)\n",
+				n, counts[i], l.hard)
+		}
+	}
+	return counts
+}
+
+// startFresh starts a fresh process of the way named name in front of the quiet instance, and
+// returns it with how to connect through it.
+func (l *loadRun) startFresh(name string) (*child, func() (net.Conn, error), error) {
+	switch name {
+	case "websocket":
+		// A fresh gateway of its own, as the TCP path's figure: the two never share a baseline.
+		p, err := startGateway(l.o.binary, l.keyFile, l.o.procs, append(l.gatewayLimits, websocketListenFlag)...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return p, func() (net.Conn, error) {
+			return dialWebSocket(context.Background(), l.wsClient, p.wsAddr, l.quietToken)
+		}, nil
+	case "gateway", "ceiling":
+		binary := l.o.binary
+		if name == "ceiling" {
+			binary = l.o.ceiling
+		}
+		p, err := startGateway(binary, l.keyFile, l.o.procs, l.gatewayLimits...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return p, func() (net.Conn, error) { return dialGateway(p.addr, l.quietToken) }, nil
+	default:
+		p, err := startHAProxy(l.haproxyBin, l.dir, l.quietInstance.Addr().String(), l.maxIdle+10, l.o.procs)
+		if err != nil {
+			return nil, nil, err
+		}
+		return p, func() (net.Conn, error) { return net.Dial("tcp4", p.addr) }, nil
+	}
 }
 
 // idleMemory opens each count of idle connections through p (one echoed byte each) and returns
@@ -451,6 +566,14 @@ type results struct {
 // print writes the table of the run and the gateway's targets, read against HAProxy and the
 // direct connection measured in the same run.
 func (r results) print() {
+	r.printTable()
+	r.printTargets()
+	r.printWebSocketTargets()
+	r.printCeiling()
+}
+
+// printTable writes the run's figures as a Markdown table, a column per way.
+func (r results) printTable() {
 	fmt.Printf("\n| figure |")
 	for _, w := range r.ways {
 		fmt.Printf(" %s |", w.name)
@@ -475,17 +598,13 @@ func (r results) print() {
 		})
 	}
 	row("bulk MiB/s", func(i int) string { return fmt.Sprintf("%.0f", r.bulk[i]) })
+}
 
+// printTargets writes the gateway's targets, against HAProxy and the direct connection.
+func (r results) printTargets() {
 	fmt.Printf("\ntargets of the gateway, against this run's figures:\n")
-	verdict := func(ok bool) string {
-		if ok {
-			return "PASS"
-		}
-		return "FAIL"
-	}
 	const gw = 1
-	hp, ceiling := r.index("haproxy"), r.index("ceiling")
-	if hp > 0 {
+	if hp := r.index("haproxy"); hp > 0 {
 		fmt.Printf("  new connections/s >= HAProxy's: %.0f vs %.0f, ratio %.2f: %s\n", r.rate[gw], r.rate[hp], r.rate[gw]/r.rate[hp], verdict(r.rate[gw] >= r.rate[hp]))
 		g50, h50 := percentile(r.connect[gw], 50), percentile(r.connect[hp], 50)
 		ratio := float64(g50) / float64(h50)
@@ -499,12 +618,16 @@ func (r results) print() {
 	}
 	ratio := r.bulk[gw] / r.bulk[0]
 	fmt.Printf("  bulk >= %.1f of direct: %.0f vs %.0f MiB/s, ratio %.2f: %s\n", targetBulkRatio, r.bulk[gw], r.bulk[0], ratio, verdict(ratio >= targetBulkRatio))
-	r.printWebSocketTargets(verdict)
+}
+
+// printCeiling writes, when the ceiling ran, what asking for a token costs by itself, and the
+// gateway against the least a gateway that asks for one does. Not targets.
+func (r results) printCeiling() {
+	const gw = 1
+	hp, ceiling := r.index("haproxy"), r.index("ceiling")
 	if ceiling < 0 {
 		return
 	}
-	// Not targets: what asking for a token costs by itself, and the gateway against the least a
-	// gateway that asks for one does.
 	fmt.Printf("\nthe ceiling (hack/tcpgateway-ceiling: the least a gateway that asks for a token does), in this run:\n")
 	against := func(who, what string, i, j int) {
 		fmt.Printf("  %s against %s: new connections/s %.2f, handshake p50 %.2f\n", who, what, r.rate[i]/r.rate[j],
@@ -514,6 +637,14 @@ func (r results) print() {
 		against("the ceiling", "HAProxy", ceiling, hp)
 	}
 	against("the gateway", "the ceiling", gw, ceiling)
+}
+
+// verdict is a target's outcome as the report writes it.
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
 }
 
 // index is the position of the way named name, or -1.
@@ -556,7 +687,7 @@ func formatRates(v []float64) string {
 // printWebSocketTargets writes the WebSocket path's targets, read against the TCP path through the
 // same gateway process in the same run (not against direct or HAProxy: what the WebSocket adds is
 // the question, the TCP path's own cost has targets of its own above).
-func (r results) printWebSocketTargets(verdict func(bool) string) {
+func (r results) printWebSocketTargets() {
 	const gw = 1
 	ws := r.index("websocket")
 	if ws < 0 {

@@ -121,6 +121,23 @@ func serve() {
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
 	started := hex.EncodeToString(nonce) // new for every process: a restart shows
+	go serveTCPFlag()
+	go serveUDPEcho()
+	srv := &http.Server{Addr: ":8080", Handler: challengeMux(started), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+		<-ch
+		_ = srv.Close()
+	}()
+	fmt.Println("serving :8080 (HTTP), :1337 (TCP flag, UDP echo); started", started)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fatal(err)
+	}
+}
+
+// challengeMux is serve's HTTP side; started is the process's nonce, which /self shows.
+func challengeMux(started string) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -140,44 +157,38 @@ func serve() {
 		}
 		fmt.Fprintln(w, "wrote", mib, "MiB to /tmp/fill")
 	})
-	go func() {
-		ln, err := net.Listen("tcp", ":1337")
-		if err != nil {
-			fatal(err)
-		}
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				continue
-			}
-			f, _ := readFlag()
-			_, _ = fmt.Fprintln(c, f)
-			_ = c.Close()
-		}
-	}()
-	go func() {
-		pc, err := net.ListenPacket("udp", ":1337")
-		if err != nil {
-			fatal(err)
-		}
-		buf := make([]byte, 1500)
-		for {
-			n, addr, err := pc.ReadFrom(buf)
-			if err == nil {
-				_, _ = pc.WriteTo(buf[:n], addr)
-			}
-		}
-	}()
-	srv := &http.Server{Addr: ":8080", Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		ch := make(chan os.Signal, 1)
-		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
-		<-ch
-		_ = srv.Close()
-	}()
-	fmt.Println("serving :8080 (HTTP), :1337 (TCP flag, UDP echo); started", started)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	return mux
+}
+
+// serveTCPFlag writes the flag to every connection on TCP :1337 and closes it.
+func serveTCPFlag() {
+	ln, err := net.Listen("tcp", ":1337")
+	if err != nil {
 		fatal(err)
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			continue
+		}
+		f, _ := readFlag()
+		_, _ = fmt.Fprintln(c, f)
+		_ = c.Close()
+	}
+}
+
+// serveUDPEcho sends every datagram on UDP :1337 back to its sender.
+func serveUDPEcho() {
+	pc, err := net.ListenPacket("udp", ":1337")
+	if err != nil {
+		fatal(err)
+	}
+	buf := make([]byte, 1500)
+	for {
+		n, addr, err := pc.ReadFrom(buf)
+		if err == nil {
+			_, _ = pc.WriteTo(buf[:n], addr)
+		}
 	}
 }
 
@@ -272,6 +283,18 @@ func (t *targets) snapshot() map[string]string {
 	return out
 }
 
+// jsonLines writes values as JSON lines to stdout from many goroutines, a whole line at a time.
+type jsonLines struct {
+	mu  sync.Mutex
+	out *json.Encoder
+}
+
+func (j *jsonLines) emit(v any) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_ = j.out.Encode(v)
+}
+
 func probe(args []string) {
 	fs := flag.NewFlagSet("probe", flag.ExitOnError)
 	ignoreTerm := fs.Bool("ignore-term", false, "ignore SIGTERM (a process that outlives its Pod's deletion until SIGKILL)")
@@ -289,39 +312,9 @@ func probe(args []string) {
 			fatal(err)
 		}
 	}
-	out := json.NewEncoder(os.Stdout)
-	var outMu sync.Mutex
-	emit := func(r result) {
-		outMu.Lock()
-		defer outMu.Unlock()
-		_ = out.Encode(r)
-	}
+	out := &jsonLines{out: json.NewEncoder(os.Stdout)}
 	if *listen != "" {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-		mux.HandleFunc("/targets", func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost {
-				_ = json.NewEncoder(w).Encode(ts.snapshot())
-				return
-			}
-			sc := bufio.NewScanner(io.LimitReader(r.Body, 1<<16))
-			for sc.Scan() {
-				if strings.TrimSpace(sc.Text()) == "" {
-					continue
-				}
-				if err := ts.set(sc.Text()); err != nil {
-					http.Error(w, err.Error(), http.StatusBadRequest)
-					return
-				}
-			}
-			fmt.Fprintln(w, "ok")
-		})
-		go func() {
-			srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-			if err := srv.ListenAndServe(); err != nil {
-				fatal(err)
-			}
-		}()
+		go serveControl(*listen, ts)
 	}
 	tick := time.NewTicker(*interval)
 	defer tick.Stop()
@@ -332,9 +325,37 @@ func probe(args []string) {
 				if r.OK && *untilOK {
 					ts.drop(name)
 				}
-				emit(r)
+				out.emit(r)
 			}()
 		}
+	}
+}
+
+// serveControl serves probe's control address: GET /healthz, and /targets (POST: lines NAME=URL
+// added or replaced; any other method: the targets as JSON).
+func serveControl(listen string, ts *targets) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/targets", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			_ = json.NewEncoder(w).Encode(ts.snapshot())
+			return
+		}
+		sc := bufio.NewScanner(io.LimitReader(r.Body, 1<<16))
+		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) == "" {
+				continue
+			}
+			if err := ts.set(sc.Text()); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if err := srv.ListenAndServe(); err != nil {
+		fatal(err)
 	}
 }
 
@@ -511,75 +532,94 @@ type floodCounts struct {
 	Attempts, Connected, Refused, Timeouts, Others, Slow int64
 }
 
+// floodOptions are flood's flags.
+type floodOptions struct {
+	rate, inflight      int
+	hold, timeout, slow time.Duration
+}
+
 func flood(args []string) {
 	fs := flag.NewFlagSet("flood", flag.ExitOnError)
-	rate := fs.Int("rate", 500, "new connections a second, per target")
-	inflight := fs.Int("inflight", 512, "connections attempted or held at once, per target")
-	hold := fs.Duration("hold", 30*time.Second, "how long an accepted connection is held open")
-	timeout := fs.Duration("timeout", time.Second, "timeout of one attempt")
-	slow := fs.Duration("slow", 500*time.Millisecond, "an answer (connected or refused) later than this is counted slow too")
+	var o floodOptions
+	fs.IntVar(&o.rate, "rate", 500, "new connections a second, per target")
+	fs.IntVar(&o.inflight, "inflight", 512, "connections attempted or held at once, per target")
+	fs.DurationVar(&o.hold, "hold", 30*time.Second, "how long an accepted connection is held open")
+	fs.DurationVar(&o.timeout, "timeout", time.Second, "timeout of one attempt")
+	fs.DurationVar(&o.slow, "slow", 500*time.Millisecond, "an answer (connected or refused) later than this is counted slow too")
 	_ = fs.Parse(args)
-	if fs.NArg() == 0 || *rate <= 0 || *inflight <= 0 {
+	if fs.NArg() == 0 || o.rate <= 0 || o.inflight <= 0 {
 		fatal(errors.New("flood: want -rate > 0, -inflight > 0 and HOST:PORT targets"))
 	}
-	var outMu sync.Mutex
-	out := json.NewEncoder(os.Stdout)
+	out := &jsonLines{out: json.NewEncoder(os.Stdout)}
 	for _, target := range fs.Args() {
-		go func() {
-			var mu sync.Mutex
-			counts := floodCounts{Target: target}
-			slots := make(chan struct{}, *inflight)
-			report := time.NewTicker(time.Second)
-			tick := time.NewTicker(time.Second / time.Duration(*rate))
-			for {
-				select {
-				case now := <-report.C:
-					mu.Lock()
-					counts.T = now
-					outMu.Lock()
-					_ = out.Encode(counts)
-					outMu.Unlock()
-					counts = floodCounts{Target: target}
-					mu.Unlock()
-				case <-tick.C:
-					select {
-					case slots <- struct{}{}:
-					default:
-						continue // every slot busy: this tick's connection is not attempted
-					}
-					go func() {
-						defer func() { <-slots }()
-						start := time.Now()
-						c, err := net.DialTimeout("tcp", target, *timeout)
-						took := time.Since(start)
-						mu.Lock()
-						counts.Attempts++
-						answered := err == nil || errors.Is(err, syscall.ECONNREFUSED)
-						if answered && took > *slow {
-							counts.Slow++
-						}
-						var netErr net.Error
-						switch {
-						case err == nil:
-							counts.Connected++
-						case errors.Is(err, syscall.ECONNREFUSED):
-							counts.Refused++
-						case errors.As(err, &netErr) && netErr.Timeout():
-							counts.Timeouts++
-						default:
-							counts.Others++
-						}
-						mu.Unlock()
-						if c != nil {
-							time.Sleep(*hold)
-							c.Close()
-						}
-					}()
-				}
-			}
-		}()
+		go floodTarget(target, o, out)
 	}
 	select {}
+}
+
+// floodTally is one target's counts of the current second, which its attempts add to.
+type floodTally struct {
+	mu     sync.Mutex
+	counts floodCounts
+}
+
+// floodTarget attempts a connection to target every 1/rate s while a slot of -inflight is free,
+// and writes the target's tally every second.
+func floodTarget(target string, o floodOptions, out *jsonLines) {
+	tally := &floodTally{counts: floodCounts{Target: target}}
+	slots := make(chan struct{}, o.inflight)
+	report := time.NewTicker(time.Second)
+	tick := time.NewTicker(time.Second / time.Duration(o.rate))
+	for {
+		select {
+		case now := <-report.C:
+			tally.mu.Lock()
+			tally.counts.T = now
+			out.emit(tally.counts)
+			tally.counts = floodCounts{Target: target}
+			tally.mu.Unlock()
+		case <-tick.C:
+			select {
+			case slots <- struct{}{}:
+			default:
+				continue // every slot busy: this tick's connection is not attempted
+			}
+			go func() {
+				defer func() { <-slots }()
+				tally.attempt(target, o)
+			}()
+		}
+	}
+}
+
+// attempt connects to target once, counts how that went, and holds an accepted connection for
+// -hold.
+func (t *floodTally) attempt(target string, o floodOptions) {
+	start := time.Now()
+	c, err := net.DialTimeout("tcp", target, o.timeout)
+	took := time.Since(start)
+	t.mu.Lock()
+	t.counts.Attempts++
+	answered := err == nil || errors.Is(err, syscall.ECONNREFUSED)
+	if answered && took > o.slow {
+		t.counts.Slow++
+	}
+	var netErr net.Error
+	switch {
+	case err == nil:
+		t.counts.Connected++
+	case errors.Is(err, syscall.ECONNREFUSED):
+		t.counts.Refused++
+	case errors.As(err, &netErr) && netErr.Timeout():
+		t.counts.Timeouts++
+	default:
+		t.counts.Others++
+	}
+	t.mu.Unlock()
+	if c != nil {
+		time.Sleep(o.hold)
+		c.Close()
+	}
 }
 
 // backlogListener listens with a small accept queue and never accepts: once the queue is full,
