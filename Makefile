@@ -1,6 +1,6 @@
-# challenge-hook: every command a developer or CI needs. run, test, generate, update, bench and fuzz
-# need only Go: their other tools, staticcheck and controller-gen, are pinned by go.mod's tool
-# directive. e2e needs openssl, curl and setsid.
+# challenge-hook: every command a developer or CI needs. run, test, test-ci, generate, update, bench
+# and fuzz need only Go: their other tools, staticcheck and controller-gen, are pinned by go.mod's
+# tool directive. e2e needs openssl, curl and setsid.
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/challenge-hook
@@ -9,56 +9,85 @@ BIN := bin/challenge-hook
 # (CI's) without compiling again, and the three modules (the hook's, hack/testimages and
 # hack/monitoring) share one compiled standard library and toolchain.
 export GOFLAGS := -trimpath $(filter-out -trimpath,$(shell $(GO) env GOFLAGS))
-# PHASE NAME COMMAND: runs COMMAND and prints its wall time (hack/phase.sh).
+# PHASE NAME COMMAND: runs COMMAND and prints its wall time (hack/phase.sh); TEST_PHASE and
+# CI_PHASE also log it for make test's and make test-ci's summaries.
 PHASE := bash hack/phase.sh
+TEST_PHASE := PHASE_LOG=.cache/phases $(PHASE)
+CI_PHASE := PHASE_LOG=.cache/phases-ci $(PHASE)
 # The flags `make run` serves with: a pinned clock, a demo flag key, a demo TCP gateway and a demo token
 # (testdata/dev.token), the same configuration the golden files were computed with, so that curl of
 # any testdata request (with that token) answers its response.json.
 DEV_FLAGS := $(shell cat testdata/dev.flags 2>/dev/null)
 
-.PHONY: all build run test lint generate update e2e e2e-node bench bench-gateway bench-gateway-attack bench-platform bench-cluster bench-node fuzz clean
+.PHONY: all xterm build run test test-ci lint lint-ci generate update e2e e2e-node bench bench-gateway bench-gateway-attack bench-platform bench-cluster bench-node fuzz clean
 
 all: test build
 
-build:
+# xterm.js for the player page's terminal, fetched at its pinned version and integrity into a
+# gitignored directory the binary embeds (hack/fetch-xterm.sh). Offline, or without curl, build and
+# run go on without it: the page then offers the WebSocket commands and no terminal (make e2e and
+# the Dockerfile, which ship or test the terminal, fail instead).
+xterm:
+	@bash hack/fetch-xterm.sh || echo "make: no xterm.js (registry.npmjs.org unreachable?): building without the player page's terminal" >&2
+
+build: xterm
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/challenge-hook
 
 # RUN_FLAGS adds flags, e.g. a golden case's own: make run RUN_FLAGS="$(cat testdata/<case>/hook.flags)"
-run:
+run: xterm
 	$(GO) run ./cmd/challenge-hook --listen=127.0.0.1:8080 --metrics-listen=127.0.0.1:8082 $(DEV_FLAGS) $(RUN_FLAGS)
 
-# Lint, then unit, golden, HTTP (bad-input matrix, auth, graceful shutdown, TLS) tests, the
+# What a newcomer runs, and CI first: lint of the hook's module (gofmt, go vet), then unit, golden
+# and HTTP (bad-input matrix, auth, graceful shutdown, TLS) tests; these run every fuzz target on
+# its seed corpus and on the failing inputs kept under testdata/fuzz (fuzzing proper is test-ci's).
+# Prints each phase's wall time, and all of them at the end. Needs only Go: no root, Docker or
+# cluster. What compiles more than the hook's tests need (controller-gen for the CRD check,
+# staticcheck's analysis of every dependency, the e2e tests' packages, Prometheus, the test
+# images) or fuzzes is test-ci's. go test's own vet (a subset of go
+# vet's checks) is off: lint has run all of go vet's over the same files, and it cost go test 30 of
+# its 65 CPU-seconds from an empty build cache.
+test:
+	@mkdir -p .cache && : >.cache/phases
+	@$(TEST_PHASE) lint $(MAKE) --no-print-directory lint
+	@$(TEST_PHASE) "go test" $(GO) test -vet=off -count=1 ./...
+	@echo "make test passed:" && cat .cache/phases
+
+# What CI runs after make test (.ci/run), the checks make test leaves out: first that every CRD
+# under manifests/ is what api/v1alpha1 generates (controller-gen; make generate rewrites them),
+# then lint-ci, then the
 # monitoring component's tests (hack/monitoring, a module of its own: Prometheus's rule manager,
 # at the version its go.mod pins, runs the alerts' rule tests, manifests/components/monitoring/
 # *.test.yaml, in-process as promtool would; Prometheus's query engine evaluates every dashboard
-# panel over a synthetic event; every query selects only series that exist), then a short run of
-# every fuzz target (FUZZTIME each; `make fuzz` runs them longer). Fails first when a CRD under
-# manifests/ is not what api/v1alpha1 generates. Prints each phase's wall time, and all of them
-# at the end. Needs only Go: no root, Docker or cluster. go test's own vet (a subset of go vet's
-# checks) is off: lint has run all of go vet's over the same files and more (LINT_TAGS excludes no
-# file go test compiles), and it cost go test 30 of its 65 CPU-seconds from an empty build cache.
-test:
-	@mkdir -p .cache && : >.cache/phases
-	@PHASE_LOG=.cache/phases $(PHASE) lint $(MAKE) --no-print-directory lint
-	@PHASE_LOG=.cache/phases $(PHASE) "generate check" env GO=$(GO) bash hack/generate.sh --check
-	@PHASE_LOG=.cache/phases $(PHASE) "go test" $(GO) test -vet=off -count=1 ./...
-	@PHASE_LOG=.cache/phases $(PHASE) monitoring $(GO) -C hack/monitoring test -count=1 ./...
-	@PHASE_LOG=.cache/phases $(PHASE) fuzz env FUZZTIME=$${FUZZTIME:-10s} GO=$(GO) bash hack/fuzz.sh
-	@echo "make test passed:" && cat .cache/phases
+# panel over a synthetic event; every query selects only series that exist), then every fuzz
+# target for FUZZTIME (default 10s; make fuzz runs them longer). Prints each phase's wall time,
+# and all of them at the end. Needs only Go, as make test.
+test-ci:
+	@mkdir -p .cache && : >.cache/phases-ci
+	@$(CI_PHASE) "generate check" env GO=$(GO) bash hack/generate.sh --check
+	@$(CI_PHASE) lint-ci $(MAKE) --no-print-directory lint-ci
+	@$(CI_PHASE) monitoring $(GO) -C hack/monitoring test -count=1 ./...
+	@$(CI_PHASE) fuzz env FUZZTIME=$${FUZZTIME:-10s} GO=$(GO) bash hack/fuzz.sh
+	@echo "make test-ci passed:" && cat .cache/phases-ci
 
 fuzz:
 	bash hack/fuzz.sh
 
-# gofmt, go vet and staticcheck over every package of the three modules, the e2e tests' included:
-# their build tags select only files of their own (e2e/, e2e/node/), so one pass with all of them
-# checks what a pass per tag set would.
+# make test's: gofmt of every Go file of the three modules, and go vet of every package of the
+# hook's module that go test compiles.
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# make test-ci's: go vet of the hook's module again with the e2e tests' build tags, then
+# staticcheck over it, then go vet and staticcheck (the hook module's, pinned by its go.mod) over
+# the two modules under hack/. The tags select only files of their own (e2e/, e2e/node/), so one
+# pass with all of them checks what a pass per tag set would.
 # staticcheck analyses every dependency from source for its facts; with GOGC=400 it collects its
 # garbage less often: a quarter less CPU (43 to 33 s over the hook's module, empty staticcheck cache)
 # for a peak of 0.8 GB instead of 0.46.
 LINT_TAGS := e2e,scale,e2enode,benchnode
 STATICCHECK_GOGC := 400
-lint:
-	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+lint-ci:
 	$(GO) vet -tags $(LINT_TAGS) ./...
 	GOGC=$(STATICCHECK_GOGC) $(GO) tool staticcheck -tags $(LINT_TAGS) ./...
 	cd hack/testimages && $(GO) vet ./... && GOGC=$(STATICCHECK_GOGC) $$(cd ../.. && $(GO) tool -n staticcheck) ./...
@@ -80,6 +109,16 @@ update:
 # test double), or under a real Metacontroller: METACONTROLLER_BIN=/path/to/metacontroller (v4.17+).
 # METACONTROLLER_CRDS: Metacontroller's release file manifests/production/metacontroller-crds-v1.yaml
 # (default: its copy in ../shared/metacontroller/ beside the checkout, when there is one).
+# Real etcd, kube-apiserver, controller-manager and scheduler and a kwok fake node; it tests the
+# admission of the CRDs and of every Challenge and ChallengeDefinition in the README, docs/,
+# examples/ and the golden requests, Pod Security, every golden case replayed against the binary,
+# instances Running with nothing written over three resyncs, expiry, errors, a missing definition,
+# the hook down, deletion (orphan and foreground refused), a changed definition recreating only its
+# Pod, the NetworkPolicy created before the Pod and kept while a Pod is Terminating, the examples
+# of several pods as written, the platform's calls of docs/platform.md and its stop on solve, a
+# quota's hard cap, the owner label and limit, definitions of another namespace (refused, or run
+# when granted), the pre-pull component, the activity stamper, and the player page in a headless
+# Chromium (TestPlayerPage, chromedp; hack/e2e.sh installs Debian's chromium when missing).
 e2e:
 	bash hack/e2e.sh
 
@@ -87,6 +126,15 @@ e2e:
 # player's loop, failure reasons, the securityContext from inside, and isolation with real packets
 # across an instance's life. Root and Linux; installs its Debian packages. Under the simulator or
 # METACONTROLLER_BIN, with METACONTROLLER_CRDS, as e2e.
+# It tests the README's definition Running once its readiness probe passes and its flag at the
+# NodePort endpoints; /flags/verify; stop, start and restart; real ErrImagePull, CrashLoopBackOff,
+# OOMKilled and CreateContainerConfigError; an attacker instance probing a victim (Pod IP, Service,
+# NodePort), a Pod outside any instance and another namespace through the victim's whole life and
+# its own teardown; who reaches whom in instances of three pods; the policy gate letting no packet
+# through before the policy (TestPolicyGate); and the TCP gateway as its component ships it: a
+# token reaches its own instance alone, the instance answers the gateway alone, and a rollout turns
+# no player away (TestTCPGateway*). The test images are one static binary (hack/testimages)
+# imported with ctr: no registry, no Docker.
 e2e-node:
 	bash hack/e2e-node.sh
 
@@ -116,8 +164,10 @@ bench: bench-gateway bench-platform
 # of an echo instance, and HAProxy in plain TCP mode in front of the same instance (the usual
 # proxy; its column is skipped, with how to install it, when haproxy is not on PATH), each figure
 # against a direct connection in the same run, alternating (latency, bulk throughput, connection
-# rate, memory per idle connection), then the gateway's targets against them, PASS or FAIL; and
-# hack/tcpgateway-ceiling, the least a gateway that asks for a token does, as a column of its own
+# rate, memory per idle connection), then the gateway's targets against them, PASS or FAIL; the
+# same gateway process's WebSocket listener (--websocket-listen, GET /ws/<token>) as a column of
+# its own, with its targets against the TCP path of the same run (handshake p50 at most 1.5x, bulk
+# at least 0.8, at most 8 KiB per idle WebSocket); and hack/tcpgateway-ceiling, the least a gateway that asks for a token does, as a column of its own
 # (what any such gateway can reach against HAProxy). GATEWAY_LOAD_FLAGS adds flags, e.g. -idle
 # 1000,10000 (lowered to what RLIMIT_NOFILE's hard limit holds: two descriptors per connection in
 # the proxy, two in the load run).
@@ -142,10 +192,12 @@ bench-platform:
 # shared address) while each attack class runs from 250 addresses on 127.0.0.0/8 (bad tokens,
 # silent connections, silent connections whose address presents its own valid token twice per
 # eviction, one byte a second, connect-and-close churn, oversized lines, the attacker's own valid
-# token), each against a fresh gateway at its defaults with --max-connections=2000:
-# success rate and handshake p99 per class, the gateway's RSS before, during and after, PASS or
-# FAIL per target. About 6 minutes; a report, not a test. GATEWAY_ATTACK_FLAGS adds flags, e.g.
-# -attack-classes none,silent -attack-for 30s.
+# token), and the WebSocket upgrade's own classes against its --websocket-listen (slow headers,
+# oversized headers, oversized frames, bad tokens by URL), each against a fresh gateway at its
+# defaults with --max-connections=2000, honest players over WebSocket counted apart beside those
+# over TCP: success rate and handshake p99 per class, the gateway's RSS before, during and after,
+# PASS or FAIL per target. About 10 minutes; a report, not a test. GATEWAY_ATTACK_FLAGS adds
+# flags, e.g. -attack-classes none,silent,ws-slow-headers -attack-for 30s -honest-ws 0.
 bench-gateway-attack: build
 	$(GO) run ./hack/tcpgateway-load -binary $(BIN) -attack $(GATEWAY_ATTACK_FLAGS)
 

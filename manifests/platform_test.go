@@ -287,12 +287,12 @@ func TestPlatformComponentPolicy(t *testing.T) {
 // Secret the Deployment mounts; give rCTF the provider, apiUrl and the token; the component's
 // identity and reach) is in the component's header and docs/security.md; what they do for the
 // player page (create its link key, the other Secret the Deployment mounts) in the header and
-// docs/platform.md.
+// docs/player-page.md.
 func TestPlatformComponentDocumented(t *testing.T) {
 	p := readPlatform(t)
 	security, err := os.ReadFile(filepath.Join(repoRoot, "docs", "security.md"))
 	require.NoError(t, err)
-	platformDoc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "platform.md"))
+	playerPageDoc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "player-page.md"))
 	require.NoError(t, err)
 	for where, wants := range map[string][]string{
 		filepath.Join(platformComponent, "kustomization.yaml"): {
@@ -303,7 +303,7 @@ func TestPlatformComponentDocumented(t *testing.T) {
 			"kubectl -n " + p.deployment.Namespace + " create secret generic " + platformLinkKeySecret + " \\\n" +
 				`    --from-literal=key="$(head -c 32 /dev/urandom | base64)"`,
 		},
-		"docs/platform.md": {
+		"docs/player-page.md": {
 			"kubectl -n " + p.deployment.Namespace + " create secret generic " + platformLinkKeySecret + ` --from-literal=key="$(head -c 32 /dev/urandom | base64)"`,
 			v1alpha1.AnnotationPlayerPage, "--page-origin", "--link-key-file", "--link-previous-key-file", "--page-listen",
 		},
@@ -316,8 +316,8 @@ func TestPlatformComponentDocumented(t *testing.T) {
 		switch where {
 		case "docs/security.md":
 			content = string(security)
-		case "docs/platform.md":
-			content = string(platformDoc)
+		case "docs/player-page.md":
+			content = string(playerPageDoc)
 		}
 		for _, want := range wants {
 			assert.Contains(t, content, want, where)

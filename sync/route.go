@@ -55,7 +55,7 @@ func hasExposure(t v1alpha1.DefinitionSpec, exposeType string) bool {
 func routeProblem(in *instance, declared []ChildResource) *problem {
 	if in.cfg.Gateway == nil && hasExposure(in.template, v1alpha1.ExposeTLS) {
 		return &problem{v1alpha1.ReasonGatewayAPINotEnabled,
-			"the template exposes a port as TLS, which needs a Gateway API Gateway: start the hook with --gateway <namespace>/<name> (see the README)", &in.template}
+			"the template exposes a port as TLS, which needs a Gateway API Gateway: start the hook with --gateway <namespace>/<name> (see docs/gateway-api.md)", &in.template}
 	}
 	for _, kind := range routeKinds(in) {
 		if !slices.Contains(declared, kind.ChildResource()) {

@@ -136,7 +136,7 @@ func tcpGatewayMissing(g TCPGateway) string {
 		missing = append(missing, "no gateway key (--tcp-gateway-key-file; in-cluster, the Secret challenge-hook-tcp-gateway-key)")
 	}
 	return "the template exposes a port as TCP, through the TCP gateway, but the hook has " + strings.Join(missing, " and ") +
-		": set what is missing (the kustomize component manifests/components/tcp-gateway does, see the README) and restart the hook"
+		": set what is missing (the kustomize component manifests/components/tcp-gateway does, see docs/tcp-gateway.md) and restart the hook"
 }
 
 func findDefinition(defs []ChallengeDefinition, ref v1alpha1.DefinitionRef) (ChallengeDefinition, bool) {

@@ -75,7 +75,7 @@ type ObservedChildren struct {
 	Secrets         []ObservedObject
 	// Deployments were the workload before Pods were. The hook never returns one, so
 	// Metacontroller deletes them where the CompositeController still lists deployments (the
-	// upgrade, see the README).
+	// upgrade, see docs/operations.md, "Upgrading").
 	Deployments []ObservedObject
 }
 

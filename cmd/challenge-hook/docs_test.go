@@ -174,3 +174,87 @@ func TestDocLinks(t *testing.T) {
 		}
 	}
 }
+
+// The book's bounds: a reader finishes a doc (one question, named in its first line, answered in
+// at most maxDocBytes) and the book; CONTRIBUTING.md says how to work on the code, no more.
+const (
+	maxDocBytes          = 25_000
+	maxBookBytes         = 180_000
+	maxContributingBytes = 12_000
+)
+
+var (
+	// docQuestion is a doc's first line: a heading that is the reader's question.
+	docQuestion = regexp.MustCompile(`^# (.+\?)$`)
+	// A run's date and minute, or a commit, is history: the commit that changes a figure says what
+	// moved it. Dates of examples live in code blocks, which this does not read.
+	docTimestamp = regexp.MustCompile(`\b20\d\d-\d\d-\d\d\b|\b\d\d:\d\d(:\d\d)? ?UTC\b`)
+	docCommit    = regexp.MustCompile(`\b[0-9a-f]{7,40}\b`)
+	hexLetter    = regexp.MustCompile(`[a-f]`)
+	hexDigit     = regexp.MustCompile(`[0-9]`)
+)
+
+// TestDocsBook holds the book to what a newcomer finishes: each doc under docs/ names the question
+// it answers in its first line and answers it in at most maxDocBytes; the README's table of
+// contents gives each doc's question; README, CONTRIBUTING and docs/ together stay within
+// maxBookBytes; no doc dates a run or names a commit outside its code blocks.
+func TestDocsBook(t *testing.T) {
+	const root = "../.."
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	require.NoError(t, err)
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	contributing, err := os.ReadFile(filepath.Join(root, "CONTRIBUTING.md"))
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(contributing), maxContributingBytes, "CONTRIBUTING.md: how to build, test, add a golden case and a field; the rest belongs in docs/ or the code's comments")
+	book := len(readme) + len(contributing)
+	for _, page := range pages {
+		content, err := os.ReadFile(page)
+		require.NoError(t, err)
+		name := "docs/" + filepath.Base(page)
+		book += len(content)
+		assert.LessOrEqual(t, len(content), maxDocBytes, "%s answers one question in at most %d bytes", name, maxDocBytes)
+		first, _, _ := strings.Cut(string(content), "\n")
+		m := docQuestion.FindStringSubmatch(first)
+		if assert.NotNil(t, m, "%s: the first line is the reader's question, as a heading: # ...?", name) {
+			assert.True(t, readmeListsQuestion(string(readme), "("+name+")", m[1]), "README.md's table of contents has no line linking (%s) with its question %q", name, m[1])
+		}
+		for i, line := range proseLines(string(content)) {
+			if line == "" {
+				continue
+			}
+			assert.False(t, docTimestamp.MatchString(line), "%s:%d dates a run (%q): give the current figure; the commit that changes it says what moved it", name, i+1, docTimestamp.FindString(line))
+			for _, word := range docCommit.FindAllString(line, -1) {
+				assert.False(t, hexLetter.MatchString(word) && hexDigit.MatchString(word), "%s:%d names a commit (%s)", name, i+1, word)
+			}
+		}
+	}
+	assert.LessOrEqual(t, book, maxBookBytes, "README.md, CONTRIBUTING.md and docs/ together")
+}
+
+// readmeListsQuestion: a line of the README links target and says question.
+func readmeListsQuestion(readme, target, question string) bool {
+	for line := range strings.Lines(readme) {
+		if strings.Contains(line, target) && strings.Contains(line, question) {
+			return true
+		}
+	}
+	return false
+}
+
+// proseLines returns the page's lines with those of fenced code blocks (and the fences) blanked,
+// so that line numbers stay the page's.
+func proseLines(page string) []string {
+	lines := strings.Split(page, "\n")
+	inCode := false
+	for i, line := range lines {
+		fence := strings.HasPrefix(strings.TrimSpace(line), "```")
+		if fence {
+			inCode = !inCode
+		}
+		if fence || inCode {
+			lines[i] = ""
+		}
+	}
+	return lines
+}

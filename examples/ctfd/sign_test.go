@@ -20,7 +20,7 @@ import (
 )
 
 // vectorKey, vectorSig: the signed link of internal/platform/link_test.go's linkVector (ctf,
-// pwn-heap, team-42, expiring at 1796389200), which docs/platform.md lists.
+// pwn-heap, team-42, expiring at 1796389200), which docs/player-page.md lists.
 const (
 	vectorKey = "a link key of the platform's, 32+ bytes long"
 	vectorSig = "91347573c99c68ad3af3e218db6766d766622c608850ecaadf4155ef00811f75"

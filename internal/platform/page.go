@@ -23,7 +23,7 @@ import (
 // reaches their team's instance of one ChallengeDefinition through a link the CTF platform signs
 // (link.go): it shows the instance (phase, time left, endpoints and the commands to paste) and
 // starts, extends, restarts, stops and deletes it. Its routes and element ids are what
-// e2e/playerpage_test.go drives in a real browser; docs/platform.md, "The player page", is the
+// e2e/playerpage_test.go drives in a real browser; docs/player-page.md is the
 // organizer's view.
 //
 // Its state comes from the component's watches, as the rCTF contract's answers do, and its
