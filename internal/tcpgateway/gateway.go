@@ -398,25 +398,30 @@ func (c *session) closed(s spliced) {
 	c.end()
 }
 
-// end gives back what the connection holds, last taken first.
+// end gives back what the connection holds.
 func (c *session) end() {
-	g := c.g
-	if c.splicing {
+	c.g.release(c.splicing, c.instance, c.target, c.slot, c.player)
+}
+
+// release gives back what a player's connection, TCP or WebSocket, holds, last taken first: the
+// splice's count, the instance's connection, the token's place, the slot, the player's socket.
+func (g *Gateway) release(splicing bool, instance *net.TCPConn, target netip.AddrPort, slot *pendingConn, player *net.TCPConn) {
+	if splicing {
 		g.metrics.splicing.Dec()
 	}
-	if c.instance != nil {
-		g.untrack(c.instance)
-		c.instance.Close()
+	if instance != nil {
+		g.untrack(instance)
+		instance.Close()
 	}
-	if c.target.IsValid() {
-		g.targets.release(c.target)
+	if target.IsValid() {
+		g.targets.release(target)
 	}
-	if c.slot != nil {
-		g.admission.release(c.slot)
+	if slot != nil {
+		g.admission.release(slot)
 	}
 	g.metrics.open.Dec()
-	g.untrack(c.player)
-	c.player.Close()
+	g.untrack(player)
+	player.Close()
 }
 
 // connLog logs about one connection, naming its player and, once known, its instance; the

@@ -321,25 +321,9 @@ func (c *wsSession) refuseUpgraded(r refusal) {
 	c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, r.reason), deadline)
 }
 
-// end gives back what the connection holds, last taken first.
+// end gives back what the connection holds.
 func (c *wsSession) end() {
-	g := c.g
-	if c.splicing {
-		g.metrics.splicing.Dec()
-	}
-	if c.instance != nil {
-		g.untrack(c.instance)
-		c.instance.Close()
-	}
-	if c.target.IsValid() {
-		g.targets.release(c.target)
-	}
-	if c.slot != nil {
-		g.admission.release(c.slot)
-	}
-	g.metrics.open.Dec()
-	g.untrack(c.player)
-	c.player.Close()
+	c.g.release(c.splicing, c.instance, c.target, c.slot, c.player)
 }
 
 // tellWebSocketPlayers sends every spliced WebSocket player a close frame saying that the gateway
