@@ -351,6 +351,12 @@ func slowLine(ctx context.Context, a *attackRun, src netip.Addr) {
 		a.readAnswer(ctx, r)
 	}()
 	line := randomTokenLine() + randomTokenLine() + randomTokenLine() + randomTokenLine() + randomTokenLine()
+	a.trickle(ctx, c, done, line)
+}
+
+// trickle writes payload to c a byte a second, from its start again at its end, until done is
+// closed (the gateway answered or closed), ctx ends or a write fails.
+func (a *attackRun) trickle(ctx context.Context, c net.Conn, done <-chan struct{}, payload string) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for i := 0; ; i++ {
@@ -361,7 +367,7 @@ func slowLine(ctx context.Context, a *attackRun, src netip.Addr) {
 			return
 		case <-tick.C:
 			c.SetWriteDeadline(time.Now().Add(a.timeout))
-			if _, err := c.Write([]byte{line[i%len(line)]}); err != nil {
+			if _, err := c.Write([]byte{payload[i%len(payload)]}); err != nil {
 				return
 			}
 		}

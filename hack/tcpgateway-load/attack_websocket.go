@@ -123,21 +123,7 @@ func wsSlowHeaders(ctx context.Context, a *attackRun, src netip.Addr) {
 		}
 	}()
 	request := upgradeRequest("GET", "/ws/"+a.ownToken, true, false) + "X-Padding: " + strings.Repeat("a", 1<<20)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			c.SetWriteDeadline(time.Now().Add(a.timeout))
-			if _, err := c.Write([]byte{request[i%len(request)]}); err != nil {
-				return
-			}
-		}
-	}
+	a.trickle(ctx, c, done, request)
 }
 
 // wsOversizedHeaders sends an upgrade whose headers run to 32 KiB without an end.
