@@ -391,7 +391,8 @@ type honestResult struct {
 type honestAttempt struct {
 	start     time.Time
 	handshake time.Duration
-	failure   string // empty: the banner and the echo came back
+	toPrompt  time.Duration // of the handshake, dial to the prompt read (0: no prompt, a WebSocket)
+	failure   string        // empty: the banner and the echo came back
 }
 
 // freshAddresses counts the addresses of -honest-fresh.
@@ -409,9 +410,9 @@ func honestPlayer(ctx context.Context, gateway string, src netip.Addr, token, ba
 		if res.group == groupWS {
 			connect = honestConnectWS
 		}
-		handshake, failure := connect(gateway, src, token, banner, o)
+		handshake, toPrompt, failure := connect(gateway, src, token, banner, o)
 		res.mu.Lock()
-		res.attempts = append(res.attempts, honestAttempt{start: start, handshake: handshake, failure: failure})
+		res.attempts = append(res.attempts, honestAttempt{start: start, handshake: handshake, toPrompt: toPrompt, failure: failure})
 		res.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -420,41 +421,42 @@ func honestPlayer(ctx context.Context, gateway string, src netip.Addr, token, ba
 	}
 }
 
-// honestConnect is one connection of an honest player: its handshake, or why it failed.
-func honestConnect(gateway string, src netip.Addr, token, banner string, o attackOptions) (time.Duration, string) {
+// honestConnect is one connection of an honest player: its handshake and the part of it to the
+// prompt, or why it failed.
+func honestConnect(gateway string, src netip.Addr, token, banner string, o attackOptions) (handshake, toPrompt time.Duration, failure string) {
 	start := time.Now()
 	c, err := dialFrom(context.Background(), src, gateway, o.honestTimeout)
 	if err != nil {
-		return 0, "dial: " + short(err)
+		return 0, 0, "dial: " + short(err)
 	}
 	defer c.Close()
 	r := bufio.NewReaderSize(c, 256)
 	c.SetDeadline(time.Now().Add(o.honestTimeout))
 	if err := readPrompt(r); err != nil {
-		return 0, "prompt: " + short(err)
+		return 0, 0, "prompt: " + short(err)
 	}
-	toPrompt := time.Since(start)
+	toPrompt = time.Since(start)
 	time.Sleep(o.pasteMin + rand.N(o.pasteMax-o.pasteMin+1))
 	sent := time.Now()
 	c.SetDeadline(sent.Add(o.honestTimeout))
 	if _, err := io.WriteString(c, token+"\n"); err != nil {
-		return 0, "token: " + short(err)
+		return 0, 0, "token: " + short(err)
 	}
 	line, err := r.ReadString('\n')
 	if line != banner {
 		if line == "" {
-			return 0, "banner: " + short(err)
+			return 0, 0, "banner: " + short(err)
 		}
-		return 0, "banner: " + short(errors.New(line))
+		return 0, 0, "banner: " + short(errors.New(line))
 	}
-	handshake := toPrompt + time.Since(sent)
+	handshake = toPrompt + time.Since(sent)
 	if _, err := c.Write([]byte{'x'}); err != nil {
-		return 0, "echo: " + short(err)
+		return 0, 0, "echo: " + short(err)
 	}
 	if b, err := r.ReadByte(); err != nil || b != 'x' {
-		return 0, "echo: no byte"
+		return 0, 0, "echo: no byte"
 	}
-	return handshake, ""
+	return handshake, toPrompt, ""
 }
 
 // classResult is what the report prints of a class.
@@ -473,6 +475,7 @@ type classResult struct {
 type groupResult struct {
 	attempts, ok int
 	p50, p99     time.Duration
+	promptP99    time.Duration // of the dial to the prompt, where there is one
 	failures     map[string]int
 }
 
@@ -887,7 +890,7 @@ func paced(ctx context.Context, run *attackRun, src netip.Addr, attempt func(con
 // group sums the honest attempts started while the attack ran, of the players of one group.
 func group(run *attackRun, kind int) groupResult {
 	g := groupResult{failures: map[string]int{}}
-	var handshakes []time.Duration
+	var handshakes, toPrompts []time.Duration
 	for _, h := range run.honest {
 		if h.group != kind {
 			continue
@@ -904,10 +907,16 @@ func group(run *attackRun, kind int) groupResult {
 			}
 			g.ok++
 			handshakes = append(handshakes, at.handshake)
+			if at.toPrompt > 0 {
+				toPrompts = append(toPrompts, at.toPrompt)
+			}
 		}
 		h.mu.Unlock()
 	}
 	g.p50, g.p99 = percentile(handshakes, 50), percentile(handshakes, 99)
+	if len(toPrompts) > 0 {
+		g.promptP99 = percentile(toPrompts, 99)
+	}
 	return g
 }
 
@@ -921,6 +930,9 @@ func (r classResult) print() {
 		}
 		fmt.Printf("  honest, %s: %d of %d (%.2f%%), handshake p50 %s p99 %s", g.name, g.g.ok, g.g.attempts, 100*g.g.rate(),
 			g.g.p50.Round(10*time.Microsecond), g.g.p99.Round(10*time.Microsecond))
+		if g.g.promptP99 > 0 {
+			fmt.Printf(" (dial to prompt p99 %s)", g.g.promptP99.Round(10*time.Microsecond))
+		}
 		if len(g.g.failures) > 0 {
 			fmt.Printf("; failures: %s", formatCounts(g.g.failures))
 		}

@@ -225,13 +225,13 @@ func readUntilClose(c net.Conn, r *bufio.Reader, timeout time.Duration) string {
 // honestConnectWS is one connection of an honest WebSocket player: dial, upgrade, its banner in
 // the first messages, a 1-byte echo. Its handshake is from dial to the banner read: a WebSocket
 // client sends the token in its request, with no paste delay to leave out.
-func honestConnectWS(gateway string, src netip.Addr, token, banner string, o attackOptions) (time.Duration, string) {
+func honestConnectWS(gateway string, src netip.Addr, token, banner string, o attackOptions) (handshake, toPrompt time.Duration, failure string) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), o.honestTimeout)
 	defer cancel()
 	c, err := dialWebSocket(ctx, wsDialer(src, o.honestTimeout), gateway, token)
 	if err != nil {
-		return 0, "upgrade: " + wsShort(err)
+		return 0, 0, "upgrade: " + wsShort(err)
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(o.honestTimeout))
@@ -239,18 +239,18 @@ func honestConnectWS(gateway string, src netip.Addr, token, banner string, o att
 	line, err := r.ReadString('\n')
 	if line != banner {
 		if line == "" {
-			return 0, "banner: " + short(err)
+			return 0, 0, "banner: " + short(err)
 		}
-		return 0, "banner: " + short(errors.New(line))
+		return 0, 0, "banner: " + short(errors.New(line))
 	}
-	handshake := time.Since(start)
+	handshake = time.Since(start)
 	if _, err := c.Write([]byte{'x'}); err != nil {
-		return 0, "echo: " + short(err)
+		return 0, 0, "echo: " + short(err)
 	}
 	if b, err := r.ReadByte(); err != nil || b != 'x' {
-		return 0, "echo: no byte"
+		return 0, 0, "echo: no byte"
 	}
-	return handshake, ""
+	return handshake, 0, ""
 }
 
 // wsShort is a refused upgrade's status ("503 Service Unavailable"), or short's reading of the error.

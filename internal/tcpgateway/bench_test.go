@@ -1,8 +1,10 @@
 package tcpgateway
 
 import (
+	"bufio"
 	"io"
 	"net"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -17,13 +19,14 @@ import (
 // own durations. make bench-gateway is the loopback load run with the gateway in a process of its
 // own (hack/tcpgateway-load).
 
-// benchPaths returns the two ways to the same echo instance: dial directly, or through a gateway
-// and its token.
+// benchPaths returns the ways to the same echo instance: dial directly, through a gateway and its
+// token, or through the same gateway's WebSocket listener (wsrx's upgrade, binary messages).
 func benchPaths(b *testing.B) map[string]func() net.Conn {
 	instance := startBackend(b, echo)
-	g := startGateway(b, func(c *Config) {
+	g := startWSGateway(b, func(c *Config) {
 		c.MaxConnectionsPerToken = 1 << 20
 	})
+	wsPath := "/ws/" + mint(b, tcptoken.Target{Service: instance.addr()})
 	token := []byte(mint(b, tcptoken.Target{Service: instance.addr()}) + "\n")
 	prompt := make([]byte, len(Prompt))
 	return map[string]func() net.Conn{
@@ -41,7 +44,36 @@ func benchPaths(b *testing.B) map[string]func() net.Conn {
 			require.NoError(b, err)
 			return c
 		},
+		"websocket": func() net.Conn {
+			// Not dialWS: a connection bound to its source address before it connects takes a
+			// port of its own for good, and a benchmark's thousands of connections run out of them.
+			c, err := net.Dial("tcp4", g.wsAddr)
+			require.NoError(b, err)
+			_, err = io.WriteString(c, wsrxRequest(g.wsAddr, wsPath, newWSKey()))
+			require.NoError(b, err)
+			w := &wsClient{t: b, conn: c.(*net.TCPConn), r: bufio.NewReader(c)}
+			w.resp, err = http.ReadResponse(w.r, nil)
+			require.NoError(b, err)
+			require.Equal(b, http.StatusSwitchingProtocols, w.resp.StatusCode)
+			return &wsBenchConn{TCPConn: w.conn, r: &frameReader{w: w}}
+		},
 	}
+}
+
+// wsBenchConn is a WebSocket as the stream it carries: bytes out in a binary message each write,
+// in from the binary messages read.
+type wsBenchConn struct {
+	*net.TCPConn
+	r *frameReader
+}
+
+func (c *wsBenchConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *wsBenchConn) Write(p []byte) (int, error) {
+	if _, err := c.TCPConn.Write(clientFrame(opBinary, p, len(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // echoByte sends one byte and reads it back.
@@ -66,7 +98,7 @@ func reportPercentiles(b *testing.B, d []time.Duration) {
 // BenchmarkConnect: from dial to the first byte echoed by the instance, then close.
 func BenchmarkConnect(b *testing.B) {
 	paths := benchPaths(b)
-	for _, name := range []string{"direct", "gateway"} {
+	for _, name := range []string{"direct", "gateway", "websocket"} {
 		b.Run(name, func(b *testing.B) {
 			d := make([]time.Duration, 0, b.N)
 			for b.Loop() {
@@ -84,7 +116,7 @@ func BenchmarkConnect(b *testing.B) {
 // BenchmarkEcho: a 1-byte round trip on an open connection.
 func BenchmarkEcho(b *testing.B) {
 	paths := benchPaths(b)
-	for _, name := range []string{"direct", "gateway"} {
+	for _, name := range []string{"direct", "gateway", "websocket"} {
 		b.Run(name, func(b *testing.B) {
 			c := paths[name]()
 			defer c.Close()

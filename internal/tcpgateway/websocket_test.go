@@ -3,6 +3,7 @@ package tcpgateway
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -464,4 +465,48 @@ func TestUnmaskTo(t *testing.T) {
 			assert.Equal(t, want, b[:100], "shift %d, pos %d", shift, pos)
 		}
 	}
+}
+
+// TestWebSocketMessagesToASlowReader: the instance's bytes reach a player who reads slowly (the
+// gateway's writes stop part-way through headers and payloads) byte for byte, in whole binary
+// messages of at most 64 KiB, and the pongs to the player's pings come between two messages,
+// each whole.
+func TestWebSocketMessagesToASlowReader(t *testing.T) {
+	payload := randomBytes(t, 8<<20)
+	instance := startBackend(t, func(c net.Conn) { c.Write(payload) })
+	g := startWSGateway(t, nil)
+	w := upgradeWS(t, g.wsAddr, "/ws/"+mint(t, tcptoken.Target{Service: instance.addr()}))
+	const pings = 50
+	go func() {
+		for i := range pings {
+			w.conn.Write(clientFrame(opPing, []byte(fmt.Sprint("ping ", i)), len(fmt.Sprint("ping ", i))))
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	time.Sleep(100 * time.Millisecond) // the socket buffers fill up
+	var got []byte
+	var pongs []string
+	for {
+		opcode, frame, err := w.readFrame()
+		require.NoError(t, err, "after %d bytes", len(got))
+		switch opcode {
+		case opBinary:
+			require.LessOrEqual(t, len(frame), wsMessageBytes)
+			got = append(got, frame...)
+			if len(got)%(256<<10) < len(frame) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			continue
+		case 0xa:
+			pongs = append(pongs, string(frame))
+			continue
+		}
+		require.Equal(t, byte(opClose), opcode, "after %d bytes", len(got))
+		break
+	}
+	assert.True(t, bytes.Equal(payload, got), "8 MiB byte for byte (%d bytes came)", len(got))
+	for i, pong := range pongs {
+		assert.Equal(t, fmt.Sprint("ping ", i), pong)
+	}
+	assert.NotEmpty(t, pongs)
 }
