@@ -102,8 +102,14 @@ type pageHandler struct {
 // POST /i/<ns>/<def>/<action> its actions; /i/<ns>/<def>/terminal?endpoint=<n> the terminal to
 // an endpoint's WebSocket URL; /i/assets/ its scripts and styles.
 func NewPageHandler(instancer *Instancer, definitions DefinitionGetter, opts PageOptions) http.Handler {
+	return newPageHandler(instancer, definitions, opts, embedsXterm())
+}
+
+// newPageHandler is NewPageHandler offering a terminal or not (tests: as a binary built with or
+// without xterm.js would, whatever this checkout holds).
+func newPageHandler(instancer *Instancer, definitions DefinitionGetter, opts PageOptions, terminal bool) http.Handler {
 	h := &pageHandler{instancer: instancer, definitions: definitions, keys: opts.Keys, origin: opts.Origin,
-		secure: strings.HasPrefix(opts.Origin, "https://"), actions: newTeamRate(opts.Actions), terminal: xtermAvailable}
+		secure: strings.HasPrefix(opts.Origin, "https://"), actions: newTeamRate(opts.Actions), terminal: terminal}
 	if !h.terminal {
 		instancer.logger.Info("player page: no terminal: this binary was built without xterm.js (internal/platform/assets/xterm/, " +
 			"filled by hack/fetch-xterm.sh, which make build runs); the page shows the WebSocket commands without it")

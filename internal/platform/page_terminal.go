@@ -24,15 +24,15 @@ const (
 	xtermLicense = xtermDir + "LICENSE"
 )
 
-// xtermAvailable: this binary embeds xterm.js, so the page offers a terminal.
-var xtermAvailable = func() bool {
+// embedsXterm says whether this binary embeds xterm.js: then the page offers a terminal.
+func embedsXterm() bool {
 	for _, name := range []string{xtermScript, xtermStyle, xtermLicense} {
 		if _, err := fs.Stat(pageAssets, name); err != nil {
 			return false
 		}
 	}
 	return true
-}()
+}
 
 // refusedNoTerminal is the terminal page's answer when there is nothing to connect to.
 const refusedNoTerminal = "There is no terminal to this instance now: it is not running, or this way in has no WebSocket. Go back to the page of the instance."

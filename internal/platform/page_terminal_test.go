@@ -11,18 +11,11 @@ import (
 	"github.com/challenge-hook/challenge-hook/api/v1alpha1"
 )
 
-// withTerminal makes the handlers the test builds offer a terminal (on) or not, as a binary
-// built with or without xterm.js would, whatever this checkout's assets/xterm/ holds.
-func withTerminal(t *testing.T, on bool) {
-	was := xtermAvailable
-	xtermAvailable = on
-	t.Cleanup(func() { xtermAvailable = was })
-}
-
-// runningPage is a page whose team-42 instance is Running with contract.running's endpoints
-// (a TCP gateway endpoint with a WebSocket URL, an HTTPS one, an in-cluster one).
-func runningPage(t *testing.T) (*pageTest, *http.Cookie) {
-	p := newPage(t)
+// runningPage is a page offering a terminal or not, whose team-42 instance is Running with
+// contract.running's endpoints (a TCP gateway endpoint with a WebSocket URL, an HTTPS one, an
+// in-cluster one).
+func runningPage(t *testing.T, terminal bool) (*pageTest, *http.Cookie) {
+	p := newPageWithTerminal(t, terminal)
 	cookie := p.session("team-42", "ctf", "pwn-heap")
 	require.Equal(t, http.StatusSeeOther, p.act(actionStart, cookie, testPageOrigin).StatusCode)
 	c := &contract{store: p.store, now: p.now}
@@ -36,8 +29,7 @@ var styleNonceAttr = regexp.MustCompile(`data-style-nonce="([^"]*)"`)
 // it connect to that URL's origin alone, and admits the style elements of xterm.js by a nonce
 // fresh on every answer; it loads xterm.js and terminal.js from the page itself.
 func TestPageTerminal(t *testing.T) {
-	withTerminal(t, true)
-	p, cookie := runningPage(t)
+	p, cookie := runningPage(t, true)
 	resp, body := p.get("/i/ctf/pwn-heap/terminal?endpoint=0", cookie)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	m := styleNonceAttr.FindStringSubmatch(body)
@@ -65,8 +57,7 @@ func TestPageTerminal(t *testing.T) {
 // No terminal where there is nothing to connect to: another endpoint (HTTPS), one out of range or
 // not a number, an instance that is not Running, or another session's page.
 func TestPageTerminalRefused(t *testing.T) {
-	withTerminal(t, true)
-	p, cookie := runningPage(t)
+	p, cookie := runningPage(t, true)
 	for name, target := range map[string]string{
 		"the HTTPS endpoint": "/i/ctf/pwn-heap/terminal?endpoint=1",
 		"out of range":       "/i/ctf/pwn-heap/terminal?endpoint=2",
@@ -93,8 +84,7 @@ func TestPageTerminalRefused(t *testing.T) {
 // A binary built without xterm.js offers no terminal: no link on the page, none in /status, no
 // terminal page; the WebSocket commands stay.
 func TestPageWithoutXterm(t *testing.T) {
-	withTerminal(t, false)
-	p, cookie := runningPage(t)
+	p, cookie := runningPage(t, false)
 	_, body := p.get("/i/ctf/pwn-heap/", cookie)
 	assert.NotContains(t, body, "terminal")
 	assert.Contains(t, body, "websocat -b wss://tcp.ctf.example.org/ws/tok3n")
@@ -113,14 +103,14 @@ func TestPageXtermAssets(t *testing.T) {
 	p := newPage(t)
 	for _, file := range []string{"xterm.js", "xterm.css", "xterm-license.txt"} {
 		resp, body := p.get("/i/assets/"+file, nil)
-		if !xtermAvailable {
+		if !embedsXterm() {
 			assert.Equal(t, http.StatusNotFound, resp.StatusCode, "%s without xterm.js", file)
 			continue
 		}
 		assert.Equal(t, http.StatusOK, resp.StatusCode, file)
 		assert.NotEmpty(t, body, file)
 	}
-	if xtermAvailable {
+	if embedsXterm() {
 		_, license := p.get("/i/assets/xterm-license.txt", nil)
 		assert.Contains(t, license, "The xterm.js authors")
 	}

@@ -84,18 +84,29 @@ type pageTest struct {
 }
 
 func newPageTest(t *testing.T, origin string, actions RateLimit) *pageTest {
+	return newPageTestTerminal(t, origin, actions, embedsXterm())
+}
+
+// newPageTestTerminal is newPageTest whose page offers a terminal (on) or not, as a binary built
+// with or without xterm.js would, whatever this checkout's assets/xterm/ holds.
+func newPageTestTerminal(t *testing.T, origin string, actions RateLimit, terminal bool) *pageTest {
 	p := &pageTest{t: t, now: testNow, logs: &bytes.Buffer{}}
 	clock := func() time.Time { return p.now }
 	p.store = newFakeStore(clock, pageDefinition("pwn-heap", true, nil), pageDefinition("web-notes", true, nil),
 		pageDefinition("platform-flag", true, &v1alpha1.Flag{Platform: true, Env: "FLAG"}), pageDefinition("unmarked", false, nil))
 	logger := slog.New(slog.NewJSONHandler(p.logs, nil))
 	instancer := NewInstancer(pageFake{p.store}, clock, logger, RateLimit{Burst: 100, Every: time.Second})
-	p.handler = NewPageHandler(instancer, pageFake{p.store}, PageOptions{Keys: [][]byte{linkKey, previousLinkKey}, Origin: origin, Actions: actions})
+	p.handler = newPageHandler(instancer, pageFake{p.store}, PageOptions{Keys: [][]byte{linkKey, previousLinkKey}, Origin: origin, Actions: actions}, terminal)
 	return p
 }
 
 func newPage(t *testing.T) *pageTest {
 	return newPageTest(t, testPageOrigin, RateLimit{Burst: 100, Every: time.Second})
+}
+
+// newPageWithTerminal is newPage offering a terminal (on) or not.
+func newPageWithTerminal(t *testing.T, on bool) *pageTest {
+	return newPageTestTerminal(t, testPageOrigin, RateLimit{Burst: 100, Every: time.Second}, on)
 }
 
 // session is the cookie of owner's session on namespace/definition.
@@ -534,8 +545,7 @@ func TestPageShowsTimesAndWarnings(t *testing.T) {
 // pwntools', its WebSocket URL with websocat's and wsrx's commands, and its terminal; an HTTPS
 // URL; no in-cluster endpoint.
 func TestPageStatusOfARunningInstance(t *testing.T) {
-	withTerminal(t, true)
-	p := newPage(t)
+	p := newPageWithTerminal(t, true)
 	cookie := p.session("team-42", "ctf", "pwn-heap")
 	p.act(actionStart, cookie, testPageOrigin)
 	c := &contract{store: p.store, now: p.now}
