@@ -194,8 +194,10 @@ bench-platform:
 # eviction, one byte a second, connect-and-close churn, oversized lines, the attacker's own valid
 # token), and the WebSocket upgrade's own classes against its --websocket-listen (slow headers,
 # oversized headers, oversized frames, bad tokens by URL), each against a fresh gateway at its
-# defaults with --max-connections=2000, honest players over WebSocket counted apart beside those
-# over TCP: success rate and handshake p99 per class, the gateway's RSS before, during and after,
+# defaults with --max-connections=2000 (the attackers in a process of their own at nice 19, as
+# attackers on machines of their own take none of its cores; -attack-nice=0 shares them), honest
+# players over WebSocket counted apart beside those over TCP: success rate and handshake p99 (and
+# its dial to prompt) per class, the gateway's RSS before, during and after,
 # PASS or FAIL per target. About 10 minutes; a report, not a test. GATEWAY_ATTACK_FLAGS adds
 # flags, e.g. -attack-classes none,silent,ws-slow-headers -attack-for 30s -honest-ws 0.
 bench-gateway-attack: build

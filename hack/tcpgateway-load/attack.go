@@ -63,6 +63,7 @@ type attackOptions struct {
 	pasteMin, pasteMax time.Duration
 	maxConnections     int
 	honestTimeout      time.Duration
+	nice               int
 }
 
 // The honest players' targets in every class.
@@ -86,6 +87,7 @@ func attackFlags(a *attackOptions) {
 	flag.IntVar(&a.inflight, "attack-inflight", 8, "connections in flight per address for those attacks")
 	flag.IntVar(&a.perAddr, "attack-per-addr", 16, "connections per address of the attacks that hold them (silent, one byte a second)")
 	flag.DurationVar(&a.retry, "attack-retry", time.Second, "wait before a held attack connection that ended is opened again")
+	flag.IntVar(&a.nice, "attack-nice", 19, "the attackers' process's nice value: on the machine's cores it yields to the gateway and the players, as attackers on machines of their own take none of the gateway's (0: it takes its share)")
 	flag.IntVar(&a.honestOwn, "honest-own", 60, "honest players, each from an address of its own (127.0.1.x)")
 	flag.BoolVar(&a.honestFresh, "honest-fresh", false, "each attempt of the players of their own addresses from an address not used before (127.2.x.y, 62,500 of them, then again), which has presented no valid token: a player's first connection (silent-credited tells credit from holdings only with it)")
 	flag.IntVar(&a.honestShared, "honest-shared", 20, "honest players from one shared address (127.0.2.1)")
@@ -518,8 +520,8 @@ func runAttack(o options, key []byte, keyFile string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("attack run: the gateway at its defaults and %s; %d honest players from their own addresses, %d from one shared address, paste delay %s-%s, %d over WebSocket from their own addresses; each attack from %d addresses (127.1.x.y), %s each; paced attacks %d connections/s in all (at most %d in flight per address), held attacks %d connections per address (opened again %s after they end)\n",
-		strings.Join(b.flags, " "), a.honestOwn, a.honestShared, a.pasteMin, a.pasteMax, a.honestWS, a.addrs, a.classFor, a.rate, a.inflight, a.perAddr, a.retry)
+	fmt.Printf("attack run: the gateway at its defaults and %s; %d honest players from their own addresses, %d from one shared address, paste delay %s-%s, %d over WebSocket from their own addresses; each attack from %d addresses (127.1.x.y), %s each; paced attacks %d connections/s in all (at most %d in flight per address), held attacks %d connections per address (opened again %s after they end); the attackers' process at nice %d\n",
+		strings.Join(b.flags, " "), a.honestOwn, a.honestShared, a.pasteMin, a.pasteMax, a.honestWS, a.addrs, a.classFor, a.rate, a.inflight, a.perAddr, a.retry, a.nice)
 
 	var results []classResult
 	for _, class := range classes {
@@ -748,7 +750,10 @@ func summarize(name string, run *attackRun) classResult {
 // honest players and their instances, and the players' figures would be the time their goroutines
 // wait behind the attackers' in this process's run queue (hundreds to thousands of runnable
 // goroutines under silent-credited), not the gateway's. The processes still share the machine's
-// cores with the gateway, as before.
+// cores with the gateway: the attackers' at -attack-nice (19), so that its own work (as much CPU
+// as the gateway's, most of it the kernel's for its connects and closes) runs on what the gateway
+// and the players leave, not in their place; its connections a second, printed, are those of a
+// run at nice 0 (make bench-gateway-attack GATEWAY_ATTACK_FLAGS=-attack-nice=0 shows both).
 
 // attackReport is what the attackers' process tells of its attack, as its last line (JSON).
 type attackReport struct {
@@ -764,7 +769,9 @@ func runAttackChild(run *attackRun, class string, a attackOptions, mark func(sta
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe, "-attack-child-class="+class, "-attack-child-gateway="+run.gateway, "-attack-child-websocket="+run.wsGateway, "-attack-child-token="+run.ownToken,
+	// Under nice(1), every thread of the process runs at its nice value (setpriority(2) in the
+	// process itself would set its calling thread's only).
+	cmd := exec.Command("nice", fmt.Sprintf("-n%d", a.nice), exe, "-attack-child-class="+class, "-attack-child-gateway="+run.gateway, "-attack-child-websocket="+run.wsGateway, "-attack-child-token="+run.ownToken,
 		fmt.Sprintf("-attack-for=%s", a.classFor), fmt.Sprintf("-attack-addrs=%d", a.addrs), fmt.Sprintf("-attack-rate=%d", a.rate),
 		fmt.Sprintf("-attack-inflight=%d", a.inflight), fmt.Sprintf("-attack-per-addr=%d", a.perAddr), fmt.Sprintf("-attack-retry=%s", a.retry))
 	cmd.Stderr = os.Stderr

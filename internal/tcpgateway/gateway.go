@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,13 +195,20 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	g.poller = p
 	g.mu.Unlock()
 	defer g.closeAfterShutdownDelay(ctx, ln)()
-	// One worker at a time accepts; it hands accepting on to another worker once the connection it
+	// An accept loop per core: each hands accepting on to another worker once the connection it
 	// took has a slot, before it serves it, so that the player's prompt waits for no hand-off and
-	// the next accept for no evicted connection (see acceptor).
-	acceptEnded := make(chan error, 1)
-	g.work(&acceptor{g: g, ctx: ctx, ln: ln, ended: acceptEnded, handle: g.handle, wg: &g.wg})
-	if err := <-acceptEnded; err != nil {
-		return err
+	// the next accept for no evicted connection (see acceptor). A flood's wave of connections in
+	// the listen queue is taken on every core: what a player queued behind it waits for.
+	acceptors := runtime.GOMAXPROCS(0)
+	acceptEnded := make(chan error, acceptors)
+	for range acceptors {
+		g.work(&acceptor{g: g, ctx: ctx, ln: ln, ended: acceptEnded, handle: g.handle, wg: &g.wg})
+	}
+	for range acceptors {
+		if err := <-acceptEnded; err != nil {
+			ln.Close() // the other loops end
+			return err
+		}
 	}
 	g.drain(&g.wg)
 	g.pipes.close()
@@ -324,18 +332,31 @@ var refusalFull = refusal{reason: reasonTooManyConnections, line: "gateway full,
 // handle serves one player's connection on a worker: its token, then the instance's connection,
 // whose splice goes on without this worker (see splice) until the connection ends: the worker is
 // free once the splice began. It calls admitted once the connection has a slot (or was refused
-// one), before anything that waits.
-func (g *Gateway) handle(player *net.TCPConn, admitted func()) {
+// one), before anything that waits. A connection from a source that holds other connections
+// waiting beyond the instances it reached (pendingConn.behind) is not served here: handle returns
+// it as the job that serves it, for the accept loop to hand to another worker (see acceptor).
+func (g *Gateway) handle(player *net.TCPConn, admitted func()) (later job) {
 	c := &session{g: g, player: player, start: time.Now()}
 	g.track(player, true)
 	g.metrics.open.Inc()
-	tokenDeadline := c.start.Add(g.cfg.TokenTimeout)
-	player.SetDeadline(tokenDeadline)
+	c.tokenDeadline = c.start.Add(g.cfg.TokenTimeout)
+	player.SetDeadline(c.tokenDeadline)
 	c.log = connLog{logger: g.logger, player: addrPort(player.RemoteAddr())}
 
 	source := sourceOf(c.log.player.Addr())
 	c.slot = g.admission.admit(player, source, time.Now())
+	if c.slot != nil && c.slot.behind {
+		return c
+	}
 	admitted()
+	c.run()
+	return nil
+}
+
+// run serves an admitted connection: the rest of handle, on the worker that admitted it or, for
+// a connection admitted behind others, on a worker of its own.
+func (c *session) run() {
+	g, player := c.g, c.player
 	if c.slot == nil {
 		g.metrics.acceptedTracked.Inc()
 		c.refuse(refusalFull)
@@ -347,7 +368,7 @@ func (g *Gateway) handle(player *net.TCPConn, admitted func()) {
 		g.metrics.acceptedTracked.Inc()
 	}
 
-	target, lines, ref := g.present(player, c.slot, tokenDeadline)
+	target, lines, ref := g.present(player, c.slot, c.tokenDeadline)
 	if ref != nil {
 		c.refuse(*ref)
 		return
@@ -371,15 +392,16 @@ func (g *Gateway) handle(player *net.TCPConn, admitted func()) {
 
 // session is one player's connection and what it holds, given back by end.
 type session struct {
-	g        *Gateway
-	player   *net.TCPConn
-	start    time.Time
-	log      connLog
-	slot     *pendingConn   // its admission slot, once admitted
-	target   netip.AddrPort // counted against its instance's cap, once valid
-	instance *net.TCPConn   // once connected
-	splicing bool
-	spliced  splicing // the splice, once splicing
+	g             *Gateway
+	player        *net.TCPConn
+	start         time.Time
+	tokenDeadline time.Time
+	log           connLog
+	slot          *pendingConn   // its admission slot, once admitted
+	target        netip.AddrPort // counted against its instance's cap, once valid
+	instance      *net.TCPConn   // once connected
+	splicing      bool
+	spliced       splicing // the splice, once splicing
 }
 
 // refuse refuses the connection (see Gateway.refuse) and ends it.

@@ -68,6 +68,10 @@ type pendingConn struct {
 	entry   *sourceEntry // nil: untracked
 	elem    *list.Element
 	evicted bool // its slot went to a newcomer
+	// behind: when admitted, its source held more than one waiting connection beyond the instances
+	// it reached lately, this one included (a player holds one: its own); served after the accept
+	// of the connections queued behind it (see acceptor), never refused for it.
+	behind bool
 }
 
 // sourceEntry is what the gateway knows of one source address.
@@ -115,6 +119,7 @@ func (a *admission) admit(conn *net.TCPConn, source netip.Addr, now time.Time) *
 	p := &pendingConn{conn: conn, source: source, entry: a.entry(source, now)}
 	if p.entry != nil {
 		p.entry.pending++
+		p.behind = p.entry.pending-len(p.entry.instances) > 1
 	}
 	p.elem = a.pending.PushBack(p)
 	return p

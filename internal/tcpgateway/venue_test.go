@@ -170,3 +170,32 @@ func TestInstancesCoverOneWaitingConnectionEach(t *testing.T) {
 
 	assert.Equal(t, 1, a.rank(&pendingConn{}, now).uncovered, "an untracked source's connection counts as one uncovered")
 }
+
+// TestAdmittedBehind: a connection is served behind the accepts queued after it when its source
+// holds more than one waiting connection beyond the instances it reached: not a player's first,
+// nor a venue's players up to one each per instance they reached; a flood's second on. An
+// untracked source's are never behind (nothing known of them).
+func TestAdmittedBehind(t *testing.T) {
+	a := newAdmission(1000, 10, 2)
+	now := time.Now()
+	player := netip.MustParseAddr("192.0.2.1")
+	assert.False(t, a.admit(nil, player, now).behind, "a player's first connection")
+	assert.True(t, a.admit(nil, player, now).behind, "a second, no instance reached")
+
+	venue := netip.MustParseAddr("192.0.2.2")
+	e := a.entry(venue, now)
+	for i := range 3 {
+		e.credit(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 96, 0, byte(i)}), 31337), now)
+	}
+	for i := range 4 {
+		assert.False(t, a.admit(nil, venue, now).behind, "the venue's connection %d, three instances reached", i+1)
+	}
+	assert.True(t, a.admit(nil, venue, now).behind, "its fifth")
+
+	untracked := netip.MustParseAddr("192.0.2.3") // beyond maxSources (2)
+	for range 3 {
+		p := a.admit(nil, untracked, now)
+		assert.Nil(t, p.entry)
+		assert.False(t, p.behind)
+	}
+}

@@ -128,8 +128,9 @@ type wsSession struct {
 
 // handleWebSocket serves one connection of the WebSocket listener on a worker, as handle does a
 // TCP one: a slot, the request, then a probe's answer, or the upgrade, the proof of work, the
-// instance's connection and the splice, which goes on without this worker.
-func (g *Gateway) handleWebSocket(player *net.TCPConn, admitted func()) {
+// instance's connection and the splice, which goes on without this worker. It serves every
+// connection itself (later is nil): the source it admits a connection as may be a trusted proxy's.
+func (g *Gateway) handleWebSocket(player *net.TCPConn, admitted func()) (later job) {
 	c := &wsSession{g: g, player: player, start: time.Now()}
 	// Tracked as no TCP player's: at the drain's end a WebSocket reads a close frame, not a line.
 	g.track(player, false)
@@ -143,7 +144,7 @@ func (g *Gateway) handleWebSocket(player *net.TCPConn, admitted func()) {
 		g.metrics.acceptedTracked.Inc()
 		c.refuseRequest(httpRefusal{refusalFull, http.StatusServiceUnavailable})
 		c.end()
-		return
+		return nil
 	}
 	if c.slot.entry == nil {
 		g.metrics.acceptedUntracked.Inc()
@@ -154,11 +155,12 @@ func (g *Gateway) handleWebSocket(player *net.TCPConn, admitted func()) {
 	if ref != nil {
 		c.refuseRequest(*ref)
 		c.end()
-		return
+		return nil
 	}
 	if !c.serve(req, br) {
 		c.end()
 	}
+	return nil
 }
 
 // serve answers a request whose slot is still pending: it returns true once the connection is

@@ -45,6 +45,13 @@ type job interface{ run() }
 // goroutine already runnable: under a flood that turns the slots over (about 2,000 evictions a
 // second in make bench-gateway-attack's silent class), players' handshakes waited behind the
 // evictions (docs/benchmarks-gateway.md).
+//
+// A connection from a source that holds other connections waiting beyond the instances it reached
+// (a flood's address, pendingConn.behind) is handed to a worker of its own, and this one accepts
+// the next at once: a flood that opens its connections in waves (evicted together, back together)
+// fills the listen queue with thousands of them at a time, and a player's connection queued
+// behind them waited for the prompt, the token's read and a goroutine switch of each before its
+// accept; now for their accept and slot only.
 type acceptor struct {
 	g       *Gateway
 	ctx     context.Context
@@ -52,19 +59,37 @@ type acceptor struct {
 	backoff time.Duration
 	ended   chan<- error // when accepting ends: nil once ctx ended, or why it failed
 	// handle serves a connection accepted (Gateway.handle, or handleWebSocket), counted in wg
-	// meanwhile: each listener drains its own connections.
-	handle func(player *net.TCPConn, admitted func())
+	// meanwhile: each listener drains its own connections. It returns the job that serves the
+	// connection when it served none of it after the slot.
+	handle func(player *net.TCPConn, admitted func()) (later job)
 	wg     *sync.WaitGroup
 }
 
 func (a *acceptor) run() {
-	player := a.accept()
-	if player == nil {
-		return
+	for {
+		player := a.accept()
+		if player == nil {
+			return
+		}
+		a.wg.Add(1)
+		later := a.handle(player, func() { a.g.work(a) })
+		if later == nil {
+			a.wg.Done()
+			return
+		}
+		a.g.work(counted{later, a.wg})
 	}
-	a.wg.Add(1)
-	defer a.wg.Done()
-	a.handle(player, func() { a.g.work(a) })
+}
+
+// counted runs a job counted in wg.
+type counted struct {
+	job
+	wg *sync.WaitGroup
+}
+
+func (c counted) run() {
+	defer c.wg.Done()
+	c.job.run()
 }
 
 // accept returns the next player's connection, or nil once accepting ended (said on ended).
