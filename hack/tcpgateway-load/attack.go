@@ -750,8 +750,8 @@ func summarize(name string, run *attackRun) classResult {
 // honest players and their instances, and the players' figures would be the time their goroutines
 // wait behind the attackers' in this process's run queue (hundreds to thousands of runnable
 // goroutines under silent-credited), not the gateway's. The processes still share the machine's
-// cores with the gateway: the attackers' at -attack-nice (19), so that its own work (as much CPU
-// as the gateway's, most of it the kernel's for its connects and closes) runs on what the gateway
+// cores with the gateway: the attackers' at -attack-nice (19), so that its own work (more CPU than
+// the gateway's, most of it the kernel's for its connects and closes) runs on what the gateway
 // and the players leave, not in their place; its connections a second, printed, are those of a
 // run at nice 0 (make bench-gateway-attack GATEWAY_ATTACK_FLAGS=-attack-nice=0 shows both).
 

@@ -26,8 +26,9 @@ func benchPaths(b *testing.B) map[string]func() net.Conn {
 	g := startWSGateway(b, func(c *Config) {
 		c.MaxConnectionsPerToken = 1 << 20
 	})
-	wsPath := "/ws/" + mint(b, tcptoken.Target{Service: instance.addr()})
-	token := []byte(mint(b, tcptoken.Target{Service: instance.addr()}) + "\n")
+	minted := mint(b, tcptoken.Target{Service: instance.addr()})
+	wsPath := "/ws/" + minted
+	token := []byte(minted + "\n")
 	prompt := make([]byte, len(Prompt))
 	return map[string]func() net.Conn{
 		"direct": func() net.Conn {

@@ -115,7 +115,7 @@ type Gateway struct {
 	activity  *activity
 
 	upgrader       websocket.Upgrader // the WebSocket listener's (see newUpgrader)
-	wsBuffers      sync.Pool          // *[wsBufferBytes]byte: a WebSocket splice's buffers, held only while bytes move
+	wsBuffers      *wsBufferPool      // a WebSocket splice's buffers, held only while bytes move
 	wsWriteBuffers sync.Pool          // the WebSocket library's frame buffers, held only while a message is written
 
 	mu         sync.Mutex
@@ -170,6 +170,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 		admission:  newAdmission(cfg.MaxConnections, cfg.MaxBadTokensPerMinute, cfg.MaxSources),
 		targets:    newTargetCounter(cfg.MaxConnectionsPerToken),
 		pipes:      newPipePool(splicePipes),
+		wsBuffers:  newWSBufferPool(wsLargeBuffers),
 		activity:   newActivity(),
 		conns:      map[*net.TCPConn]bool{},
 		wsPlayers:  map[*wsSession]struct{}{},
@@ -178,7 +179,6 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Gateway, 
 	}
 	g.metrics = newMetrics(reg, func() float64 { return float64(g.admission.size()) })
 	g.upgrader = g.newUpgrader()
-	g.wsBuffers.New = func() any { return new([wsBufferBytes]byte) }
 	return g, nil
 }
 

@@ -57,3 +57,14 @@ func closeWrite(c *net.TCPConn, raw syscall.RawConn) error {
 	}
 	return shutdownErr
 }
+
+// newLargeBuffer maps a large buffer of the WebSocket splice (wsBufferPool) outside Go's heap:
+// its pages become resident as they are first written (a connection that moves a byte touches
+// one), and none is zeroed again. From Go's heap a MiB is zeroed, all of it resident, when made.
+func newLargeBuffer() *[wsBufferBytes]byte {
+	b, err := syscall.Mmap(-1, 0, wsBufferBytes, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return new([wsBufferBytes]byte)
+	}
+	return (*[wsBufferBytes]byte)(b)
+}

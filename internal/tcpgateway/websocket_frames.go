@@ -178,3 +178,19 @@ func unmaskTo(key [4]byte, pos int, dst, src []byte) int {
 	}
 	return (pos + len(src)) & 3
 }
+
+// maxServerHeaderBytes is the longest header of a frame to the player (unmasked): 2 bytes and a
+// 64-bit length.
+const maxServerHeaderBytes = 10
+
+// appendServerHeader appends the header of a final, unmasked frame of n payload bytes.
+func appendServerHeader(dst []byte, messageType, n int) []byte {
+	b0 := byte(0x80 | messageType)
+	switch {
+	case n < 126:
+		return append(dst, b0, byte(n))
+	case n <= 0xffff:
+		return binary.BigEndian.AppendUint16(append(dst, b0, 126), uint16(n))
+	}
+	return binary.BigEndian.AppendUint64(append(dst, b0, 127), uint64(n))
+}

@@ -1,6 +1,7 @@
 package tcpgateway
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"fmt"
@@ -9,10 +10,12 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -510,4 +513,85 @@ func TestWebSocketMessagesToASlowReader(t *testing.T) {
 		assert.Equal(t, fmt.Sprint("ping ", i), pong)
 	}
 	assert.NotEmpty(t, pongs)
+}
+
+// TestWebSocketControlFrameWaitsItsTurn: a control frame (a ping, a pong, a close) due while the
+// instance's messages wait for a player who does not read is dropped at its deadline, and the
+// messages are not cut by it: once the player reads, every byte comes in whole messages, and a
+// control frame sent then comes after them, whole; nothing comes after a close frame.
+func TestWebSocketControlFrameWaitsItsTurn(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	client, err := net.Dial("tcp4", ln.Addr().String())
+	require.NoError(t, err)
+	defer client.Close()
+	server, err := ln.Accept()
+	require.NoError(t, err)
+	defer server.Close()
+	c := &wsSession{player: server.(*net.TCPConn), turn: make(chan struct{}, 1)}
+
+	payload := randomBytes(t, 32<<20) // beyond what the two sockets' buffers hold
+	written := make(chan error, 1)
+	go func() {
+		err := c.writeMessages(payload)
+		if err != nil {
+			server.Close() // the player's read ends here, not at its deadline
+		}
+		written <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the socket buffers fill up
+	err = c.writeControl(websocket.PingMessage, []byte("dropped"), time.Now().Add(100*time.Millisecond))
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "no turn by the deadline: the ping is dropped")
+
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	w := &wsClient{t: t, conn: client.(*net.TCPConn), r: bufio.NewReader(client)}
+	got := w.readBytes(len(payload))
+	require.NoError(t, <-written, "the messages' write, not cut by the ping's deadline")
+	assert.True(t, bytes.Equal(payload, got), "32 MiB byte for byte")
+	require.NoError(t, c.writeControl(websocket.PingMessage, []byte("sent"), time.Now().Add(time.Second)))
+	opcode, frame, err := w.readFrame()
+	require.NoError(t, err)
+	assert.Equal(t, byte(opPing), opcode)
+	assert.Equal(t, "sent", string(frame))
+
+	require.NoError(t, c.writeControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second)))
+	assert.ErrorIs(t, c.writeMessages([]byte("after the close")), websocket.ErrCloseSent, "no message after a close frame")
+	server.Close()
+	opcode, _, err = w.readFrame()
+	require.NoError(t, err)
+	assert.Equal(t, byte(opClose), opcode)
+	_, _, err = w.readFrame()
+	assert.ErrorIs(t, err, io.EOF, "nothing after the close frame")
+}
+
+// TestWebSocketBufferBound: at most maxLarge large buffers are lent at once, then small ones;
+// each given back makes room for the next.
+func TestWebSocketBufferBound(t *testing.T) {
+	p := newWSBufferPool(2)
+	a, b, small := p.get(), p.get(), p.get()
+	assert.Len(t, a, wsBufferBytes)
+	assert.Len(t, b, wsBufferBytes)
+	assert.Len(t, small, wsSmallBufferBytes, "past the bound, a small buffer")
+	p.put(a)
+	assert.Len(t, p.get(), wsBufferBytes, "a large one given back, a large one lent")
+	p.put(small)
+	assert.Equal(t, 2, p.lent())
+}
+
+// TestWebSocketSmallBuffersOnly: with every large buffer lent, 4 MiB of random bytes go to the
+// instance and back byte for byte through the small ones.
+func TestWebSocketSmallBuffersOnly(t *testing.T) {
+	instance := startBackend(t, echo)
+	g := startWSGateway(t, nil)
+	g.wsBuffers.maxLarge = 0
+	w := upgradeWS(t, g.wsAddr, "/ws/"+mint(t, tcptoken.Target{Service: instance.addr()}))
+	payload := randomBytes(t, 4<<20)
+	go func() {
+		for chunk := range slicesChunk(payload, 64<<10) {
+			w.send(opBinary, chunk)
+		}
+	}()
+	assert.True(t, bytes.Equal(payload, w.readBytes(len(payload))), "4 MiB echoed byte for byte")
+	assert.Zero(t, g.wsBuffers.made.Load(), "no large buffer made")
 }
