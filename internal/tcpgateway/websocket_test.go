@@ -540,7 +540,8 @@ func TestWebSocketControlFrameWaitsItsTurn(t *testing.T) {
 		}
 		written <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // the socket buffers fill up
+	waitFor(t, func() bool { return len(c.turn) == 1 }, "the messages' write in its turn")
+	time.Sleep(100 * time.Millisecond) // the socket buffers fill up
 	err = c.writeControl(websocket.PingMessage, []byte("dropped"), time.Now().Add(100*time.Millisecond))
 	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "no turn by the deadline: the ping is dropped")
 
